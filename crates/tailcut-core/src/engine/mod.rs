@@ -1,0 +1,166 @@
+//! The hedging engine: a [`Race`] runs attempts for one request, and the [`Hedger`]
+//! drives a [`Policy`](crate::policy::Policy) over it, returns the winner at once and
+//! settles the losers (cancels, receipts, trace) in the background.
+//!
+//! Invariants the engine itself enforces, whatever the policy does:
+//! - the first *valid* result wins; invalid or failed results never win;
+//! - at most `max_live` attempts are live (result not in, and no confirmed-terminal
+//!   receipt); a launch past the cap is refused;
+//! - every attempt still running when the race ends is cancelled and gets a receipt;
+//!   attempts whose result already arrived are never cancelled;
+//! - a cancel that errors or panics becomes a leaked receipt, never an error;
+//! - the caller's result never waits for loser cleanup.
+
+mod race;
+
+pub use race::{AttemptId, LaunchError, Race, Wake};
+
+use crate::job::{JobRequest, JobResult};
+use crate::ledger::{BudgetGate, LedgerError};
+use crate::money::MicroUsd;
+use crate::policy::Policy;
+use crate::provider::ProviderEntry;
+use crate::trace::{Decisions, RequestTrace, TraceWriter};
+use crate::validate::Validator;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Limits applied to every race.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RaceSettings {
+    /// Most attempts live at once (default 2).
+    pub max_live: usize,
+    /// Per-attempt cap, measured from that attempt's own submit (default 300 s).
+    pub cap: Duration,
+}
+
+impl Default for RaceSettings {
+    fn default() -> Self {
+        RaceSettings { max_live: 2, cap: Duration::from_secs(300) }
+    }
+}
+
+/// Why a request could not be raced.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum RaceError {
+    /// The ledger refused the request's first submission.
+    #[error(transparent)]
+    Budget(#[from] LedgerError),
+    /// The live-attempt cap refused the request's first submission.
+    #[error("live-attempt cap of {0} reached")]
+    AtCapacity(usize),
+}
+
+impl From<LaunchError> for RaceError {
+    fn from(e: LaunchError) -> RaceError {
+        match e {
+            LaunchError::Budget(b) => RaceError::Budget(b),
+            LaunchError::AtCapacity(n) => RaceError::AtCapacity(n),
+        }
+    }
+}
+
+/// What a caller gets back as soon as the race has a winner (or cannot have one).
+#[derive(Debug)]
+pub struct Outcome {
+    /// Request id.
+    pub request_id: String,
+    /// Policy label.
+    pub policy: String,
+    /// Winning provider.
+    pub winner: Option<String>,
+    /// The winning result (payload included).
+    pub result: Option<JobResult>,
+    /// End-to-end latency: the winner's launch offset plus its own wall time.
+    pub latency: Option<Duration>,
+    /// Attempts launched.
+    pub attempts: usize,
+    /// Policy decisions.
+    pub decisions: Decisions,
+    /// Sum of projected charges.
+    pub projected_cost: MicroUsd,
+    /// Loser cleanup; resolves to the full trace record once every receipt is in.
+    pub settled: Settled,
+}
+
+/// The trace record of a request, ready now or once loser cleanup finishes.
+#[derive(Debug)]
+pub struct Settled(SettledInner);
+
+#[derive(Debug)]
+enum SettledInner {
+    Ready(Box<RequestTrace>),
+    Pending(tokio::task::JoinHandle<RequestTrace>),
+}
+
+impl Settled {
+    /// Waits for every receipt and returns the trace record. Dropping a `Settled`
+    /// does not stop the cleanup: it runs (and writes the trace) regardless.
+    pub async fn wait(self) -> Option<RequestTrace> {
+        match self.0 {
+            SettledInner::Ready(t) => Some(*t),
+            SettledInner::Pending(h) => h.await.ok(),
+        }
+    }
+}
+
+/// Runs policies over a fixed set of providers with one validator, budget and trace.
+#[derive(Clone)]
+pub struct Hedger {
+    shared: Arc<Shared>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) providers: Arc<[ProviderEntry]>,
+    pub(crate) validator: Arc<dyn Validator>,
+    pub(crate) budget: Arc<dyn BudgetGate>,
+    pub(crate) trace: Option<Arc<TraceWriter>>,
+    pub(crate) settings: RaceSettings,
+}
+
+impl fmt::Debug for Hedger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hedger")
+            .field("providers", &self.shared.providers.iter().map(|p| p.name.as_str()).collect::<Vec<_>>())
+            .field("settings", &self.shared.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Hedger {
+    /// A hedger over `providers`.
+    pub fn new(
+        providers: Vec<ProviderEntry>,
+        validator: Arc<dyn Validator>,
+        budget: Arc<dyn BudgetGate>,
+        settings: RaceSettings,
+        trace: Option<Arc<TraceWriter>>,
+    ) -> Hedger {
+        let settings = RaceSettings { max_live: settings.max_live.max(1), ..settings };
+        Hedger { shared: Arc::new(Shared { providers: providers.into(), validator, budget, trace, settings }) }
+    }
+
+    /// The providers, in the order given.
+    pub fn providers(&self) -> &[ProviderEntry] {
+        &self.shared.providers
+    }
+
+    /// The race limits.
+    pub fn settings(&self) -> RaceSettings {
+        self.shared.settings
+    }
+
+    /// Races `request` under `policy`. Returns as soon as a winner is known or no
+    /// attempt can produce one; loser cancellation and the trace write continue in the
+    /// background (see [`Outcome::settled`]).
+    pub async fn run(&self, policy: &dyn Policy, request: JobRequest) -> Result<Outcome, RaceError> {
+        let mut race = Race::new(self.shared.clone(), request, policy.label().to_string());
+        let driven = policy.drive(&mut race).await;
+        let outcome = race.finish();
+        match driven {
+            Ok(()) => Ok(outcome),
+            Err(e) => Err(e),
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! What travels through a race: the request, job states, and results.
+
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use tokio::time::Instant;
+
+/// The lifecycle state of a provider job. Wire values match the reference tool's traces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum JobState {
+    /// Submitted; the provider cannot say whether it is queued or running.
+    #[serde(rename = "PENDING")]
+    Pending,
+    /// Waiting for a worker: no GPU work has started.
+    #[serde(rename = "IN_QUEUE")]
+    Queued,
+    /// A worker is executing it.
+    #[serde(rename = "IN_PROGRESS")]
+    Running,
+    /// Finished with output.
+    #[serde(rename = "COMPLETED")]
+    Completed,
+    /// Finished without usable output.
+    #[serde(rename = "FAILED")]
+    Failed,
+    /// Stopped by a cancel.
+    #[serde(rename = "CANCELLED")]
+    Cancelled,
+    /// Right-censored: the caller's cap passed before the job finished.
+    #[serde(rename = "TIMEOUT")]
+    TimedOut,
+    /// The provider answered with a state we do not recognise.
+    #[serde(rename = "UNKNOWN")]
+    Unknown,
+}
+
+impl JobState {
+    /// Whether the job can no longer change state.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, JobState::Completed | JobState::Failed | JobState::Cancelled | JobState::TimedOut)
+    }
+
+    /// The wire value, e.g. `IN_QUEUE`.
+    pub fn wire(self) -> &'static str {
+        match self {
+            JobState::Pending => "PENDING",
+            JobState::Queued => "IN_QUEUE",
+            JobState::Running => "IN_PROGRESS",
+            JobState::Completed => "COMPLETED",
+            JobState::Failed => "FAILED",
+            JobState::Cancelled => "CANCELLED",
+            JobState::TimedOut => "TIMEOUT",
+            JobState::Unknown => "UNKNOWN",
+        }
+    }
+}
+
+/// One request to race: an id and the JSON input every provider receives.
+#[derive(Clone, Debug)]
+pub struct JobRequest {
+    /// Caller-visible id, also written to the trace.
+    pub request_id: String,
+    /// The job input, shared by every attempt.
+    pub input: Arc<serde_json::Value>,
+}
+
+impl JobRequest {
+    /// A request with the given id and input.
+    pub fn new(request_id: impl Into<String>, input: serde_json::Value) -> JobRequest {
+        JobRequest { request_id: request_id.into(), input: Arc::new(input) }
+    }
+}
+
+/// An opaque result payload: bytes plus a content type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Payload {
+    /// Raw bytes (audio, JSON, an image, ...).
+    pub bytes: Vec<u8>,
+    /// MIME type, e.g. `audio/wav` or `application/json`.
+    pub content_type: String,
+}
+
+/// What a job ended with. A timeout is a result (state [`JobState::TimedOut`]), never an
+/// error: results are right-censored at the caller's cap.
+#[derive(Clone, Debug)]
+pub struct JobResult {
+    /// Terminal state (or `TimedOut`).
+    pub state: JobState,
+    /// Output, when there is any.
+    pub payload: Option<Payload>,
+    /// Provider- and worker-reported metrics (queue delay, billed execution, ...).
+    pub metrics: serde_json::Map<String, serde_json::Value>,
+    /// When execution started, if the provider says.
+    pub started: Option<Instant>,
+    /// When the result (or terminal state) was observed.
+    pub finished: Instant,
+    /// Error text for failed or malformed results.
+    pub error: Option<String>,
+}
+
+impl JobResult {
+    /// A result in `state` observed now, with no payload.
+    pub fn bare(state: JobState, error: Option<String>) -> JobResult {
+        JobResult {
+            state,
+            payload: None,
+            metrics: serde_json::Map::new(),
+            started: None,
+            finished: Instant::now(),
+            error,
+        }
+    }
+
+    /// A right-censored result: the cap passed.
+    pub fn timed_out() -> JobResult {
+        JobResult::bare(JobState::TimedOut, Some("cap reached before the job finished".into()))
+    }
+}

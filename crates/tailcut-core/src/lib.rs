@@ -1,0 +1,33 @@
+//! # tailcut-core
+//!
+//! The hedging engine at the heart of tailcut, with no HTTP and no config-file
+//! knowledge. It owns:
+//!
+//! - [`provider`]: the contract every GPU job service implements (submit, status,
+//!   result with a deadline, cancel with a receipt) and what each one can prove;
+//! - [`receipt`]: cancellation receipts whose evidence can only be earned, never assumed;
+//! - [`engine`]: the race itself (launch, first *valid* result wins, cancel losers in the
+//!   background, live-attempt cap) and the [`engine::Hedger`] that runs a policy;
+//! - [`policy`]: the built-in policies (single, race, fixed hedge, queue cutover,
+//!   cascade, deadline tier) behind one small trait;
+//! - [`validate`]: result validators looked up by name;
+//! - [`ledger`]: projected-cost ledger with budget gates, in integer micro-USD, durable in
+//!   SQLite;
+//! - [`trace`]: the JSONL request-trace record and an append-only writer;
+//! - [`money`]: integer money types.
+
+pub mod engine;
+pub mod job;
+pub mod ledger;
+pub mod money;
+pub mod policy;
+pub mod provider;
+pub mod receipt;
+pub mod trace;
+pub mod validate;
+
+pub use engine::{Hedger, Outcome, Race, RaceError, RaceSettings};
+pub use job::{JobRequest, JobResult, JobState, Payload};
+pub use money::{MicroUsd, Pricing, RateNanoUsdPerSec};
+pub use provider::{Backend, BackendError, CancelContext, Capabilities, Job, ProviderEntry};
+pub use receipt::{CancelScope, Evidence, Receipt};

@@ -1,1 +1,24 @@
-fn main() {}
+//! The `tailcut` binary: parses the command line and hands off to a command module.
+//! Exit codes: 0 success, 1 runtime failure, 2 bad input (usage, configuration, data).
+
+mod cli;
+mod commands;
+mod table;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    match commands::dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tailcut: {e:#}");
+            if commands::is_bad_input(&e) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}

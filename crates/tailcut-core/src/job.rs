@@ -100,14 +100,7 @@ pub struct JobResult {
 impl JobResult {
     /// A result in `state` observed now, with no payload.
     pub fn bare(state: JobState, error: Option<String>) -> JobResult {
-        JobResult {
-            state,
-            payload: None,
-            metrics: serde_json::Map::new(),
-            started: None,
-            finished: Instant::now(),
-            error,
-        }
+        JobResult { state, payload: None, metrics: serde_json::Map::new(), started: None, finished: Instant::now(), error }
     }
 
     /// A right-censored result: the cap passed.

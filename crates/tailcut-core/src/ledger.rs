@@ -221,15 +221,19 @@ impl BudgetGate for SqliteLedger {
     fn charge(&self, charge: &Charge<'_>) -> Result<MicroUsd, LedgerError> {
         self.with_conn(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
-            let spent: i64 = tx.query_row("SELECT micro_usd FROM ledger_totals WHERE scope = 'global'", [], |r| r.get(0)).map_err(storage)?;
+            let spent: i64 =
+                tx.query_row("SELECT micro_usd FROM ledger_totals WHERE scope = 'global'", [], |r| r.get(0)).map_err(storage)?;
             check(&self.limits, MicroUsd(spent), charge)?;
             tx.execute(
                 "INSERT INTO ledger_entries (kind, provider, request_id, micro_usd) VALUES ('projected', ?1, ?2, ?3)",
                 params![charge.provider, charge.request_id, charge.amount.0],
             )
             .map_err(storage)?;
-            tx.execute("UPDATE ledger_totals SET micro_usd = micro_usd + ?1, charges = charges + 1 WHERE scope = 'global'", params![charge.amount.0])
-                .map_err(storage)?;
+            tx.execute(
+                "UPDATE ledger_totals SET micro_usd = micro_usd + ?1, charges = charges + 1 WHERE scope = 'global'",
+                params![charge.amount.0],
+            )
+            .map_err(storage)?;
             tx.commit().map_err(storage)?;
             Ok(MicroUsd(spent) + charge.amount)
         })
@@ -255,7 +259,8 @@ impl BudgetGate for SqliteLedger {
                 .optional()
                 .map_err(storage)?
                 .unwrap_or((0, 0));
-            let mut stmt = conn.prepare("SELECT provider, SUM(micro_usd) FROM ledger_entries GROUP BY provider ORDER BY provider").map_err(storage)?;
+            let mut stmt =
+                conn.prepare("SELECT provider, SUM(micro_usd) FROM ledger_entries GROUP BY provider ORDER BY provider").map_err(storage)?;
             let by_provider = stmt
                 .query_map([], |r| Ok((r.get::<_, String>(0)?, MicroUsd(r.get(1)?))))
                 .map_err(storage)?

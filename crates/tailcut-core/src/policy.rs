@@ -222,7 +222,11 @@ pub struct QueueTimers {
 
 impl Default for QueueTimers {
     fn default() -> Self {
-        QueueTimers { poll_after: Duration::from_millis(2500), safety_at: Duration::from_millis(8500), escalate_at: Duration::from_secs(25) }
+        QueueTimers {
+            poll_after: Duration::from_millis(2500),
+            safety_at: Duration::from_millis(8500),
+            escalate_at: Duration::from_secs(25),
+        }
     }
 }
 
@@ -230,10 +234,14 @@ impl QueueTimers {
     /// Validates the ordering poll ≤ safety ≤ escalate.
     pub fn try_new(poll_after: Duration, safety_at: Duration, escalate_at: Duration) -> Result<QueueTimers, PolicyError> {
         if poll_after > safety_at {
-            return Err(PolicyError::BadTiming(format!("the cutover poll ({poll_after:?}) must come no later than the safety hedge ({safety_at:?})")));
+            return Err(PolicyError::BadTiming(format!(
+                "the cutover poll ({poll_after:?}) must come no later than the safety hedge ({safety_at:?})"
+            )));
         }
         if safety_at > escalate_at {
-            return Err(PolicyError::BadTiming(format!("the safety hedge ({safety_at:?}) must come no later than escalation ({escalate_at:?})")));
+            return Err(PolicyError::BadTiming(format!(
+                "the safety hedge ({safety_at:?}) must come no later than escalation ({escalate_at:?})"
+            )));
         }
         Ok(QueueTimers { poll_after, safety_at, escalate_at })
     }
@@ -353,7 +361,13 @@ pub struct Cascade {
 
 impl Cascade {
     /// Builds the policy; the primary must be able to report a queued state.
-    pub fn try_new(providers: &[ProviderEntry], primary: &str, hedge: &str, fallback: &str, timers: QueueTimers) -> Result<Cascade, PolicyError> {
+    pub fn try_new(
+        providers: &[ProviderEntry],
+        primary: &str,
+        hedge: &str,
+        fallback: &str,
+        timers: QueueTimers,
+    ) -> Result<Cascade, PolicyError> {
         let (p, h, f) = (resolve(providers, primary)?, resolve(providers, hedge)?, resolve(providers, fallback)?);
         distinct(providers, &[p, h, f])?;
         require_queue_signal(providers, p)?;
@@ -436,11 +450,18 @@ pub struct DeadlineTier {
 
 impl DeadlineTier {
     /// Builds the policy; the primary must be able to report a queued state.
-    pub fn try_new(providers: &[ProviderEntry], primary: &str, hedge: &str, fallback: &str, timers: QueueTimers) -> Result<DeadlineTier, PolicyError> {
+    pub fn try_new(
+        providers: &[ProviderEntry],
+        primary: &str,
+        hedge: &str,
+        fallback: &str,
+        timers: QueueTimers,
+    ) -> Result<DeadlineTier, PolicyError> {
         let (p, h, f) = (resolve(providers, primary)?, resolve(providers, hedge)?, resolve(providers, fallback)?);
         distinct(providers, &[p, h, f])?;
         require_queue_signal(providers, p)?;
-        let label = format!("deadline:{primary}->{hedge}+{fallback}@q{}s+s{}s", secs_label(timers.poll_after), secs_label(timers.safety_at));
+        let label =
+            format!("deadline:{primary}->{hedge}+{fallback}@q{}s+s{}s", secs_label(timers.poll_after), secs_label(timers.safety_at));
         Ok(DeadlineTier { primary: p, hedge: h, fallback: f, timers, label })
     }
 }

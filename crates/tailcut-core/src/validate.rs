@@ -149,11 +149,7 @@ fn reject_settings(spec: &ValidatorSpec, allowed: &[&str]) -> Result<(), Validat
             return Err(ValidatorError::BadSetting {
                 name: spec.name.clone(),
                 key: key.clone(),
-                expected: if allowed.is_empty() {
-                    "no settings are accepted".into()
-                } else {
-                    format!("one of: {}", allowed.join(", "))
-                },
+                expected: if allowed.is_empty() { "no settings are accepted".into() } else { format!("one of: {}", allowed.join(", ")) },
             });
         }
     }
@@ -319,7 +315,11 @@ impl WavValidator {
         let d = WavValidator::default();
         let expected_sample_rate = match spec.settings.get("expected_sample_rate") {
             None => None,
-            Some(v) => Some(v.as_u64().and_then(|r| u32::try_from(r).ok()).ok_or_else(|| bad(spec, "expected_sample_rate", "a positive integer (Hz)"))?),
+            Some(v) => Some(
+                v.as_u64()
+                    .and_then(|r| u32::try_from(r).ok())
+                    .ok_or_else(|| bad(spec, "expected_sample_rate", "a positive integer (Hz)"))?,
+            ),
         };
         Ok(WavValidator {
             min_duration_s: f64_setting(spec, "min_duration_s", d.min_duration_s)?,

@@ -28,7 +28,8 @@ fn setup(primary: Vec<Script>, hedge: Vec<Script>, fallback: Vec<Script>) -> Set
         ScriptedBackend::new("h", false, hedge, &recorder).entry(),
         ScriptedBackend::new("f", false, fallback, &recorder).entry(),
     ];
-    let hedger = Hedger::new(providers, Arc::new(NonEmpty), Arc::new(MemoryLedger::new(BudgetLimits::UNLIMITED)), RaceSettings::default(), None);
+    let hedger =
+        Hedger::new(providers, Arc::new(NonEmpty), Arc::new(MemoryLedger::new(BudgetLimits::UNLIMITED)), RaceSettings::default(), None);
     Setup { hedger, recorder }
 }
 
@@ -121,7 +122,8 @@ async fn invalid_result_never_wins_even_when_first() {
 
 #[tokio::test(start_paused = true)]
 async fn both_invalid_gives_no_winner_and_no_receipts() {
-    let t = setup(vec![Script::valid_after(s(20.0)).output(Output::Invalid)], vec![Script::valid_after(s(3.0)).output(Output::Fails)], vec![]);
+    let t =
+        setup(vec![Script::valid_after(s(20.0)).output(Output::Invalid)], vec![Script::valid_after(s(3.0)).output(Output::Fails)], vec![]);
     let out = t.hedger.run(&fixed(&t.hedger, 10.0), req()).await.unwrap();
     assert_eq!(out.winner, None);
     assert_eq!(out.latency, None);
@@ -269,7 +271,11 @@ async fn deadline_tier_races_hedge_and_fallback_after_a_queued_primary() {
 
 #[tokio::test(start_paused = true)]
 async fn immediate_race_launches_the_next_racer_when_one_fails() {
-    let t = setup(vec![Script::valid_after(s(1.0)).output(Output::Fails)], vec![Script::valid_after(s(50.0))], vec![Script::valid_after(s(5.0))]);
+    let t = setup(
+        vec![Script::valid_after(s(1.0)).output(Output::Fails)],
+        vec![Script::valid_after(s(50.0))],
+        vec![Script::valid_after(s(5.0))],
+    );
     let policy = ImmediateRace::try_new(t.hedger.providers(), &["p", "h", "f"]).unwrap();
     let start = Instant::now();
     let out = t.hedger.run(&policy, req()).await.unwrap();

@@ -106,7 +106,8 @@ proptest! {
 fn trace_end(trace: &tailcut_core::trace::RequestTrace, recorder: &Recorder) -> tokio::time::Instant {
     let first = recorder.lives().iter().map(|l| l.submitted).min().unwrap_or_else(tokio::time::Instant::now);
     // t0 precedes the first submit by the primary's submit delay; use the attempt offsets.
-    let t0 = first - Duration::from_secs_f64(trace.attempts.iter().find(|a| a.submit_error.is_none()).map_or(0.0, |a| a.submit_returned_ms) / 1000.0);
+    let t0 = first
+        - Duration::from_secs_f64(trace.attempts.iter().find(|a| a.submit_error.is_none()).map_or(0.0, |a| a.submit_returned_ms) / 1000.0);
     let end_ms = match trace.winner_total_ms {
         Some(ms) => ms,
         None => trace.attempts.iter().filter_map(|a| a.wall_ms.map(|w| a.submit_offset_ms + w)).fold(0.0, f64::max),

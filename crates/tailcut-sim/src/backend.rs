@@ -9,8 +9,8 @@ use std::time::Duration;
 use tailcut_core::receipt::Evidence;
 use tailcut_core::validate::sine_wav;
 use tailcut_core::{
-    Backend, BackendError, CancelContext, CancelScope, Capabilities, Job, JobRequest, JobResult, JobState, MicroUsd, Payload, RateNanoUsdPerSec,
-    Receipt,
+    Backend, BackendError, CancelContext, CancelScope, Capabilities, Job, JobRequest, JobResult, JobState, MicroUsd, Payload,
+    RateNanoUsdPerSec, Receipt,
 };
 use tokio::sync::Notify;
 use tokio::time::{sleep_until, Instant};
@@ -181,7 +181,12 @@ impl SimBackend {
             .map(|w| ceil_secs_ms((w.busy_until + inner.idle()).saturating_duration_since(w.session_start)))
             .sum();
         let to_micro = |ms: u128| inner.rate.cost_of(Duration::from_millis(ms.min(u64::MAX as u128) as u64));
-        SimBilling { jobs: st.submitted, cold_starts: st.cold_starts, active: to_micro(active_ms), billed: to_micro(st.closed_billed_ms + open_ms) }
+        SimBilling {
+            jobs: st.submitted,
+            cold_starts: st.cold_starts,
+            active: to_micro(active_ms),
+            billed: to_micro(st.closed_billed_ms + open_ms),
+        }
     }
 
     fn plan(&self, now: Instant, d: &Draws) -> (usize, Instant, Instant, Mode, Instant, usize) {
@@ -189,7 +194,8 @@ impl SimBackend {
         let mut st = inner.lock();
         inner.retire(&mut st, now);
         st.submitted += 1;
-        let idle_worker = st.workers.iter().enumerate().filter(|(_, w)| w.alive && w.busy_until <= now).max_by_key(|(_, w)| w.busy_until).map(|(i, _)| i);
+        let idle_worker =
+            st.workers.iter().enumerate().filter(|(_, w)| w.alive && w.busy_until <= now).max_by_key(|(_, w)| w.busy_until).map(|(i, _)| i);
         let alive = st.workers.iter().filter(|w| w.alive).count();
         let (worker, start, end, mode, prev_busy) = if let Some(i) = idle_worker {
             let start = now + secs(d.warm_dispatch);
@@ -197,8 +203,11 @@ impl SimBackend {
             let prev = w.busy_until;
             (i, start, start + secs(d.warm_run), Mode::Warm, prev)
         } else if alive < inner.profile.max_workers {
-            let (queue, run, mode) =
-                if d.fast { (d.cold_fast_queue, d.cold_fast_run, Mode::ColdFast) } else { (d.cold_slow_queue, d.cold_slow_run, Mode::ColdSlow) };
+            let (queue, run, mode) = if d.fast {
+                (d.cold_fast_queue, d.cold_fast_run, Mode::ColdFast)
+            } else {
+                (d.cold_slow_queue, d.cold_slow_run, Mode::ColdSlow)
+            };
             let start = now + secs(queue);
             let end = start + secs(run);
             st.cold_starts += 1;
@@ -222,7 +231,11 @@ impl SimBackend {
 #[async_trait]
 impl Backend for SimBackend {
     fn capabilities(&self) -> Capabilities {
-        Capabilities { reports_queued: self.inner.profile.reports_queued, cancel_evidence: Evidence::ConfirmedTerminal, reports_billed_time: true }
+        Capabilities {
+            reports_queued: self.inner.profile.reports_queued,
+            cancel_evidence: Evidence::ConfirmedTerminal,
+            reports_billed_time: true,
+        }
     }
 
     async fn submit(&self, _request: &JobRequest) -> Result<Arc<dyn Job>, BackendError> {

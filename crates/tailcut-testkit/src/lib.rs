@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailcut_core::receipt::Evidence;
 use tailcut_core::{
-    Backend, BackendError, CancelContext, CancelScope, Capabilities, Job, JobRequest, JobResult, JobState, Payload, Pricing, ProviderEntry, Receipt,
+    Backend, BackendError, CancelContext, CancelScope, Capabilities, Job, JobRequest, JobResult, JobState, Payload, Pricing, ProviderEntry,
+    Receipt,
 };
 use tokio::sync::Notify;
 use tokio::time::{sleep, sleep_until, Instant};
@@ -178,7 +179,13 @@ impl ScriptedBackend {
     /// A backend called `name` that plays `scripts`.
     pub fn new(name: &str, reports_queued: bool, scripts: Vec<Script>, recorder: &Recorder) -> ScriptedBackend {
         let last = scripts.last().copied().unwrap_or(Script::valid_after(Duration::from_secs(1)));
-        ScriptedBackend { name: name.into(), reports_queued, scripts: Mutex::new(scripts.into()), last: Mutex::new(last), recorder: recorder.clone() }
+        ScriptedBackend {
+            name: name.into(),
+            reports_queued,
+            scripts: Mutex::new(scripts.into()),
+            last: Mutex::new(last),
+            recorder: recorder.clone(),
+        }
     }
 
     /// Wraps it as a provider entry with zero pricing.

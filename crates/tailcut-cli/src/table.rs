@@ -1,0 +1,72 @@
+//! Plain-text tables with aligned columns (numbers right-aligned).
+
+/// A table being built.
+#[derive(Debug, Default)]
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these column titles.
+    pub fn new(header: &[&str]) -> Table {
+        Table { header: header.iter().map(|s| s.to_string()).collect(), rows: Vec::new() }
+    }
+
+    /// Adds a row.
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// Renders with two spaces between columns; the first column is left-aligned.
+    pub fn render(&self) -> String {
+        let cols = self.header.len();
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate().take(cols) {
+                widths[i] = widths[i].max(c.chars().count());
+            }
+        }
+        let line = |cells: &[String]| {
+            let mut out = String::new();
+            for (i, c) in cells.iter().enumerate().take(cols) {
+                let pad = widths[i] - c.chars().count();
+                if i > 0 {
+                    out.push_str("  ");
+                }
+                if i == 0 {
+                    out.push_str(c);
+                    out.push_str(&" ".repeat(pad));
+                } else {
+                    out.push_str(&" ".repeat(pad));
+                    out.push_str(c);
+                }
+            }
+            out.trim_end().to_string()
+        };
+        let mut s = line(&self.header);
+        s.push('\n');
+        s.push_str(&widths.iter().map(|w| "─".repeat(*w)).collect::<Vec<_>>().join("  "));
+        s.push('\n');
+        for r in &self.rows {
+            s.push_str(&line(r));
+            s.push('\n');
+        }
+        s
+    }
+}
+
+/// Seconds with one decimal, or `-` for +∞.
+pub fn secs(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.1}")
+    } else {
+        "-".into()
+    }
+}
+
+/// `k/n (lo%–hi%)`.
+pub fn miss_ci(k: u64, n: u64) -> String {
+    let (lo, hi) = tailcut_stats::wilson(k, n);
+    format!("{k}/{n} ({:.0}%–{:.0}%)", lo * 100.0, hi * 100.0)
+}

@@ -1,0 +1,77 @@
+//! Stage one: the file's shape. Unknown keys are rejected here.
+
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    #[serde(default)]
+    pub race: RawRace,
+    #[serde(default)]
+    pub budget: RawBudget,
+    #[serde(default)]
+    pub trace: RawTrace,
+    #[serde(default)]
+    pub validator: Option<toml::Table>,
+    #[serde(default)]
+    pub providers: toml::Table,
+    #[serde(default)]
+    pub policies: toml::Table,
+    #[serde(default)]
+    pub replay: RawReplay,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRace {
+    pub max_live: Option<i64>,
+    pub cap_s: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBudget {
+    pub soft_stop_usd: Option<f64>,
+    pub hard_stop_usd: Option<f64>,
+    pub ledger: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTrace {
+    pub path: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawReplay {
+    pub deadlines_s: Option<Vec<i64>>,
+    pub delays_s: Option<Vec<f64>>,
+    pub calibration_rounds: Option<i64>,
+    pub cap_s: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawProvider {
+    pub adapter: String,
+    pub rate_usd_per_s: Option<f64>,
+    pub idle_window_s: Option<f64>,
+    pub expected_run_s: Option<f64>,
+    pub sim: Option<toml::Table>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPolicy {
+    pub kind: String,
+    pub provider: Option<String>,
+    pub providers: Option<Vec<String>>,
+    pub primary: Option<String>,
+    pub hedge: Option<String>,
+    pub fallback: Option<String>,
+    pub delay_ms: Option<i64>,
+    pub poll_after_ms: Option<i64>,
+    pub safety_at_ms: Option<i64>,
+    pub escalate_at_ms: Option<i64>,
+}

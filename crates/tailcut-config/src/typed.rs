@@ -1,0 +1,565 @@
+//! Stage two: validated, typed configuration, and construction of engine objects.
+
+use crate::raw::{RawConfig, RawPolicy, RawProvider};
+use crate::ConfigError;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tailcut_core::engine::RaceSettings;
+use tailcut_core::ledger::BudgetLimits;
+use tailcut_core::policy::{Cascade, Cutover, DeadlineTier, FixedHedge, ImmediateRace, Policy, PolicyError, QueueTimers, Single};
+use tailcut_core::validate::{ValidatorRegistry, ValidatorSpec};
+use tailcut_core::{MicroUsd, Pricing, ProviderEntry, RateNanoUsdPerSec};
+use tailcut_sim::{SimBackend, SimProfile};
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where it came from (a path, or `<built-in>`).
+    pub source: String,
+    /// Live-attempt cap and per-attempt cap.
+    pub race: RaceSettings,
+    /// Spending limits and where the ledger lives.
+    pub budget: BudgetConfig,
+    /// Where request traces are appended, if anywhere.
+    pub trace_path: Option<PathBuf>,
+    /// The result validator.
+    pub validator: ValidatorSpec,
+    /// Providers, in file order.
+    pub providers: Vec<ProviderConfig>,
+    /// Named policies, in file order.
+    pub policies: Vec<(String, PolicySpec)>,
+    /// Replay settings.
+    pub replay: ReplayConfig,
+}
+
+/// Budget settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetConfig {
+    /// The two stops.
+    pub limits: BudgetLimits,
+    /// SQLite file; `None` keeps the ledger in memory.
+    pub ledger: Option<PathBuf>,
+}
+
+/// Replay settings (deadlines, hedge-delay grid, calibration split, censoring cap).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayConfig {
+    /// Deadlines whose misses are counted, seconds.
+    pub deadlines_s: Vec<u32>,
+    /// Fixed-hedge delay grid, seconds.
+    pub delays_s: Vec<f64>,
+    /// Rounds with `round_id <= this` form the calibration split.
+    pub calibration_rounds: u64,
+    /// Billed seconds assumed for a provider missing from a round.
+    pub cap_s: f64,
+}
+
+impl Default for ReplayConfig {
+    fn default() -> Self {
+        ReplayConfig {
+            deadlines_s: vec![30, 60, 90, 120],
+            delays_s: vec![0.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0],
+            calibration_rounds: 18,
+            cap_s: 300.0,
+        }
+    }
+}
+
+/// One provider.
+#[derive(Debug, Clone)]
+pub struct ProviderConfig {
+    /// Its key.
+    pub name: String,
+    /// Billed rate, idle window, expected run.
+    pub pricing: Pricing,
+    /// Rate as decimal dollars per second (for float models such as replay).
+    pub rate_usd_per_s: f64,
+    /// Idle window in seconds (for float models such as replay).
+    pub idle_window_s: f64,
+    /// How to reach it.
+    pub adapter: Adapter,
+}
+
+/// The adapter behind a provider.
+#[derive(Debug, Clone)]
+pub enum Adapter {
+    /// The in-process simulator.
+    Sim {
+        /// Behaviour.
+        profile: SimProfile,
+        /// RNG seed.
+        seed: u64,
+    },
+}
+
+/// A policy as configured.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PolicySpec {
+    /// No hedge.
+    Single {
+        /// Provider.
+        provider: String,
+    },
+    /// Immediate race.
+    Race {
+        /// Providers in preference order.
+        providers: Vec<String>,
+    },
+    /// Timer hedge.
+    Hedge {
+        /// Primary.
+        primary: String,
+        /// Hedge.
+        hedge: String,
+        /// Delay after the primary's submit returned.
+        delay: Duration,
+    },
+    /// Queue-state cutover.
+    Cutover {
+        /// Primary (must report queued).
+        primary: String,
+        /// Hedge.
+        hedge: String,
+        /// Timers.
+        timers: QueueTimers,
+    },
+    /// Cutover + safety hedge + escalation.
+    Cascade {
+        /// Primary (must report queued).
+        primary: String,
+        /// Hedge.
+        hedge: String,
+        /// Fallback.
+        fallback: String,
+        /// Timers.
+        timers: QueueTimers,
+    },
+    /// Critical tier.
+    Deadline {
+        /// Primary (must report queued).
+        primary: String,
+        /// Hedge.
+        hedge: String,
+        /// Fallback.
+        fallback: String,
+        /// Timers.
+        timers: QueueTimers,
+    },
+}
+
+impl PolicySpec {
+    /// Builds the policy over these providers.
+    pub fn build(&self, providers: &[ProviderEntry]) -> Result<Arc<dyn Policy>, PolicyError> {
+        Ok(match self {
+            PolicySpec::Single { provider } => Arc::new(Single::try_new(providers, provider)?),
+            PolicySpec::Race { providers: names } => {
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                Arc::new(ImmediateRace::try_new(providers, &names)?)
+            }
+            PolicySpec::Hedge { primary, hedge, delay } => Arc::new(FixedHedge::try_new(providers, primary, hedge, *delay)?),
+            PolicySpec::Cutover { primary, hedge, timers } => Arc::new(Cutover::try_new(providers, primary, hedge, *timers)?),
+            PolicySpec::Cascade { primary, hedge, fallback, timers } => {
+                Arc::new(Cascade::try_new(providers, primary, hedge, fallback, *timers)?)
+            }
+            PolicySpec::Deadline { primary, hedge, fallback, timers } => {
+                Arc::new(DeadlineTier::try_new(providers, primary, hedge, fallback, *timers)?)
+            }
+        })
+    }
+}
+
+fn name_seed(name: &str) -> u64 {
+    // FNV-1a: distinct, stable default seeds per provider name.
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, key: impl Into<String>, expected: impl Into<String>) -> ConfigError {
+        ConfigError::invalid(self.file, key, expected)
+    }
+
+    fn typed<T: for<'de> Deserialize<'de>>(&self, prefix: &str, value: toml::Value) -> Result<T, ConfigError> {
+        serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            let key = match (prefix.is_empty(), path == ".") {
+                (true, _) => path,
+                (false, true) => prefix.to_string(),
+                (false, false) => format!("{prefix}.{path}"),
+            };
+            self.err(key, e.into_inner().to_string())
+        })
+    }
+
+    fn non_negative(&self, key: &str, v: Option<f64>, default: f64) -> Result<f64, ConfigError> {
+        match v {
+            None => Ok(default),
+            Some(x) if x.is_finite() && x >= 0.0 => Ok(x),
+            Some(_) => Err(self.err(key, "expected a non-negative number")),
+        }
+    }
+
+    fn millis(&self, key: &str, v: Option<i64>, default: u64) -> Result<Duration, ConfigError> {
+        match v {
+            None => Ok(Duration::from_millis(default)),
+            Some(x) if x >= 0 => Ok(Duration::from_millis(x as u64)),
+            Some(_) => Err(self.err(key, "expected a non-negative number of milliseconds")),
+        }
+    }
+}
+
+impl Config {
+    /// Reads and validates a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { file: file.clone(), source })?;
+        Config::parse(&text, &file)
+    }
+
+    /// The built-in demo configuration.
+    pub fn built_in() -> Config {
+        match Config::parse(crate::BUILT_IN, "<built-in>") {
+            Ok(c) => c,
+            // The built-in file is covered by tests; failing here is a build defect.
+            Err(e) => unreachable!("built-in configuration is invalid: {e}"),
+        }
+    }
+
+    /// Parses and validates configuration text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        let cx = Ctx { file };
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| ConfigError::Syntax { file: file.into(), message: e.to_string().trim().to_string() })?;
+        let raw: RawConfig = cx.typed("", toml::Value::Table(table))?;
+
+        let max_live = match raw.race.max_live {
+            None => 2,
+            Some(n) if n >= 1 => n as usize,
+            Some(_) => return Err(cx.err("race.max_live", "expected an integer of at least 1")),
+        };
+        let cap_s = cx.non_negative("race.cap_s", raw.race.cap_s, 300.0)?;
+        if cap_s == 0.0 {
+            return Err(cx.err("race.cap_s", "expected a positive number of seconds"));
+        }
+        let race = RaceSettings { max_live, cap: Duration::from_secs_f64(cap_s) };
+
+        let soft = cx.non_negative("budget.soft_stop_usd", raw.budget.soft_stop_usd, 45.0)?;
+        let hard = cx.non_negative("budget.hard_stop_usd", raw.budget.hard_stop_usd, 50.0)?;
+        if soft > hard {
+            return Err(cx.err("budget.soft_stop_usd", format!("expected at most budget.hard_stop_usd ({hard})")));
+        }
+        let ledger = match raw.budget.ledger.as_deref() {
+            None => Some(PathBuf::from(".tailcut/ledger.sqlite")),
+            Some(":memory:") => None,
+            Some("") => return Err(cx.err("budget.ledger", "expected a file path or \":memory:\"")),
+            Some(p) => Some(PathBuf::from(p)),
+        };
+        let budget =
+            BudgetConfig { limits: BudgetLimits { soft_stop: MicroUsd::from_usd(soft), hard_stop: MicroUsd::from_usd(hard) }, ledger };
+
+        let validator = match raw.validator {
+            None => ValidatorSpec::named("nonempty"),
+            Some(t) => {
+                let spec: ValidatorSpec = cx.typed("validator", toml::Value::Table(t))?;
+                ValidatorRegistry::default().build(&spec).map_err(|e| cx.err("validator", e.to_string()))?;
+                spec
+            }
+        };
+
+        let mut providers = Vec::new();
+        for (name, value) in raw.providers {
+            providers.push(provider(&cx, &name, value)?);
+        }
+        let entries: Vec<ProviderEntry> = providers.iter().map(ProviderConfig::entry).collect();
+
+        let mut policies = Vec::new();
+        for (name, value) in raw.policies {
+            let key = format!("policies.{name}");
+            let rp: RawPolicy = cx.typed(&key, value)?;
+            let spec = policy(&cx, &key, rp)?;
+            spec.build(&entries).map_err(|e| cx.err(&key, e.to_string()))?;
+            policies.push((name, spec));
+        }
+
+        let d = ReplayConfig::default();
+        let deadlines_s = match raw.replay.deadlines_s {
+            None => d.deadlines_s,
+            Some(v) => v
+                .into_iter()
+                .map(|x| u32::try_from(x).ok().filter(|x| *x > 0))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| cx.err("replay.deadlines_s", "expected positive whole seconds"))?,
+        };
+        let delays_s = match raw.replay.delays_s {
+            None => d.delays_s,
+            Some(v) if v.iter().all(|x| x.is_finite() && *x >= 0.0) => v,
+            Some(_) => return Err(cx.err("replay.delays_s", "expected non-negative seconds")),
+        };
+        let calibration_rounds = match raw.replay.calibration_rounds {
+            None => d.calibration_rounds,
+            Some(x) if x >= 0 => x as u64,
+            Some(_) => return Err(cx.err("replay.calibration_rounds", "expected a non-negative integer")),
+        };
+        let cap = cx.non_negative("replay.cap_s", raw.replay.cap_s, d.cap_s)?;
+        let replay = ReplayConfig { deadlines_s, delays_s, calibration_rounds, cap_s: cap };
+
+        Ok(Config {
+            source: file.to_string(),
+            race,
+            budget,
+            trace_path: raw.trace.path.map(PathBuf::from),
+            validator,
+            providers,
+            policies,
+            replay,
+        })
+    }
+
+    /// Engine provider entries, in file order.
+    pub fn provider_entries(&self) -> Vec<ProviderEntry> {
+        self.providers.iter().map(ProviderConfig::entry).collect()
+    }
+
+    /// A named policy's spec.
+    pub fn policy(&self, name: &str) -> Option<&PolicySpec> {
+        self.policies.iter().find(|(n, _)| n == name).map(|(_, p)| p)
+    }
+
+    /// A provider by key.
+    pub fn provider(&self, name: &str) -> Option<&ProviderConfig> {
+        self.providers.iter().find(|p| p.name == name)
+    }
+}
+
+impl ProviderConfig {
+    /// Builds the engine entry (for `sim`, a fresh simulator with its seed).
+    pub fn entry(&self) -> ProviderEntry {
+        let backend: Arc<dyn tailcut_core::Backend> = match &self.adapter {
+            Adapter::Sim { profile, seed } => Arc::new(SimBackend::new(&self.name, profile.clone(), *seed)),
+        };
+        ProviderEntry { name: self.name.clone(), backend, pricing: self.pricing }
+    }
+}
+
+fn provider(cx: &Ctx<'_>, name: &str, value: toml::Value) -> Result<ProviderConfig, ConfigError> {
+    let key = format!("providers.{name}");
+    let raw: RawProvider = cx.typed(&key, value)?;
+    let adapter = match raw.adapter.as_str() {
+        "sim" => {
+            let mut table = raw.sim.unwrap_or_default();
+            let profile_name = match table.remove("profile") {
+                None => name.to_string(),
+                Some(toml::Value::String(s)) => s,
+                Some(_) => return Err(cx.err(format!("{key}.sim.profile"), "expected a profile name (runpod, cerebrium, modal, instant)")),
+            };
+            let seed = match table.remove("seed") {
+                None => name_seed(name),
+                Some(toml::Value::Integer(s)) if s >= 0 => s as u64,
+                Some(_) => return Err(cx.err(format!("{key}.sim.seed"), "expected a non-negative integer")),
+            };
+            let base = SimProfile::named(&profile_name).map_err(|e| cx.err(format!("{key}.sim.profile"), e.to_string()))?;
+            let mut merged = match toml::Value::try_from(&base) {
+                Ok(toml::Value::Table(t)) => t,
+                _ => return Err(cx.err(format!("{key}.sim"), "internal error: profile is not a table")),
+            };
+            for (k, v) in table {
+                if !merged.contains_key(&k) {
+                    return Err(cx.err(format!("{key}.sim.{k}"), "unknown simulator setting"));
+                }
+                merged.insert(k, v);
+            }
+            let profile: SimProfile = cx.typed(&format!("{key}.sim"), toml::Value::Table(merged))?;
+            profile.validate().map_err(|e| cx.err(format!("{key}.sim"), e.to_string()))?;
+            Adapter::Sim { profile, seed }
+        }
+        other => {
+            return Err(cx.err(format!("{key}.adapter"), format!("unknown adapter `{other}`; this build supports: sim")));
+        }
+    };
+    let Adapter::Sim { profile, .. } = &adapter;
+    let rate = cx.non_negative(&format!("{key}.rate_usd_per_s"), raw.rate_usd_per_s, profile.rate_usd_per_s)?;
+    let idle = cx.non_negative(&format!("{key}.idle_window_s"), raw.idle_window_s, profile.idle_window_s)?;
+    let expected = cx.non_negative(&format!("{key}.expected_run_s"), raw.expected_run_s, 30.0)?;
+    Ok(ProviderConfig {
+        name: name.to_string(),
+        pricing: Pricing {
+            rate: RateNanoUsdPerSec::from_usd_per_s(rate),
+            idle_window: Duration::from_secs_f64(idle),
+            expected_run: Duration::from_secs_f64(expected),
+        },
+        rate_usd_per_s: rate,
+        idle_window_s: idle,
+        adapter,
+    })
+}
+
+fn policy(cx: &Ctx<'_>, key: &str, p: RawPolicy) -> Result<PolicySpec, ConfigError> {
+    let need =
+        |field: &str, v: Option<String>| v.ok_or_else(|| cx.err(format!("{key}.{field}"), format!("required for kind = \"{}\"", p.kind)));
+    let timers = |p: &RawPolicy| -> Result<QueueTimers, ConfigError> {
+        let poll = cx.millis(&format!("{key}.poll_after_ms"), p.poll_after_ms, 2500)?;
+        let safety = cx.millis(&format!("{key}.safety_at_ms"), p.safety_at_ms, 8500)?;
+        let escalate = cx.millis(&format!("{key}.escalate_at_ms"), p.escalate_at_ms, 25_000)?;
+        QueueTimers::try_new(poll, safety, escalate).map_err(|e| cx.err(key, e.to_string()))
+    };
+    let allowed: &[&str] = match p.kind.as_str() {
+        "single" => &["provider"],
+        "race" => &["providers"],
+        "hedge" => &["primary", "hedge", "delay_ms"],
+        "cutover" => &["primary", "hedge", "poll_after_ms", "safety_at_ms"],
+        "cascade" => &["primary", "hedge", "fallback", "poll_after_ms", "safety_at_ms", "escalate_at_ms"],
+        "deadline" => &["primary", "hedge", "fallback", "poll_after_ms", "safety_at_ms"],
+        other => {
+            return Err(cx.err(
+                format!("{key}.kind"),
+                format!("unknown policy kind `{other}`; expected one of single, race, hedge, cutover, cascade, deadline"),
+            ))
+        }
+    };
+    let present = [
+        ("provider", p.provider.is_some()),
+        ("providers", p.providers.is_some()),
+        ("primary", p.primary.is_some()),
+        ("hedge", p.hedge.is_some()),
+        ("fallback", p.fallback.is_some()),
+        ("delay_ms", p.delay_ms.is_some()),
+        ("poll_after_ms", p.poll_after_ms.is_some()),
+        ("safety_at_ms", p.safety_at_ms.is_some()),
+        ("escalate_at_ms", p.escalate_at_ms.is_some()),
+    ];
+    if let Some((field, _)) = present.iter().find(|(f, set)| *set && !allowed.contains(f)) {
+        return Err(cx.err(format!("{key}.{field}"), format!("not used by kind = \"{}\" (it takes: {})", p.kind, allowed.join(", "))));
+    }
+    let t = timers(&p)?;
+    Ok(match p.kind.as_str() {
+        "single" => PolicySpec::Single { provider: need("provider", p.provider)? },
+        "race" => {
+            PolicySpec::Race { providers: p.providers.ok_or_else(|| cx.err(format!("{key}.providers"), "required for kind = \"race\""))? }
+        }
+        "hedge" => {
+            let delay = cx.millis(&format!("{key}.delay_ms"), p.delay_ms, 10_000)?;
+            PolicySpec::Hedge { primary: need("primary", p.primary)?, hedge: need("hedge", p.hedge)?, delay }
+        }
+        "cutover" => PolicySpec::Cutover { primary: need("primary", p.primary)?, hedge: need("hedge", p.hedge)?, timers: t },
+        "cascade" => PolicySpec::Cascade {
+            primary: need("primary", p.primary)?,
+            hedge: need("hedge", p.hedge)?,
+            fallback: need("fallback", p.fallback)?,
+            timers: t,
+        },
+        _ => PolicySpec::Deadline {
+            primary: need("primary", p.primary)?,
+            hedge: need("hedge", p.hedge)?,
+            fallback: need("fallback", p.fallback)?,
+            timers: t,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        Config::parse(text, "t.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn built_in_config_is_valid_and_ordered() {
+        let c = Config::built_in();
+        let names: Vec<_> = c.providers.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["runpod", "modal", "cerebrium"]);
+        assert_eq!(c.policies.len(), 6);
+        assert_eq!(c.race.max_live, 2);
+        assert_eq!(c.budget.ledger, None);
+        assert_eq!(c.providers[0].pricing.rate, RateNanoUsdPerSec(306_000));
+        assert_eq!(c.replay.calibration_rounds, 18);
+    }
+
+    #[test]
+    fn unknown_top_level_key_is_rejected_with_its_name() {
+        let e = err("colour = 1");
+        assert!(e.starts_with("t.toml: key `colour`"), "{e}");
+        assert!(e.contains("unknown field"), "{e}");
+    }
+
+    #[test]
+    fn unknown_provider_key_names_the_path() {
+        let e = err("[providers.runpod]\nadapter = \"sim\"\nrate = 1\n");
+        assert!(e.contains("key `providers.runpod.rate`"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_names_the_path_and_expectation() {
+        let e = err("[providers.runpod]\nadapter = \"sim\"\nrate_usd_per_s = \"cheap\"\n");
+        assert!(e.contains("providers.runpod.rate_usd_per_s"), "{e}");
+        assert!(e.contains("expected f64"), "{e}");
+        let e = err("[providers.runpod]\nadapter = \"sim\"\nrate_usd_per_s = -1.0\n");
+        assert!(e.contains("expected a non-negative number"), "{e}");
+    }
+
+    #[test]
+    fn unknown_adapter_and_sim_setting_are_rejected() {
+        assert!(err("[providers.x]\nadapter = \"aws\"\n").contains("providers.x.adapter"));
+        let e = err("[providers.x]\nadapter = \"sim\"\nsim = { profile = \"runpod\", warp = 9 }\n");
+        assert!(e.contains("providers.x.sim.warp"), "{e}");
+        let e = err("[providers.x]\nadapter = \"sim\"\nsim = { profile = \"runpod\", leak_p = 3.0 }\n");
+        assert!(e.contains("leak_p"), "{e}");
+    }
+
+    #[test]
+    fn sim_overrides_apply() {
+        let c = Config::parse("[providers.x]\nadapter = \"sim\"\nsim = { profile = \"runpod\", leak_p = 0.25, seed = 9 }\n", "t").unwrap();
+        let Adapter::Sim { profile, seed } = &c.providers[0].adapter;
+        assert_eq!(profile.leak_p, 0.25);
+        assert_eq!(*seed, 9);
+    }
+
+    #[test]
+    fn policy_errors_name_the_policy() {
+        let base = "[providers.runpod]\nadapter = \"sim\"\n[providers.modal]\nadapter = \"sim\"\n";
+        let e = err(&format!("{base}[policies.p]\nkind = \"cutover\"\nprimary = \"modal\"\nhedge = \"runpod\"\n"));
+        assert!(e.contains("key `policies.p`") && e.contains("cannot tell queued from running"), "{e}");
+        let e = err(&format!("{base}[policies.p]\nkind = \"hedge\"\nprimary = \"runpod\"\n"));
+        assert!(e.contains("policies.p.hedge") && e.contains("required"), "{e}");
+        let e = err(&format!("{base}[policies.p]\nkind = \"hedge\"\nprimary = \"runpod\"\nhedge = \"nope\"\n"));
+        assert!(e.contains("unknown provider `nope`"), "{e}");
+        let e = err(&format!("{base}[policies.p]\nkind = \"single\"\nprovider = \"runpod\"\ndelay_ms = 5\n"));
+        assert!(e.contains("policies.p.delay_ms") && e.contains("not used"), "{e}");
+        let e = err(&format!("{base}[policies.p]\nkind = \"magic\"\n"));
+        assert!(e.contains("policies.p.kind"), "{e}");
+    }
+
+    #[test]
+    fn unknown_validator_is_a_config_error() {
+        let e = err("[validator]\nname = \"psychic\"\n");
+        assert!(e.contains("key `validator`") && e.contains("unknown validator `psychic`"), "{e}");
+    }
+
+    #[test]
+    fn syntax_errors_name_the_file() {
+        let e = err("[providers\n");
+        assert!(e.starts_with("t.toml: invalid TOML"), "{e}");
+    }
+
+    #[test]
+    fn budget_stops_are_ordered() {
+        let e = err("[budget]\nsoft_stop_usd = 60\nhard_stop_usd = 50\n");
+        assert!(e.contains("budget.soft_stop_usd"), "{e}");
+        let c = Config::parse("[budget]\nsoft_stop_usd = 1.5\nhard_stop_usd = 2\nledger = \"x.sqlite\"\n", "t").unwrap();
+        assert_eq!(c.budget.limits.hard_stop, MicroUsd(2_000_000));
+        assert_eq!(c.budget.ledger, Some(PathBuf::from("x.sqlite")));
+    }
+
+    #[test]
+    fn load_reports_missing_file() {
+        let e = Config::load(Path::new("/nonexistent/tailcut.toml")).unwrap_err().to_string();
+        assert!(e.starts_with("/nonexistent/tailcut.toml: cannot read"), "{e}");
+    }
+}

@@ -15,7 +15,9 @@ fn demo_json_shows_hedging_cutting_the_tail() {
     let out = tailcut(&["demo", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
-    for key in ["policy", "n", "p50_s", "p95_s", "p99_s", "max_s", "miss_60s", "hedge_rate", "active_usd_per_req", "billed_usd_per_req", "leaked"] {
+    for key in
+        ["policy", "n", "p50_s", "p95_s", "p99_s", "max_s", "miss_60s", "hedge_rate", "active_usd_per_req", "billed_usd_per_req", "leaked"]
+    {
         assert!(rows[0].get(key).is_some(), "missing key {key}");
     }
     let single = row(&rows, "single:runpod");

@@ -18,13 +18,14 @@
 pub mod live;
 pub mod plot;
 pub mod rounds;
+pub mod runner;
 pub mod summary;
 pub mod sweep;
 pub mod synth;
 
 pub use rounds::{LoadOptions, Loaded, ReplayError, RoundSet};
 pub use summary::PolicySummary;
-pub use sweep::{PolicyDef, Family, ProviderRates};
+pub use sweep::{Family, PolicyDef, ProviderRates};
 
 /// Python's `:g` formatting of a number (6 significant digits, trailing zeros removed),
 /// used in policy labels: `0`, `10`, `2.5`.

@@ -573,17 +573,14 @@ fn parse_chunk(bytes: &[u8], first_line: u64, file: &str, index: &ProviderIndex,
     let width = index.names.len();
     let mut chunk = Chunk { rounds: RoundSet::new(Vec::new()), lines: 0, other: 0, skipped: 0, examples: Vec::new() };
     let mut state = LineState { index, arms: vec![ArmRaw::default(); width], unknown: None };
-    let mut line_no = first_line;
     let mut start = 0usize;
-    let mut ends = memchr::memchr_iter(b'\n', bytes).chain(std::iter::once(bytes.len()));
-    loop {
-        let Some(end) = ends.next() else { break };
+    let ends = memchr::memchr_iter(b'\n', bytes).chain(std::iter::once(bytes.len()));
+    for (line_no, end) in (first_line + 1..).zip(ends) {
         if start > bytes.len() {
             break;
         }
         let line = &bytes[start..end.min(bytes.len())];
         start = end + 1;
-        line_no += 1;
         if line.iter().all(|b| b.is_ascii_whitespace()) {
             continue;
         }
@@ -852,7 +849,9 @@ mod tests {
     fn many_blocks_keep_order_and_line_numbers() {
         let mut text = String::new();
         for i in 1..=60_000 {
-            text.push_str(&format!("{{\"kind\":\"round\",\"round_id\":{i},\"providers\":{{\"runpod\":{{\"wall_s\":{i}.5,\"valid\":true}}}}}}\n"));
+            text.push_str(&format!(
+                "{{\"kind\":\"round\",\"round_id\":{i},\"providers\":{{\"runpod\":{{\"wall_s\":{i}.5,\"valid\":true}}}}}}\n"
+            ));
         }
         text.push_str("not json\n");
         let f = write(&text);

@@ -144,7 +144,11 @@ impl PolicySummary {
             p99_s: (n >= 100).then_some(q[2]),
             max_s: if max_finite.is_finite() { max_finite } else { f64::INFINITY },
             miss_counts: deadlines.iter().zip(&miss).map(|(d, k)| (d.to_string(), *k)).collect(),
-            miss_rates: deadlines.iter().zip(&miss).map(|(d, k)| (d.to_string(), if n == 0 { 1.0 } else { *k as f64 / n as f64 })).collect(),
+            miss_rates: deadlines
+                .iter()
+                .zip(&miss)
+                .map(|(d, k)| (d.to_string(), if n == 0 { 1.0 } else { *k as f64 / n as f64 }))
+                .collect(),
             miss_ci95: deadlines
                 .iter()
                 .zip(&miss)

@@ -115,12 +115,16 @@ pub const ESCALATE_S: f64 = 25.0;
 /// cascade.
 pub fn standard_sweep(set: &RoundSet, rates: &[ProviderRates], delays: &[f64]) -> Vec<PolicyDef> {
     let names: Vec<&str> = rates.iter().map(|r| r.name.as_str()).collect();
-    let mut out: Vec<PolicyDef> = (0..names.len()).map(|p| PolicyDef { label: format!("single:{}", names[p]), family: Family::Single { p } }).collect();
+    let mut out: Vec<PolicyDef> =
+        (0..names.len()).map(|p| PolicyDef { label: format!("single:{}", names[p]), family: Family::Single { p } }).collect();
     for p in 0..names.len() {
         let queue_signal = set.has_queue_signal(p);
         for h in (0..names.len()).filter(|&h| h != p) {
             for &delay in delays {
-                out.push(PolicyDef { label: format!("hedge:{}->{}@{}s", names[p], names[h], fmt_g(delay)), family: Family::Hedge { p, h, delay } });
+                out.push(PolicyDef {
+                    label: format!("hedge:{}->{}@{}s", names[p], names[h], fmt_g(delay)),
+                    family: Family::Hedge { p, h, delay },
+                });
             }
             if queue_signal {
                 out.push(PolicyDef {

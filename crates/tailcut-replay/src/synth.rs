@@ -16,7 +16,9 @@ fn draw(rng: &mut ChaCha8Rng, (lo, hi): (f64, f64)) -> f64 {
 }
 
 fn seed_for(seed: u64, provider: usize, round: u64) -> u64 {
-    seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (provider as u64).wrapping_mul(0xD1B5_4A32_D192_ED03) ^ round.wrapping_mul(0x94D0_49BB_1331_11EB)
+    seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ (provider as u64).wrapping_mul(0xD1B5_4A32_D192_ED03)
+        ^ round.wrapping_mul(0x94D0_49BB_1331_11EB)
 }
 
 /// Writes `rounds` rounds (ids 1..=rounds, blocks of `rounds_per_block`) to `out`.
@@ -66,7 +68,11 @@ pub fn write_rounds(
             if profile.reports_queued {
                 line.push_str(&format!("\"{name}_delay_ms\":{}", (queue * 1000.0).round() as u64));
             }
-            line.push_str(&format!("{}\"sim_mode\":\"{}\"}}}}", if profile.reports_queued { "," } else { "" }, if fast { "cold_fast" } else { "cold_slow" }));
+            line.push_str(&format!(
+                "{}\"sim_mode\":\"{}\"}}}}",
+                if profile.reports_queued { "," } else { "" },
+                if fast { "cold_fast" } else { "cold_slow" }
+            ));
         }
         line.push_str("}}\n");
         out.write_all(line.as_bytes())?;
@@ -106,7 +112,13 @@ mod tests {
         let mut a = Vec::new();
         write_rounds(&mut a, &profiles(), 4000, 1, 6, &|_| {}).unwrap();
         let text = String::from_utf8(a).unwrap();
-        let slow = text.lines().filter(|l| l.contains("\"runpod\":{") && l.split("\"runpod\":{").nth(1).is_some_and(|s| s.contains("cold_slow") && s.find("cold_slow") < s.find("\"modal\""))).count();
+        let slow = text
+            .lines()
+            .filter(|l| {
+                l.contains("\"runpod\":{")
+                    && l.split("\"runpod\":{").nth(1).is_some_and(|s| s.contains("cold_slow") && s.find("cold_slow") < s.find("\"modal\""))
+            })
+            .count();
         let share = slow as f64 / 4000.0;
         assert!((share - 0.33).abs() < 0.03, "slow share {share}");
     }

@@ -20,18 +20,41 @@ fn round(x: f64, dp: usize) -> f64 {
     format!("{x:.dp$}").parse().unwrap()
 }
 
+fn num(v: &serde_json::Value) -> f64 {
+    match v.as_str() {
+        Some("inf") => f64::INFINITY,
+        Some("-inf") => f64::NEG_INFINITY,
+        _ => v.as_f64().unwrap_or_else(|| panic!("not a number: {v}")),
+    }
+}
+
+fn round4(x: f64) -> f64 {
+    if x.is_finite() {
+        round(x, 4)
+    } else {
+        x
+    }
+}
+
 fn opt(v: &serde_json::Value) -> Option<f64> {
-    v.as_f64()
+    if v.is_null() {
+        None
+    } else {
+        Some(num(v))
+    }
 }
 
 fn fin(x: f64) -> Option<f64> {
     x.is_finite().then_some(x)
 }
 
-fn summaries(split: &str) -> Vec<PolicySummary> {
+const MOSS: &str = "fixtures/gpuhedge-2026-07/moss_rounds.jsonl";
+const EDGE: &str = "crates/tailcut-replay/tests/fixtures/synth-edge-400.jsonl";
+
+fn summaries(file: &str, split: &str) -> Vec<PolicySummary> {
     let rates = ProviderRates::reference_2026_07();
     let names: Vec<String> = rates.iter().map(|r| r.name.clone()).collect();
-    let all = load_file(&repo().join("fixtures/gpuhedge-2026-07/moss_rounds.jsonl"), &names).unwrap().rounds;
+    let all = load_file(&repo().join(file), &names).unwrap().rounds;
     let set = match split {
         "all" => all,
         "calibration" => all.filter(|id| id <= 18),
@@ -49,12 +72,23 @@ fn summaries(split: &str) -> Vec<PolicySummary> {
 
 #[test]
 fn every_policy_on_every_split_matches_the_reference() {
+    assert_eq!(matches_oracle(MOSS, "tests/fixtures/gpuhedge-0.1.0-moss-sweep.json"), 165);
+}
+
+/// 400 synthetic rounds edited to hit the edge cases: providers missing from rounds,
+/// missing queue signals, failed submits (wall 0), missing wall times, invalid arms,
+/// and arms censored at the 300 s cap.
+#[test]
+fn edge_case_rounds_match_the_reference() {
+    assert_eq!(matches_oracle(EDGE, "tests/fixtures/gpuhedge-0.1.0-synth-edge-sweep.json"), 165);
+}
+
+fn matches_oracle(file: &str, oracle: &str) -> usize {
     let oracle: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gpuhedge-0.1.0-moss-sweep.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(oracle)).unwrap()).unwrap();
     let mut checked = 0;
     for split in ["all", "calibration", "evaluation"] {
-        let ours = summaries(split);
+        let ours = summaries(file, split);
         let theirs = oracle[split].as_array().unwrap();
         assert_eq!(ours.len(), 55, "{split}");
         assert_eq!(theirs.len(), 55);
@@ -76,34 +110,43 @@ fn every_policy_on_every_split_matches_the_reference() {
                 assert_eq!(round(s.miss_ci95[d][0], 3), ci[0].as_f64().unwrap(), "{who}: ci lo {d}");
                 assert_eq!(round(s.miss_ci95[d][1], 3), ci[1].as_f64().unwrap(), "{who}: ci hi {d}");
             }
-            assert_eq!(round(s.active_usd_per_req, 4), rec["mean_cost_usd"].as_f64().unwrap(), "{who}: active");
-            assert_eq!(round(s.billed_usd_per_req, 4), rec["mean_billed_usd"].as_f64().unwrap(), "{who}: billed");
+            assert_eq!(round4(s.active_usd_per_req), num(&rec["mean_cost_usd"]), "{who}: active");
+            assert_eq!(round4(s.billed_usd_per_req), num(&rec["mean_billed_usd"]), "{who}: billed");
             assert_eq!(round(s.hedge_rate, 3), rec["hedge_rate"].as_f64().unwrap(), "{who}: hedge rate");
-            assert_eq!(s.active_usd_per_req, raw["mean_cost_usd"].as_f64().unwrap(), "{who}: raw active");
-            assert_eq!(s.billed_usd_per_req, raw["mean_billed_usd"].as_f64().unwrap(), "{who}: raw billed");
+            assert_eq!(s.active_usd_per_req, num(&raw["mean_cost_usd"]), "{who}: raw active");
+            assert_eq!(s.billed_usd_per_req, num(&raw["mean_billed_usd"]), "{who}: raw billed");
             assert_eq!(s.hedge_rate, raw["hedge_rate"].as_f64().unwrap(), "{who}: raw hedge rate");
             checked += 1;
         }
     }
-    assert_eq!(checked, 165);
+    checked
 }
 
 #[test]
 fn published_evaluation_headlines() {
-    let eval = summaries("evaluation");
+    let eval = summaries(MOSS, "evaluation");
     let row = |label: &str| eval.iter().find(|s| s.policy == label).unwrap_or_else(|| panic!("{label}"));
     let single = row("single:runpod");
     assert_eq!((format!("{:.1}", single.p50_s), format!("{:.1}", single.p95_s)), ("6.0".into(), "116.6".into()));
     assert_eq!(single.misses(60), 11);
-    assert_eq!((format!("{:.4}", single.active_usd_per_req), format!("{:.4}", single.billed_usd_per_req)), ("0.0114".into(), "0.0298".into()));
+    assert_eq!(
+        (format!("{:.4}", single.active_usd_per_req), format!("{:.4}", single.billed_usd_per_req)),
+        ("0.0114".into(), "0.0298".into())
+    );
     let hedge = row("hedge:runpod->cerebrium@10s");
     assert_eq!(format!("{:.1}", hedge.p95_s), "29.4");
     assert_eq!(hedge.misses(60), 0);
-    assert_eq!((format!("{:.4}", hedge.active_usd_per_req), format!("{:.4}", hedge.billed_usd_per_req)), ("0.0083".into(), "0.0266".into()));
+    assert_eq!(
+        (format!("{:.4}", hedge.active_usd_per_req), format!("{:.4}", hedge.billed_usd_per_req)),
+        ("0.0083".into(), "0.0266".into())
+    );
     assert_eq!(format!("{:.0}%", hedge.hedge_rate * 100.0), "31%");
     let cutover = row("cutover:runpod->cerebrium@q2.5s+s8.5s");
     assert_eq!(format!("{:.1}", cutover.p95_s), "21.9");
-    assert_eq!((format!("{:.4}", cutover.active_usd_per_req), format!("{:.4}", cutover.billed_usd_per_req)), ("0.0056".into(), "0.0183".into()));
+    assert_eq!(
+        (format!("{:.4}", cutover.active_usd_per_req), format!("{:.4}", cutover.billed_usd_per_req)),
+        ("0.0056".into(), "0.0183".into())
+    );
     let race = row("hedge:runpod->cerebrium@0s");
     assert_eq!((format!("{:.1}", race.p95_s), race.hedge_rate), ("19.4".into(), 1.0));
     let modal = row("hedge:runpod->modal@10s");

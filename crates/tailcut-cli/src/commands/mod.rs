@@ -2,6 +2,9 @@
 
 mod config;
 mod demo;
+mod replay;
+mod report;
+mod synth;
 
 use crate::cli::{Cli, Command};
 use std::process::ExitCode;
@@ -20,13 +23,16 @@ impl std::error::Error for BadInput {}
 
 /// Whether an error should exit with status 2.
 pub fn is_bad_input(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.is::<BadInput>() || c.is::<tailcut_config::ConfigError>())
+    e.chain().any(|c| c.is::<BadInput>() || c.is::<tailcut_config::ConfigError>() || c.is::<tailcut_replay::ReplayError>())
 }
 
 /// Runs the chosen subcommand.
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Demo(args) => demo::run(&args),
+        Command::Replay(args) => replay::run(&args),
+        Command::Report(args) => report::run(&args),
+        Command::Synth(args) => synth::run(&args),
         Command::Config(cmd) => config::run(&cmd),
     }
 }
@@ -37,4 +43,42 @@ pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<tailcut_con
         Some(p) => tailcut_config::Config::load(p)?,
         None => tailcut_config::Config::built_in(),
     })
+}
+
+/// A progress bar on stderr that stays hidden until the work has taken a second.
+pub fn delayed_bar(len: u64, template: &str) -> DelayedBar {
+    let bar = indicatif::ProgressBar::with_draw_target(Some(len), indicatif::ProgressDrawTarget::hidden());
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    DelayedBar { bar, started: std::time::Instant::now(), shown: std::sync::atomic::AtomicBool::new(false) }
+}
+
+/// See [`delayed_bar`].
+#[derive(Debug)]
+pub struct DelayedBar {
+    bar: indicatif::ProgressBar,
+    started: std::time::Instant,
+    shown: std::sync::atomic::AtomicBool,
+}
+
+impl DelayedBar {
+    /// Sets the position, revealing the bar once a second has passed.
+    pub fn set(&self, pos: u64) {
+        if !self.shown.load(std::sync::atomic::Ordering::Relaxed) && self.started.elapsed() > std::time::Duration::from_secs(1) {
+            self.shown.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        }
+        self.bar.set_position(pos);
+    }
+
+    /// Sets the message.
+    pub fn message(&self, m: String) {
+        self.bar.set_message(m);
+    }
+
+    /// Removes the bar.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
 }

@@ -1,0 +1,255 @@
+//! `tailcut replay`: the standard policy sweep over recorded paired rounds.
+
+use crate::cli::{EstimatorArg, ReplayArgs, SortBy};
+use crate::commands::{delayed_bar, load_config, BadInput};
+use crate::table::{miss_ci, secs, Table};
+use serde_json::json;
+use std::process::ExitCode;
+use tailcut_replay::rounds::{load, LoadOptions, RoundSet};
+use tailcut_replay::runner::{reference_selection, run_sweep, top, SortKey, SweepSettings};
+use tailcut_replay::summary::PolicySummary;
+use tailcut_replay::sweep::{evaluate, PolicyDef, ProviderRates};
+use tailcut_stats::Estimator;
+
+type Rows = Vec<(PolicyDef, PolicySummary)>;
+
+struct Split {
+    key: &'static str,
+    title: String,
+    set: RoundSet,
+}
+
+fn splits(all: RoundSet, k: Option<i64>) -> Vec<Split> {
+    let mut out = Vec::new();
+    let split_pair = k.map(|k| (all.filter(|id| id <= k), all.filter(|id| id > k), k));
+    out.push(Split { key: "all", title: "all rounds".into(), set: all });
+    if let Some((calib, eval, k)) = split_pair {
+        if !calib.is_empty() && !eval.is_empty() {
+            out.push(Split { key: "calibration", title: "calibration (policies frozen here)".into(), set: calib });
+            out.push(Split { key: "evaluation", title: format!("EVALUATION (rounds {}+; report these numbers)", k + 1), set: eval });
+        }
+    }
+    out
+}
+
+fn shown(rows: &Rows, args: &ReplayArgs) -> Vec<usize> {
+    if let Some(n) = args.top {
+        let by = match args.by {
+            SortBy::P95 => SortKey::P95,
+            SortBy::P50 => SortKey::P50,
+            SortBy::Cost => SortKey::Cost,
+            SortBy::Billed => SortKey::Billed,
+            SortBy::Miss60 => SortKey::Miss60,
+        };
+        top(rows, by, n)
+    } else if args.all {
+        (0..rows.len()).collect()
+    } else {
+        reference_selection(rows)
+    }
+}
+
+fn provider_table(set: &RoundSet, deadlines: &[u32]) -> String {
+    let mut cols: Vec<String> = ["provider", "n", "valid", "p50 s", "p95 s", "max s"].iter().map(|s| s.to_string()).collect();
+    cols.extend(deadlines.iter().map(|d| format!("miss>{d}s")));
+    let col_refs: Vec<&str> = cols.iter().map(String::as_str).collect();
+    let mut t = Table::new(&col_refs);
+    for (p, name) in set.providers.iter().enumerate() {
+        let lats: Vec<f64> = (0..set.len()).map(|r| set.lat(r, p)).collect();
+        let mut finite: Vec<f64> = lats.iter().copied().filter(|x| x.is_finite()).collect();
+        finite.sort_by(f64::total_cmp);
+        let n = lats.len();
+        let q = |q: f64| if finite.is_empty() { "-".into() } else { secs(tailcut_stats::quantile_nearest(&finite, q)) };
+        let mut row = vec![
+            name.clone(),
+            n.to_string(),
+            format!("{}/{n}", finite.len()),
+            q(0.5),
+            q(0.95),
+            finite.last().map_or("-".into(), |m| secs(*m)),
+        ];
+        for d in deadlines {
+            let k = lats.iter().filter(|&&x| x > f64::from(*d)).count();
+            row.push(if n == 0 { "-".into() } else { format!("{:.0}%", k as f64 / n as f64 * 100.0) });
+        }
+        t.row(row);
+    }
+    t.render()
+}
+
+fn matrix(set: &RoundSet) -> String {
+    let mut cols = vec!["round".to_string(), "block".to_string()];
+    cols.extend(set.providers.iter().cloned());
+    cols.push("winner".into());
+    let refs: Vec<&str> = cols.iter().map(String::as_str).collect();
+    let mut t = Table::new(&refs);
+    for r in 0..set.len() {
+        let mut row = vec![set.round_ids[r].to_string(), set.blocks[r].to_string()];
+        let mut best: Option<(f64, &str)> = None;
+        for (p, name) in set.providers.iter().enumerate() {
+            let l = set.lat(r, p);
+            row.push(if l.is_finite() { format!("{l:5.1}") } else { "CENS".into() });
+            if l.is_finite() && best.is_none_or(|(b, _)| l < b) {
+                best = Some((l, name));
+            }
+        }
+        row.push(best.map_or("-".into(), |(_, n)| n.to_string()));
+        t.row(row);
+    }
+    t.render()
+}
+
+fn policy_table(rows: &Rows, pick: &[usize], n: usize) -> String {
+    let with_p99 = n >= 100;
+    let mut cols = vec!["policy", "p50 s", "p95 s"];
+    if with_p99 {
+        cols.push("p99 s");
+    }
+    cols.extend(["miss>60s (95% CI)", "active $/req", "billed $/req", "hedge rate"]);
+    let mut t = Table::new(&cols);
+    for &i in pick {
+        let s = &rows[i].1;
+        let mut row = vec![s.policy.clone(), secs(s.p50_s), secs(s.p95_s)];
+        if with_p99 {
+            row.push(s.p99_s.map_or("-".into(), secs));
+        }
+        row.push(if s.miss_counts.contains_key("60") { miss_ci(s.misses(60), s.n as u64) } else { "-".into() });
+        row.push(format!("{:.4}", s.active_usd_per_req));
+        row.push(format!("{:.4}", s.billed_usd_per_req));
+        row.push(format!("{:.0}%", s.hedge_rate * 100.0));
+        t.row(row);
+    }
+    t.render()
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn num(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x}")
+    } else {
+        String::new()
+    }
+}
+
+pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
+    let config = load_config(args.config.as_deref())?;
+    let rates: Vec<ProviderRates> =
+        config.providers.iter().map(|p| ProviderRates { name: p.name.clone(), rate: p.rate_usd_per_s, idle_s: p.idle_window_s }).collect();
+    if rates.is_empty() {
+        return Err(BadInput(format!("{}: no providers configured, so no rates to replay with", config.source)).into());
+    }
+    let deadlines = args.deadlines.clone().unwrap_or_else(|| config.replay.deadlines_s.clone());
+    let delays = args.delays.clone().unwrap_or_else(|| config.replay.delays_s.clone());
+    if delays.iter().any(|d| !d.is_finite() || *d < 0.0) {
+        return Err(BadInput("--delays: expected non-negative seconds".into()).into());
+    }
+    let estimator = match args.estimator {
+        EstimatorArg::Nearest => Estimator::Nearest,
+        EstimatorArg::Linear => Estimator::Linear,
+    };
+    let total_bytes: u64 = args.traces.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum();
+    let bar = delayed_bar(total_bytes, "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} ({eta})");
+    bar.message("reading rounds".into());
+    let names: Vec<String> = rates.iter().map(|r| r.name.clone()).collect();
+    let loaded = load(&args.traces, &names, LoadOptions { skip_bad_lines: args.skip_bad_lines, threads: args.threads }, &|b| bar.set(b))?;
+    if loaded.skipped > 0 {
+        eprintln!("tailcut: skipped {} malformed line(s), e.g. {}", loaded.skipped, loaded.skipped_examples.join("; "));
+    }
+    let settings = SweepSettings {
+        rates: rates.clone(),
+        delays,
+        deadlines: deadlines.clone(),
+        estimator,
+        cap_s: config.replay.cap_s,
+        threads: args.threads,
+    };
+    let mut evaluated: Vec<(Split, Rows)> = Vec::new();
+    let parts = splits(loaded.rounds, args.calibration_rounds);
+    for split in parts {
+        bar.message(format!("sweeping {}", split.key));
+        let rows = run_sweep(&split.set, &settings);
+        evaluated.push((split, rows));
+    }
+    bar.finish();
+
+    if let Some(path) = &args.plot {
+        if let Some((split, rows)) = evaluated.last() {
+            let series: Vec<(String, Vec<f64>)> = shown(rows, args)
+                .into_iter()
+                .map(|i| (rows[i].0.label.clone(), evaluate(&split.set, &rates, &rows[i].0.family, settings.cap_s).lats))
+                .collect();
+            let title = format!("Policy replay — {} ({} rounds): share of requests finished by time t", split.title, split.set.len());
+            tailcut_replay::plot::ecdf_svg(path, &title, &series, &deadlines)?;
+            eprintln!("tailcut: wrote {}", path.display());
+        }
+    }
+
+    if args.json {
+        let mut out = serde_json::Map::new();
+        for (split, rows) in &evaluated {
+            let pick: Vec<usize> = if args.top.is_some() { shown(rows, args) } else { (0..rows.len()).collect() };
+            out.insert(split.key.to_string(), json!(pick.iter().map(|&i| &rows[i].1).collect::<Vec<_>>()));
+        }
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.csv {
+        let mut header = vec!["split", "policy", "n", "p50_s", "p95_s", "p99_s", "max_s"].into_iter().map(String::from).collect::<Vec<_>>();
+        header.extend(deadlines.iter().map(|d| format!("miss_{d}s")));
+        header.extend(["active_usd_per_req", "billed_usd_per_req", "hedge_rate"].map(String::from));
+        println!("{}", header.join(","));
+        for (split, rows) in &evaluated {
+            let pick: Vec<usize> = if args.top.is_some() { shown(rows, args) } else { (0..rows.len()).collect() };
+            for i in pick {
+                let s = &rows[i].1;
+                let mut f = vec![
+                    split.key.to_string(),
+                    csv_field(&s.policy),
+                    s.n.to_string(),
+                    num(s.p50_s),
+                    num(s.p95_s),
+                    s.p99_s.map_or(String::new(), num),
+                    num(s.max_s),
+                ];
+                f.extend(deadlines.iter().map(|d| s.misses(*d).to_string()));
+                f.extend([format!("{}", s.active_usd_per_req), format!("{}", s.billed_usd_per_req), format!("{}", s.hedge_rate)]);
+                println!("{}", f.join(","));
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let all = &evaluated[0].0.set;
+    println!(
+        "Replayed {} rounds from {} (providers {}; rates from {}; {} estimator)",
+        all.len(),
+        args.traces.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+        names.join(", "),
+        config.source,
+        match estimator {
+            Estimator::Nearest => "reference order-statistic",
+            Estimator::Linear => "linear-interpolation",
+        }
+    );
+    if args.matrix {
+        println!("\nCold-start matrix ({} rounds)", all.len());
+        print!("{}", matrix(all));
+    }
+    println!("\nPer-provider cold starts (quantiles over valid results only)");
+    print!("{}", provider_table(all, &deadlines));
+    for (split, rows) in &evaluated {
+        println!("\nPolicy replay — {} ({} rounds)", split.title, split.set.len());
+        print!("{}", policy_table(rows, &shown(rows, args), split.set.len()));
+    }
+    println!(
+        "\nactive $ = execution seconds × rate, the loser treated as cancelled when the winner finishes; billed $ adds each started worker's idle window; a primary cancelled while still queued is assumed unbilled. `-` = no valid result at that rank; p99 only from 100 rounds."
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -31,7 +31,7 @@ const PALETTE: [RGBColor; 10] = [
 ];
 
 /// Draws one ECDF per series (latencies in seconds; +∞ = no valid result) with a
-/// dashed vertical line per deadline.
+/// dashed vertical line per deadline, and the legend in a panel to the right.
 pub fn ecdf_svg(path: &Path, title: &str, series: &[(String, Vec<f64>)], deadlines: &[u32]) -> Result<(), PlotError> {
     let err = |e: &dyn std::fmt::Display| PlotError { path: path.display().to_string(), message: e.to_string() };
     let x_max = series
@@ -40,22 +40,24 @@ pub fn ecdf_svg(path: &Path, title: &str, series: &[(String, Vec<f64>)], deadlin
         .chain(deadlines.iter().map(|d| f64::from(*d)))
         .fold(1.0f64, f64::max)
         * 1.05;
-    let height = 520 + 18 * series.len() as u32;
-    let root = SVGBackend::new(path, (1000, height)).into_drawing_area();
+    let legend_rows = series.len() as u32;
+    let height = 600u32.max(120 + 22 * legend_rows);
+    let root = SVGBackend::new(path, (1280, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
+    let (plot_area, legend_area) = root.split_horizontally(900);
+    let mut chart = ChartBuilder::on(&plot_area)
+        .caption(title, ("sans-serif", 18))
         .margin(16)
         .x_label_area_size(44)
-        .y_label_area_size(56)
+        .y_label_area_size(64)
         .build_cartesian_2d(0.0..x_max, 0.0..1.0)
         .map_err(|e| err(&e))?;
     chart
         .configure_mesh()
         .x_desc("end-to-end latency (s)")
-        .y_desc("share of requests finished")
+        .y_desc("share of requests finished by then")
         .y_label_formatter(&|y| format!("{:.0}%", y * 100.0))
-        .light_line_style(RGBColor(235, 235, 235))
+        .light_line_style(RGBColor(240, 240, 240))
         .draw()
         .map_err(|e| err(&e))?;
     for d in deadlines {
@@ -63,8 +65,11 @@ pub fn ecdf_svg(path: &Path, title: &str, series: &[(String, Vec<f64>)], deadlin
         chart
             .draw_series(DashedLineSeries::new(vec![(x, 0.0), (x, 1.0)], 6, 4, ShapeStyle::from(&RGBColor(120, 120, 120)).stroke_width(1)))
             .map_err(|e| err(&e))?;
-        chart.draw_series(std::iter::once(Text::new(format!("{d} s"), (x, 0.03), ("sans-serif", 13)))).map_err(|e| err(&e))?;
+        chart.draw_series(std::iter::once(Text::new(format!("{d} s deadline"), (x, 0.015), ("sans-serif", 12)))).map_err(|e| err(&e))?;
     }
+    legend_area
+        .draw(&Text::new("policy (curve higher and further left is better)", (8, 40), ("sans-serif", 14)))
+        .map_err(|e| err(&e))?;
     for (i, (name, values)) in series.iter().enumerate() {
         let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
         v.sort_by(f64::total_cmp);
@@ -76,22 +81,26 @@ pub fn ecdf_svg(path: &Path, title: &str, series: &[(String, Vec<f64>)], deadlin
         }
         pts.push((x_max, v.len() as f64 / n));
         let color = PALETTE[i % PALETTE.len()];
+        let dashed = (i / PALETTE.len()) % 2 == 1;
+        let style = ShapeStyle::from(&color).stroke_width(2);
+        if dashed {
+            chart.draw_series(DashedLineSeries::new(pts, 8, 4, style)).map_err(|e| err(&e))?;
+        } else {
+            chart.draw_series(LineSeries::new(pts, style)).map_err(|e| err(&e))?;
+        }
         let failed = values.len() - v.len();
-        let label = if failed > 0 { format!("{name} ({failed} without a valid result)") } else { name.clone() };
-        chart
-            .draw_series(LineSeries::new(pts, ShapeStyle::from(&color).stroke_width(2)))
-            .map_err(|e| err(&e))?
-            .label(label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], ShapeStyle::from(&color).stroke_width(3)));
+        let label = if failed > 0 { format!("{name}  ({failed}/{} no valid result)", values.len()) } else { name.clone() };
+        let y = 70 + 22 * i as i32;
+        if dashed {
+            for seg in 0..3 {
+                let x0 = 8 + seg * 10;
+                legend_area.draw(&PathElement::new(vec![(x0, y), (x0 + 6, y)], ShapeStyle::from(&color).stroke_width(3))).map_err(|e| err(&e))?;
+            }
+        } else {
+            legend_area.draw(&PathElement::new(vec![(8, y), (34, y)], ShapeStyle::from(&color).stroke_width(3))).map_err(|e| err(&e))?;
+        }
+        legend_area.draw(&Text::new(label, (42, y - 7), ("sans-serif", 13))).map_err(|e| err(&e))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(RGBColor(200, 200, 200))
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))?;
     Ok(())
 }

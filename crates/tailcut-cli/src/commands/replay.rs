@@ -185,7 +185,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
                 .into_iter()
                 .map(|i| (rows[i].0.label.clone(), evaluate(&split.set, &rates, &rows[i].0.family, settings.cap_s).lats))
                 .collect();
-            let title = format!("Policy replay — {} ({} rounds): share of requests finished by time t", split.title, split.set.len());
+            let title = format!("Latency by policy — {} split, {} rounds", split.key, split.set.len());
             tailcut_replay::plot::ecdf_svg(path, &title, &series, &deadlines)?;
             eprintln!("tailcut: wrote {}", path.display());
         }

@@ -20,11 +20,18 @@ fn stdout(o: &std::process::Output) -> String {
 fn replay_prints_the_published_evaluation_table() {
     let out = stdout(&tailcut(&["replay", &fixture("moss_rounds.jsonl"), "--calibration-rounds", "18"]));
     let eval = out.split("EVALUATION (rounds 19+; report these numbers) (36 rounds)").nth(1).expect("evaluation table");
-    let line = |label: &str| eval.lines().find(|l| l.split_whitespace().next() == Some(label)).unwrap_or_else(|| panic!("{label}")).to_string();
+    let line =
+        |label: &str| eval.lines().find(|l| l.split_whitespace().next() == Some(label)).unwrap_or_else(|| panic!("{label}")).to_string();
     let cells = |label: &str| line(label).split_whitespace().map(str::to_string).collect::<Vec<_>>();
     assert_eq!(cells("single:runpod"), ["single:runpod", "6.0", "116.6", "11/36", "(18%–47%)", "0.0114", "0.0298", "0%"]);
-    assert_eq!(cells("hedge:runpod->cerebrium@10s"), ["hedge:runpod->cerebrium@10s", "6.0", "29.4", "0/36", "(0%–10%)", "0.0083", "0.0266", "31%"]);
-    assert_eq!(cells("cutover:runpod->cerebrium@q2.5s+s8.5s"), ["cutover:runpod->cerebrium@q2.5s+s8.5s", "6.0", "21.9", "0/36", "(0%–10%)", "0.0056", "0.0183", "31%"]);
+    assert_eq!(
+        cells("hedge:runpod->cerebrium@10s"),
+        ["hedge:runpod->cerebrium@10s", "6.0", "29.4", "0/36", "(0%–10%)", "0.0083", "0.0266", "31%"]
+    );
+    assert_eq!(
+        cells("cutover:runpod->cerebrium@q2.5s+s8.5s"),
+        ["cutover:runpod->cerebrium@q2.5s+s8.5s", "6.0", "21.9", "0/36", "(0%–10%)", "0.0056", "0.0183", "31%"]
+    );
     assert_eq!(cells("hedge:runpod->cerebrium@0s")[2], "19.4");
     assert!(!eval.contains("cascade:"), "the reference selection never shows cascades");
 }
@@ -53,7 +60,17 @@ fn replay_json_has_three_splits_of_55_full_precision_rows() {
 fn replay_top_csv_linear_and_plot() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("p.svg");
-    let out = stdout(&tailcut(&["replay", &fixture("moss_rounds.jsonl"), "--top", "5", "--by", "cost", "--csv", "--plot", svg.to_str().unwrap()]));
+    let out = stdout(&tailcut(&[
+        "replay",
+        &fixture("moss_rounds.jsonl"),
+        "--top",
+        "5",
+        "--by",
+        "cost",
+        "--csv",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]));
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 6);
     assert!(lines[0].starts_with("split,policy,n,p50_s"));

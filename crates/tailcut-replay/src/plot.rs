@@ -67,9 +67,7 @@ pub fn ecdf_svg(path: &Path, title: &str, series: &[(String, Vec<f64>)], deadlin
             .map_err(|e| err(&e))?;
         chart.draw_series(std::iter::once(Text::new(format!("{d} s deadline"), (x, 0.015), ("sans-serif", 12)))).map_err(|e| err(&e))?;
     }
-    legend_area
-        .draw(&Text::new("policy (curve higher and further left is better)", (8, 40), ("sans-serif", 14)))
-        .map_err(|e| err(&e))?;
+    legend_area.draw(&Text::new("policy (curve higher and further left is better)", (8, 40), ("sans-serif", 14))).map_err(|e| err(&e))?;
     for (i, (name, values)) in series.iter().enumerate() {
         let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
         v.sort_by(f64::total_cmp);
@@ -94,7 +92,9 @@ pub fn ecdf_svg(path: &Path, title: &str, series: &[(String, Vec<f64>)], deadlin
         if dashed {
             for seg in 0..3 {
                 let x0 = 8 + seg * 10;
-                legend_area.draw(&PathElement::new(vec![(x0, y), (x0 + 6, y)], ShapeStyle::from(&color).stroke_width(3))).map_err(|e| err(&e))?;
+                legend_area
+                    .draw(&PathElement::new(vec![(x0, y), (x0 + 6, y)], ShapeStyle::from(&color).stroke_width(3)))
+                    .map_err(|e| err(&e))?;
             }
         } else {
             legend_area.draw(&PathElement::new(vec![(8, y), (34, y)], ShapeStyle::from(&color).stroke_width(3))).map_err(|e| err(&e))?;

@@ -155,8 +155,81 @@ pub fn bootstrap_ratio_ci(a: &[f64], b: &[f64], q: f64, rounds: usize, seed: u64
     (quantile_linear(&ratios, 0.025), quantile_linear(&ratios, 0.975))
 }
 
+/// Linear-interpolation quantile of **unsorted** values, by selection (reorders `values`).
+pub fn quantile_linear_select(values: &mut [f64], q: f64) -> f64 {
+    let n = values.len();
+    if n == 0 {
+        return f64::INFINITY;
+    }
+    let h = q * (n as f64 - 1.0);
+    let lo = (h.floor().max(0.0) as usize).min(n - 1);
+    let (_, a, right) = values.select_nth_unstable_by(lo, f64::total_cmp);
+    let a = *a;
+    let b = if lo + 1 < n { right.iter().copied().fold(f64::INFINITY, f64::min) } else { a };
+    if a.is_infinite() || b.is_infinite() {
+        return f64::INFINITY;
+    }
+    a + (h - lo as f64) * (b - a)
+}
+
+/// Percentile-bootstrap 95% intervals for `quantile(b, q) / quantile(a, q)` at several
+/// quantiles from the same resamples (linear estimator, seeded, selection-based so large
+/// samples stay fast). One `(lo, hi)` per entry of `qs`; NaN bounds for empty inputs.
+pub fn bootstrap_ratio_cis(a: &[f64], b: &[f64], qs: &[f64], rounds: usize, seed: u64) -> Vec<(f64, f64)> {
+    if a.is_empty() || b.is_empty() || rounds == 0 {
+        return vec![(f64::NAN, f64::NAN); qs.len()];
+    }
+    let mut rng = SplitMix64::new(seed);
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); qs.len()];
+    let mut ra = vec![0.0; a.len()];
+    let mut rb = vec![0.0; b.len()];
+    for _ in 0..rounds {
+        for x in ra.iter_mut() {
+            *x = a[rng.below(a.len())];
+        }
+        for x in rb.iter_mut() {
+            *x = b[rng.below(b.len())];
+        }
+        for (k, q) in qs.iter().enumerate() {
+            let qa = quantile_linear_select(&mut ra, *q);
+            let qb = quantile_linear_select(&mut rb, *q);
+            ratios[k].push(qb / qa);
+        }
+    }
+    ratios
+        .into_iter()
+        .map(|mut r| {
+            sort_latencies(&mut r);
+            (quantile_linear(&r, 0.025), quantile_linear(&r, 0.975))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn select_quantile_matches_sorted() {
+        use super::*;
+        let base: Vec<f64> = (0..101).map(|i| ((i * 37) % 101) as f64).collect();
+        let mut sorted = base.clone();
+        sort_latencies(&mut sorted);
+        for q in [0.0, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0] {
+            let mut v = base.clone();
+            assert_eq!(quantile_linear_select(&mut v, q), quantile_linear(&sorted, q), "q={q}");
+        }
+    }
+
+    #[test]
+    fn multi_bootstrap_brackets_the_ratio() {
+        use super::*;
+        let a: Vec<f64> = (1..=300).map(f64::from).collect();
+        let b: Vec<f64> = a.iter().map(|x| x * 3.0).collect();
+        let cis = bootstrap_ratio_cis(&a, &b, &[0.5, 0.99], 200, 3);
+        for (lo, hi) in cis {
+            assert!(lo <= 3.0 + 1e-9 && hi >= 3.0 - 1e-9, "({lo},{hi})");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -1,6 +1,7 @@
 //! One module per subcommand; `dispatch` routes to them.
 
 mod config;
+mod contend;
 mod demo;
 mod replay;
 mod report;
@@ -33,6 +34,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(args) => replay::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Synth(args) => synth::run(&args),
+        Command::Contend(cmd) => contend::run(&cmd),
         Command::Config(cmd) => config::run(&cmd),
     }
 }

@@ -1,0 +1,295 @@
+//! `tailcut contend ...`: contention runs, single agents, reports, comparisons,
+//! Kubernetes manifests and placement plans.
+
+use crate::cli::{
+    ContendAgentArgs, ContendCommand, ContendCompareArgs, ContendK8sArgs, ContendPlanArgs, ContendReportArgs, ContendRunArgs,
+};
+use crate::commands::BadInput;
+use anyhow::Context;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+use tailcut_contend::metrics::VerdictThresholds;
+use tailcut_contend::plan::{plan_k8s, AgentsFile, GpuPool, GroupMode, Planner};
+use tailcut_contend::protocol::{self, Mode, RunSettings};
+use tailcut_contend::report::{compare, RunReport};
+use tailcut_contend::workload::{self, AgentError, AgentKind, AgentSpec, Samples, Window};
+
+pub fn run(cmd: &ContendCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        ContendCommand::Run(a) => run_cmd(a),
+        ContendCommand::Agent(a) => agent(a),
+        ContendCommand::Report(a) => report(a),
+        ContendCommand::Compare(a) => compare_cmd(a),
+        ContendCommand::K8s(a) => k8s(a),
+        ContendCommand::Plan(a) => plan(a),
+    }
+}
+
+/// Parses `kind`, `kind:size` or `kind:size x batch`.
+fn parse_agent(text: &str) -> Result<AgentSpec, BadInput> {
+    let (kind, rest) = text.split_once(':').map_or((text, None), |(k, r)| (k, Some(r)));
+    let kind = AgentKind::parse(kind.trim())
+        .ok_or_else(|| BadInput(format!("--agent `{text}`: unknown kind (expected fft, gemm, membw, cuda-fft, cuda-gemm or http)")))?;
+    let mut spec = AgentSpec::new(kind);
+    if let Some(rest) = rest {
+        let (size, batch) = rest.split_once('x').map_or((rest, None), |(s, b)| (s, Some(b)));
+        spec.size = size.trim().parse().map_err(|_| BadInput(format!("--agent `{text}`: size must be a whole number")))?;
+        if let Some(b) = batch {
+            spec.batch = b.trim().parse().map_err(|_| BadInput(format!("--agent `{text}`: batch must be a whole number")))?;
+        }
+    }
+    Ok(spec)
+}
+
+fn mode(text: &str) -> Result<Mode, BadInput> {
+    Mode::parse(text)
+        .ok_or_else(|| BadInput(format!("--mode `{text}`: expected same-core, separate-cores, solo, time-slicing, mps, mig or dedicated")))
+}
+
+fn agent_error(e: AgentError) -> anyhow::Error {
+    match e {
+        AgentError::Cuda(_) => anyhow::Error::new(e),
+        other => BadInput(other.to_string()).into(),
+    }
+}
+
+fn run_cmd(a: &ContendRunArgs) -> anyhow::Result<ExitCode> {
+    let mut agents = a.agents.iter().map(|t| parse_agent(t)).collect::<Result<Vec<_>, _>>()?;
+    for spec in agents.iter_mut().filter(|s| s.kind == AgentKind::Http) {
+        spec.url.clone_from(&a.url);
+        spec.model.clone_from(&a.model);
+        spec.rate_per_s = a.rate;
+    }
+    let settings = RunSettings {
+        agents,
+        mode: mode(&a.mode)?,
+        trials: a.trials,
+        warmup: a.warmup,
+        duration: a.duration,
+        bootstrap_rounds: a.bootstrap,
+        thresholds: VerdictThresholds { median_tolerance: a.median_tolerance, tail_factor: a.tail_factor },
+        devices: a.devices.clone(),
+        program: std::env::current_exe().context("cannot find the tailcut executable to start agents")?,
+        seed: a.seed,
+    };
+    let quiet = a.json;
+    let mut report = protocol::run(&settings, &|line| {
+        if !quiet {
+            eprintln!("  {line}");
+        }
+    })
+    .map_err(|e| match e {
+        protocol::ProtocolError::Invalid(m) => anyhow::Error::new(BadInput(m)),
+        protocol::ProtocolError::Agent { ref message, .. } if message.contains("no CUDA device") || message.contains("--features cuda") => {
+            anyhow::Error::new(BadInput(e.to_string()))
+        }
+        other => anyhow::Error::new(other),
+    })?;
+    if let Some(path) = &a.plot {
+        tailcut_contend::plot::contention_svg(path, &report)?;
+        eprintln!("tailcut: wrote {}", path.display());
+    }
+    if !a.include_samples {
+        report.samples.clear();
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn agent(a: &ContendAgentArgs) -> anyhow::Result<ExitCode> {
+    let kind = AgentKind::parse(&a.kind).ok_or_else(|| BadInput(format!("--kind `{}`: unknown agent kind", a.kind)))?;
+    let mut spec = AgentSpec::new(kind);
+    if let Some(size) = a.size {
+        spec.size = size;
+    }
+    if let Some(b) = a.batch {
+        spec.batch = b;
+    }
+    spec.device.clone_from(&a.device);
+    spec.url.clone_from(&a.url);
+    spec.model.clone_from(&a.model);
+    spec.rate_per_s = a.rate;
+    let window = Window {
+        start_at_unix_ms: a.start_at_ms.unwrap_or_else(workload::unix_ms),
+        warmup: Duration::from_millis(a.warmup_ms),
+        duration: Duration::from_millis(a.duration_ms),
+    };
+    let mut samples = workload::run(&spec, &window, a.cpu).map_err(agent_error)?;
+    samples.name = Some(a.name.clone().unwrap_or_else(|| kind.name().to_string()));
+    samples.arm.clone_from(&a.arm);
+    samples.trial = a.trial;
+    let text = serde_json::to_string(&samples)?;
+    match &a.out {
+        Some(path) => std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?,
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn sample_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
+                .with_context(|| format!("cannot read {}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "json"))
+                .collect();
+            entries.sort();
+            out.extend(entries);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+fn report(a: &ContendReportArgs) -> anyhow::Result<ExitCode> {
+    let mut samples: Vec<Samples> = Vec::new();
+    for f in sample_files(&a.paths)? {
+        let text = std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?;
+        let s: Samples = serde_json::from_str(&text).map_err(|e| BadInput(format!("{}: not a sample file: {e}", f.display())))?;
+        if s.name.is_none() || s.arm.is_none() {
+            return Err(BadInput(format!("{}: sample file without --name/--arm", f.display())).into());
+        }
+        samples.push(s);
+    }
+    let mut names: Vec<String> = Vec::new();
+    for s in &samples {
+        if let Some(n) = &s.name {
+            if !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+    }
+    let mut r = protocol::assemble(&samples, &names, &[], a.bootstrap, 1, &VerdictThresholds::default());
+    r.mode = "from sample files".into();
+    r.trials = samples.iter().filter_map(|s| s.trial).max().unwrap_or(1);
+    r.timer_overhead_ns = workload::timer_overhead_ns();
+    r.finish_timer_check();
+    if let Some(path) = &a.plot {
+        tailcut_contend::plot::contention_svg(path, &r)?;
+    }
+    r.samples.clear();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", r.render());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_report(path: &Path) -> anyhow::Result<RunReport> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| BadInput(format!("{}: not a `contend run --json` result: {e}", path.display())).into())
+}
+
+fn compare_cmd(a: &ContendCompareArgs) -> anyhow::Result<ExitCode> {
+    let (ra, rb) = (read_report(&a.a)?, read_report(&a.b)?);
+    let label = |p: &Path| p.file_stem().map_or("?".into(), |s| s.to_string_lossy().to_string());
+    print!("{}", compare(&ra, &rb, &label(&a.a), &label(&a.b)));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn k8s(a: &ContendK8sArgs) -> anyhow::Result<ExitCode> {
+    let mut agents = a.agents.iter().map(|t| parse_agent(t)).collect::<Result<Vec<_>, _>>()?;
+    for s in agents.iter_mut().filter(|s| s.kind == AgentKind::Http) {
+        s.url.clone_from(&a.url);
+    }
+    let settings = tailcut_contend::k8s::K8sSettings {
+        mode: mode(&a.mode)?,
+        replicas: a.replicas,
+        agents,
+        gpu: a.gpu.clone(),
+        mig_layout: a.mig_layout.clone(),
+        namespace: a.namespace.clone(),
+        plugin_namespace: a.plugin_namespace.clone(),
+        image: a.image.clone(),
+        warmup: a.warmup,
+        duration: a.duration,
+        node: a.node.clone(),
+    };
+    let yaml = tailcut_contend::k8s::generate(&settings).map_err(|e| BadInput(e.to_string()))?;
+    match &a.out {
+        Some(p) => {
+            std::fs::write(p, yaml).with_context(|| format!("cannot write {}", p.display()))?;
+            eprintln!("tailcut: wrote {}", p.display());
+        }
+        None => print!("{yaml}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    toml::from_str(&text).map_err(|e| BadInput(format!("{}: {}", path.display(), e.to_string().trim())).into())
+}
+
+fn plan(a: &ContendPlanArgs) -> anyhow::Result<ExitCode> {
+    let mut agents: AgentsFile = read_toml(&a.agents)?;
+    let gpus: GpuPool = read_toml(&a.gpus)?;
+    for m in &a.measured {
+        let r = read_report(m)?;
+        let mode = match r.mode.as_str() {
+            "time-slicing" => GroupMode::TimeSlicing,
+            "mps" => GroupMode::Mps,
+            other => return Err(BadInput(format!("{}: measured mode `{other}` is not time-slicing or mps", m.display())).into()),
+        };
+        let table = agents.interference.modes.entry(mode.name().to_string()).or_default();
+        for victim in &r.agents {
+            let Some(f) = victim.degradation.as_ref().map(|d| d.p99.unwrap_or(d.p95)) else { continue };
+            let vk = victim.spec.as_ref().map_or(victim.agent.clone(), |s| s.kind.name().to_string());
+            for aggressor in r.agents.iter().filter(|x| x.agent != victim.agent) {
+                let ak = aggressor.spec.as_ref().map_or(aggressor.agent.clone(), |s| s.kind.name().to_string());
+                table.insert(format!("{vk}<-{ak}"), f);
+            }
+        }
+    }
+    let mut planner = Planner::new(agents, gpus).map_err(|e| BadInput(e.to_string()))?;
+    let plan = planner.plan().map_err(|e| BadInput(e.to_string()))?;
+    if let Some(path) = &a.k8s {
+        std::fs::write(path, plan_k8s(&plan).map_err(|e| BadInput(e.to_string()))?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("tailcut: wrote {}", path.display());
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&plan)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "Plan: {} GPU(s) of {} ({}; memory lower bound {}{})",
+        plan.gpus_used,
+        plan.model,
+        plan.method,
+        plan.lower_bound,
+        if plan.optimal { ", optimal" } else { "" }
+    );
+    for g in &plan.gpus {
+        println!("\nGPU {} — {}", g.gpu, g.mode.name());
+        for s in &g.seats {
+            println!(
+                "  {:<20} {:<10} p99 {:>8.2} ms ≤ {:>8.2} ms   {:>6.1} GB",
+                s.agent,
+                s.profile.clone().unwrap_or_default(),
+                s.predicted_p99_ms,
+                s.objective_ms,
+                s.memory_gb
+            );
+        }
+    }
+    println!("\nWhy");
+    for e in &plan.explanations {
+        println!("  {e}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

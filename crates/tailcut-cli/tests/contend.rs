@@ -1,0 +1,193 @@
+//! `tailcut contend` through the real binary (short windows so the suite stays fast).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn tailcut(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tailcut")).args(args).output().unwrap()
+}
+
+fn repo(p: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(p).display().to_string()
+}
+
+#[test]
+fn run_json_has_per_arm_stats_and_degradation() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("c.svg");
+    let out = tailcut(&[
+        "contend",
+        "run",
+        "--agent",
+        "fft:1024x8",
+        "--agent",
+        "gemm:128",
+        "--mode",
+        "same-core",
+        "--trials",
+        "2",
+        "--warmup",
+        "30ms",
+        "--duration",
+        "250ms",
+        "--bootstrap",
+        "50",
+        "--json",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mode"], "same-core");
+    assert_eq!(v["agents"].as_array().unwrap().len(), 2);
+    for a in v["agents"].as_array().unwrap() {
+        for arm in ["solo", "shared"] {
+            for key in ["p50_ms", "p95_ms", "p99_ms", "jitter", "throughput_per_s"] {
+                assert!(a[arm].get(key).is_some(), "{} {arm} {key}", a["agent"]);
+            }
+            assert!(a[arm]["samples"].as_u64().unwrap() > 0);
+        }
+        assert!(a["degradation"]["p50"].as_f64().unwrap() > 0.0);
+        assert!(a["degradation"].get("p99").is_some());
+        assert!(a["verdict"].is_string());
+        assert_eq!(a["placement"]["cpu"], 0, "same-core pins every agent to core 0");
+    }
+    assert!(v["timer_overhead_ns"].as_f64().unwrap() > 0.0);
+    assert!(v["timer_overhead_ok"].as_bool().unwrap());
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("shared / solo"));
+}
+
+#[test]
+fn agent_files_feed_report_and_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    for (arm, extra) in [("solo", None), ("shared", Some("gemm"))] {
+        let out = dir.path().join(format!("fft-{arm}.json"));
+        let mut handles = vec![];
+        let start = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() + 200).to_string();
+        let fft = Command::new(env!("CARGO_BIN_EXE_tailcut"))
+            .args([
+                "contend",
+                "agent",
+                "--kind",
+                "fft",
+                "--size",
+                "1024",
+                "--batch",
+                "4",
+                "--cpu",
+                "0",
+                "--warmup-ms",
+                "20",
+                "--duration-ms",
+                "200",
+            ])
+            .args(["--start-at-ms", &start, "--name", "fft", "--arm", arm, "--out", out.to_str().unwrap()])
+            .spawn()
+            .unwrap();
+        handles.push(fft);
+        if let Some(kind) = extra {
+            let g = Command::new(env!("CARGO_BIN_EXE_tailcut"))
+                .args([
+                    "contend",
+                    "agent",
+                    "--kind",
+                    kind,
+                    "--size",
+                    "128",
+                    "--cpu",
+                    "0",
+                    "--warmup-ms",
+                    "20",
+                    "--duration-ms",
+                    "200",
+                    "--start-at-ms",
+                    &start,
+                ])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            handles.push(g);
+        }
+        for mut h in handles {
+            assert!(h.wait().unwrap().success());
+        }
+    }
+    let out = tailcut(&["contend", "report", dir.path().to_str().unwrap(), "--json", "--bootstrap", "20"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["agents"][0]["agent"], "fft");
+    assert!(v["agents"][0]["degradation"]["p50"].is_f64());
+    let a = dir.path().join("a.json");
+    std::fs::write(&a, &out.stdout).unwrap();
+    let cmp = tailcut(&["contend", "compare", a.to_str().unwrap(), a.to_str().unwrap()]);
+    assert!(cmp.status.success());
+    assert!(String::from_utf8_lossy(&cmp.stdout).contains("p99 factor"));
+}
+
+#[test]
+fn cuda_agent_without_a_device_exits_2_and_says_so() {
+    let out = tailcut(&["contend", "agent", "--kind", "cuda-fft", "--duration-ms", "10"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--features cuda") || err.contains("no CUDA device"), "{err}");
+}
+
+#[test]
+fn k8s_mig_rejects_impossible_layouts_with_a_reason() {
+    let out = tailcut(&[
+        "contend",
+        "k8s",
+        "--mode",
+        "mig",
+        "--gpu",
+        "h100-80gb",
+        "--mig-layout",
+        "3g.40gb,3g.40gb,1g.10gb",
+        "--agent",
+        "cuda-fft",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("9 memory slices"));
+    let ok = tailcut(&[
+        "contend",
+        "k8s",
+        "--mode",
+        "mig",
+        "--gpu",
+        "a100-40gb",
+        "--mig-layout",
+        "3g.20gb,2g.10gb",
+        "--agent",
+        "cuda-fft",
+        "--agent",
+        "cuda-gemm",
+    ]);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let text = String::from_utf8_lossy(&ok.stdout);
+    assert!(text.contains("nvidia.com/mig-3g.20gb") && text.contains("mig-configs"));
+}
+
+#[test]
+fn plan_example_places_every_agent_within_objective() {
+    let dir = tempfile::tempdir().unwrap();
+    let k8s = dir.path().join("plan.yaml");
+    let out = tailcut(&[
+        "contend",
+        "plan",
+        "--agents",
+        &repo("examples/contend/agents.toml"),
+        "--gpus",
+        &repo("examples/contend/gpus.toml"),
+        "--json",
+        "--k8s",
+        k8s.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let seats: Vec<&serde_json::Value> = v["gpus"].as_array().unwrap().iter().flat_map(|g| g["seats"].as_array().unwrap()).collect();
+    assert_eq!(seats.len(), 5);
+    for s in seats {
+        assert!(s["predicted_p99_ms"].as_f64().unwrap() <= s["objective_ms"].as_f64().unwrap());
+    }
+    assert!(std::fs::read_to_string(&k8s).unwrap().contains("version: v1"));
+}

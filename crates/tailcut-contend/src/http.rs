@@ -1,0 +1,143 @@
+//! The HTTP agent: an OpenAI-compatible endpoint driven at a fixed request rate,
+//! recording each request's latency and time to first token (for vLLM pods sharing a
+//! GPU). Requests follow an open-loop schedule and latency is measured from each
+//! request's *scheduled* send time, so a slow server cannot hide its queueing
+//! (no coordinated omission).
+
+use crate::workload::{sleep_until_unix_ms, AgentError, AgentSpec, Window};
+use std::io::{BufRead, BufReader};
+use std::time::{Duration, Instant};
+
+/// What the HTTP agent measured.
+#[derive(Debug, Clone, Default)]
+pub struct HttpSamples {
+    /// End-to-end latency per successful request, ns.
+    pub latency_ns: Vec<u64>,
+    /// Time to the first content token per successful request, ns.
+    pub ttft_ns: Vec<u64>,
+    /// Window covered, ns.
+    pub window_ns: u64,
+    /// Failed requests.
+    pub errors: u64,
+}
+
+fn has_content_delta(line: &str) -> bool {
+    let Some(data) = line.strip_prefix("data:") else { return false };
+    let data = data.trim();
+    if data == "[DONE]" {
+        return false;
+    }
+    serde_json::from_str::<serde_json::Value>(data).ok().is_some_and(|v| {
+        let delta = &v["choices"][0]["delta"];
+        delta["content"].as_str().is_some_and(|c| !c.is_empty()) || v["choices"][0]["text"].as_str().is_some_and(|c| !c.is_empty())
+    })
+}
+
+/// One streamed chat completion: (latency, ttft) from `scheduled`.
+fn one(agent: &ureq::Agent, url: &str, model: &str, scheduled: Instant) -> Result<(Duration, Duration), String> {
+    let body = serde_json::json!({
+        "model": model,
+        "messages": [{"role": "user", "content": "Reply with one short sentence."}],
+        "max_tokens": 32,
+        "stream": true,
+    });
+    let resp = agent.post(url).set("content-type", "application/json").send_string(&body.to_string()).map_err(|e| e.to_string())?;
+    let mut ttft = None;
+    for line in BufReader::new(resp.into_reader()).lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        if ttft.is_none() && has_content_delta(&line) {
+            ttft = Some(scheduled.elapsed());
+        }
+        if line.trim() == "data: [DONE]" {
+            break;
+        }
+    }
+    let total = scheduled.elapsed();
+    Ok((total, ttft.unwrap_or(total)))
+}
+
+/// Drives the endpoint for the window.
+pub fn run(spec: &AgentSpec, window: &Window) -> Result<HttpSamples, AgentError> {
+    let base = spec.url.as_deref().ok_or_else(|| AgentError::Invalid("the http agent needs --url (the server's base URL)".into()))?;
+    if !(spec.rate_per_s > 0.0 && spec.rate_per_s.is_finite()) {
+        return Err(AgentError::Invalid("--rate must be a positive number of requests per second".into()));
+    }
+    let url = format!("{}/v1/chat/completions", base.trim_end_matches('/'));
+    let model = spec.model.clone().unwrap_or_else(|| "default".into());
+    let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(120)).build();
+    sleep_until_unix_ms(window.start_at_unix_ms);
+    let interval = Duration::from_secs_f64(1.0 / spec.rate_per_s);
+    let warm_end = Instant::now() + window.warmup;
+    let mut next = Instant::now();
+    while next < warm_end {
+        let _ = one(&agent, &url, &model, next);
+        next += interval;
+        if let Some(wait) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+    }
+    let start = Instant::now();
+    let end = start + window.duration;
+    let mut out = HttpSamples::default();
+    let mut scheduled = start;
+    while scheduled < end {
+        if let Some(wait) = scheduled.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        match one(&agent, &url, &model, scheduled) {
+            Ok((total, ttft)) => {
+                out.latency_ns.push(total.as_nanos() as u64);
+                out.ttft_ns.push(ttft.as_nanos() as u64);
+            }
+            Err(_) => out.errors += 1,
+        }
+        scheduled += interval;
+    }
+    out.window_ns = start.elapsed().as_nanos() as u64;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    /// A tiny OpenAI-compatible streaming server on 127.0.0.1 that pauses before its
+    /// first token.
+    fn serve(first_token_delay: Duration) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { continue };
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf);
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n");
+                let _ = s.write_all(b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n");
+                let _ = s.flush();
+                std::thread::sleep(first_token_delay);
+                let _ = s.write_all(b"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n");
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    #[test]
+    fn measures_ttft_after_the_role_chunk() {
+        let url = serve(Duration::from_millis(30));
+        let spec = AgentSpec { url: Some(url), rate_per_s: 20.0, ..AgentSpec::new(crate::workload::AgentKind::Http) };
+        let w = Window { start_at_unix_ms: 0, warmup: Duration::ZERO, duration: Duration::from_millis(300) };
+        let r = run(&spec, &w).unwrap();
+        assert!(r.latency_ns.len() >= 3, "{r:?}");
+        assert_eq!(r.errors, 0);
+        assert!(r.ttft_ns.iter().all(|&t| t >= 30_000_000), "{:?}", r.ttft_ns);
+    }
+
+    #[test]
+    fn missing_url_is_an_error() {
+        let spec = AgentSpec::new(crate::workload::AgentKind::Http);
+        let w = Window { start_at_unix_ms: 0, warmup: Duration::ZERO, duration: Duration::from_millis(1) };
+        assert!(run(&spec, &w).unwrap_err().to_string().contains("--url"));
+    }
+}

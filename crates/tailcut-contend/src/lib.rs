@@ -1,0 +1,29 @@
+//! # tailcut-contend
+//!
+//! Measures what sharing a processor costs co-located agents, generates the Kubernetes
+//! configuration to run the same experiment on GPUs, and plans placements.
+//!
+//! - [`workload`]: the agents — CPU `fft`, `gemm`, `membw`; CUDA `cuda-fft`, `cuda-gemm`
+//!   (feature `cuda`); `http` (an OpenAI-compatible endpoint at a fixed rate) — each
+//!   timing every iteration;
+//! - [`protocol`]: the coordinator — warm-up, each agent solo, then all together,
+//!   repeated over interleaved trials, every agent in its own OS process;
+//! - [`metrics`]: p50/p95/p99/p99.9, jitter, throughput, degradation factors with
+//!   bootstrap intervals, the "hidden tail damage" verdict;
+//! - [`report`]: tables, JSON and side-by-side comparison of runs;
+//! - [`plot`]: SVG ECDFs (solo vs shared) and degradation bars;
+//! - [`mig`]: MIG profiles and placement rules for A100 40/80 GB, H100 80 GB, H200 141 GB;
+//! - [`k8s`]: device-plugin sharing ConfigMaps, mig-parted layouts and agent Jobs;
+//! - [`plan`]: placements that meet every agent's p99 objective with the fewest GPUs.
+
+#[cfg(feature = "cuda")]
+pub mod cuda;
+pub mod http;
+pub mod k8s;
+pub mod metrics;
+pub mod mig;
+pub mod plan;
+pub mod plot;
+pub mod protocol;
+pub mod report;
+pub mod workload;

@@ -1,0 +1,350 @@
+//! Agents: workloads that time every iteration.
+//!
+//! Each agent runs in its own OS process (so sharing is real), optionally pinned to a
+//! CPU, waits for a common start instant, runs a warm-up whose samples are discarded,
+//! then records the wall time of every iteration until the measurement window closes.
+
+use rustfft::num_complex::Complex32;
+use serde::{Deserialize, Serialize};
+use std::hint::black_box;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// What an agent runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentKind {
+    /// Small complex FFTs (rustfft): latency-sensitive.
+    Fft,
+    /// Large single-precision matrix multiply (matrixmultiply): heavy and steady.
+    Gemm,
+    /// Streaming memory copies: bandwidth-bound.
+    Membw,
+    /// 2-D complex FFT on a CUDA device (cuFFT), timed with CUDA events.
+    CudaFft,
+    /// Square SGEMM on a CUDA device (cuBLAS), timed with CUDA events.
+    CudaGemm,
+    /// Requests to an OpenAI-compatible endpoint at a fixed rate (latency and TTFT).
+    Http,
+}
+
+impl AgentKind {
+    /// Parses `fft`, `gemm`, `membw`, `cuda-fft`, `cuda-gemm`, `http`.
+    pub fn parse(s: &str) -> Option<AgentKind> {
+        Some(match s {
+            "fft" => AgentKind::Fft,
+            "gemm" => AgentKind::Gemm,
+            "membw" => AgentKind::Membw,
+            "cuda-fft" => AgentKind::CudaFft,
+            "cuda-gemm" => AgentKind::CudaGemm,
+            "http" => AgentKind::Http,
+            _ => return None,
+        })
+    }
+
+    /// The kebab-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentKind::Fft => "fft",
+            AgentKind::Gemm => "gemm",
+            AgentKind::Membw => "membw",
+            AgentKind::CudaFft => "cuda-fft",
+            AgentKind::CudaGemm => "cuda-gemm",
+            AgentKind::Http => "http",
+        }
+    }
+
+    /// Default problem size: FFT points, matrix side, MiB copied, or 0.
+    pub fn default_size(self) -> usize {
+        match self {
+            AgentKind::Fft => 4096,
+            AgentKind::Gemm => 768,
+            AgentKind::Membw => 16,
+            AgentKind::CudaFft => 4096,
+            AgentKind::CudaGemm => 8192,
+            AgentKind::Http => 0,
+        }
+    }
+
+    /// Whether this kind needs a CUDA device.
+    pub fn is_cuda(self) -> bool {
+        matches!(self, AgentKind::CudaFft | AgentKind::CudaGemm)
+    }
+}
+
+/// One agent's configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentSpec {
+    /// Workload.
+    pub kind: AgentKind,
+    /// Problem size (see [`AgentKind::default_size`]).
+    pub size: usize,
+    /// FFTs per iteration (fft only).
+    pub batch: usize,
+    /// CUDA device index or MIG/GPU UUID (CUDA kinds).
+    pub device: Option<String>,
+    /// Endpoint base URL (http).
+    pub url: Option<String>,
+    /// Model name sent to the endpoint (http).
+    pub model: Option<String>,
+    /// Requests per second (http).
+    pub rate_per_s: f64,
+}
+
+impl AgentSpec {
+    /// Defaults for a kind.
+    pub fn new(kind: AgentKind) -> AgentSpec {
+        AgentSpec {
+            kind,
+            size: kind.default_size(),
+            batch: if kind == AgentKind::Fft { 64 } else { 1 },
+            device: None,
+            url: None,
+            model: None,
+            rate_per_s: 5.0,
+        }
+    }
+}
+
+/// When to start and how long to measure.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    /// Unix time in ms at which every agent of a run starts its warm-up.
+    pub start_at_unix_ms: u64,
+    /// Warm-up (samples discarded).
+    pub warmup: Duration,
+    /// Measurement window.
+    pub duration: Duration,
+}
+
+/// What an agent recorded.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Samples {
+    /// Workload.
+    pub kind: AgentKind,
+    /// The spec it ran.
+    pub spec: AgentSpec,
+    /// CPU it was pinned to, if any.
+    pub cpu: Option<usize>,
+    /// Per-iteration latency, ns.
+    pub samples_ns: Vec<u64>,
+    /// Time to first token per request, ns (http only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ttft_ns: Vec<u64>,
+    /// Length of the measurement window actually covered, ns.
+    pub window_ns: u64,
+    /// Failed iterations (http errors).
+    #[serde(default)]
+    pub errors: u64,
+    /// Agent name within the experiment (set by the coordinator or `--name`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// `solo` or `shared` (set by the coordinator or `--arm`).
+    #[serde(default)]
+    pub arm: Option<String>,
+    /// Trial number.
+    #[serde(default)]
+    pub trial: Option<u32>,
+}
+
+/// Why an agent could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// No CUDA device or driver.
+    #[error("no CUDA device available: {0}")]
+    NoDevice(String),
+    /// This build lacks a feature.
+    #[error("{0}")]
+    Unsupported(String),
+    /// A CUDA call failed.
+    #[error("CUDA error: {0}")]
+    Cuda(String),
+    /// Bad settings.
+    #[error("invalid agent settings: {0}")]
+    Invalid(String),
+}
+
+/// Current Unix time in ms.
+pub fn unix_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Sleeps until the Unix-ms instant (returns at once if it has passed).
+pub fn sleep_until_unix_ms(t: u64) {
+    let now = unix_ms();
+    if t > now {
+        std::thread::sleep(Duration::from_millis(t - now));
+    }
+}
+
+/// Mean cost of one `Instant::now()` reading, ns (median of 21 batches of 10,000 pairs).
+pub fn timer_overhead_ns() -> f64 {
+    let mut batches: Vec<f64> = (0..21)
+        .map(|_| {
+            let n = 10_000u32;
+            let t0 = Instant::now();
+            for _ in 0..n {
+                black_box(Instant::now());
+            }
+            t0.elapsed().as_nanos() as f64 / f64::from(n)
+        })
+        .collect();
+    batches.sort_by(f64::total_cmp);
+    batches[batches.len() / 2]
+}
+
+/// Runs the iteration closure through warm-up and the measurement window.
+fn time_loop(window: &Window, mut iteration: impl FnMut()) -> (Vec<u64>, u64) {
+    sleep_until_unix_ms(window.start_at_unix_ms);
+    let warm_end = Instant::now() + window.warmup;
+    while Instant::now() < warm_end {
+        iteration();
+    }
+    let start = Instant::now();
+    let end = start + window.duration;
+    let mut samples = Vec::with_capacity(4096);
+    loop {
+        let t0 = Instant::now();
+        if t0 >= end {
+            break;
+        }
+        iteration();
+        samples.push(t0.elapsed().as_nanos() as u64);
+    }
+    (samples, start.elapsed().as_nanos() as u64)
+}
+
+/// Runs a CPU agent (fft, gemm, membw) and returns its samples.
+pub fn run_cpu(spec: &AgentSpec, window: &Window) -> Result<(Vec<u64>, u64), AgentError> {
+    match spec.kind {
+        AgentKind::Fft => {
+            if spec.size == 0 || spec.batch == 0 {
+                return Err(AgentError::Invalid("fft needs --size and --batch of at least 1".into()));
+            }
+            let fft = rustfft::FftPlanner::<f32>::new().plan_fft_forward(spec.size);
+            let mut buf: Vec<Complex32> = (0..spec.size * spec.batch).map(|i| Complex32::new((i % 7) as f32, (i % 3) as f32)).collect();
+            let mut scratch = vec![Complex32::new(0.0, 0.0); fft.get_inplace_scratch_len()];
+            Ok(time_loop(window, || {
+                fft.process_with_scratch(&mut buf, &mut scratch);
+                // Keep magnitudes bounded so repeated transforms never overflow.
+                let scale = 1.0 / (spec.size as f32).sqrt();
+                buf[0] *= scale;
+                black_box(&buf);
+            }))
+        }
+        AgentKind::Gemm => {
+            let n = spec.size;
+            if n == 0 {
+                return Err(AgentError::Invalid("gemm needs --size of at least 1".into()));
+            }
+            let a: Vec<f32> = (0..n * n).map(|i| (i % 13) as f32 * 0.01).collect();
+            let b: Vec<f32> = (0..n * n).map(|i| (i % 17) as f32 * 0.01).collect();
+            let mut c = vec![0f32; n * n];
+            Ok(time_loop(window, || {
+                gemm_f32(n, &a, &b, &mut c);
+                black_box(&c);
+            }))
+        }
+        AgentKind::Membw => {
+            let len = spec.size.max(1) * (1 << 20) / 8;
+            let src: Vec<u64> = (0..len as u64).collect();
+            let mut dst = vec![0u64; len];
+            Ok(time_loop(window, || {
+                dst.copy_from_slice(black_box(&src));
+                black_box(&dst);
+            }))
+        }
+        other => Err(AgentError::Unsupported(format!("{} is not a CPU agent", other.name()))),
+    }
+}
+
+#[allow(unsafe_code)]
+fn gemm_f32(n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+    assert!(a.len() >= n * n && b.len() >= n * n && c.len() >= n * n);
+    let s = n as isize;
+    // SAFETY: a, b and c each hold at least n×n elements (asserted above), are laid out
+    // row-major with row stride n and column stride 1, and c does not alias a or b.
+    unsafe {
+        matrixmultiply::sgemm(n, n, n, 1.0, a.as_ptr(), s, 1, b.as_ptr(), s, 1, 0.0, c.as_mut_ptr(), s, 1);
+    }
+}
+
+/// Runs any agent, pinned to `cpu` when given.
+pub fn run(spec: &AgentSpec, window: &Window, cpu: Option<usize>) -> Result<Samples, AgentError> {
+    if let Some(cpu) = cpu {
+        let ids = core_affinity::get_core_ids().unwrap_or_default();
+        let id = ids.iter().find(|c| c.id == cpu).copied().ok_or_else(|| AgentError::Invalid(format!("no CPU {cpu} on this machine")))?;
+        if !core_affinity::set_for_current(id) {
+            return Err(AgentError::Invalid(format!("could not pin to CPU {cpu}")));
+        }
+    }
+    let mut ttft_ns = Vec::new();
+    let mut errors = 0;
+    let (samples_ns, window_ns) = match spec.kind {
+        AgentKind::Fft | AgentKind::Gemm | AgentKind::Membw => run_cpu(spec, window)?,
+        AgentKind::CudaFft | AgentKind::CudaGemm => run_cuda(spec, window)?,
+        AgentKind::Http => {
+            let r = crate::http::run(spec, window)?;
+            ttft_ns = r.ttft_ns;
+            errors = r.errors;
+            (r.latency_ns, r.window_ns)
+        }
+    };
+    Ok(Samples { kind: spec.kind, spec: spec.clone(), cpu, samples_ns, ttft_ns, window_ns, errors, name: None, arm: None, trial: None })
+}
+
+#[cfg(feature = "cuda")]
+fn run_cuda(spec: &AgentSpec, window: &Window) -> Result<(Vec<u64>, u64), AgentError> {
+    crate::cuda::run(spec, window)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn run_cuda(spec: &AgentSpec, _window: &Window) -> Result<(Vec<u64>, u64), AgentError> {
+    Err(AgentError::Unsupported(format!(
+        "the {} agent needs a build with CUDA support: cargo build --release --features cuda",
+        spec.kind.name()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(ms: u64) -> Window {
+        Window { start_at_unix_ms: 0, warmup: Duration::from_millis(5), duration: Duration::from_millis(ms) }
+    }
+
+    #[test]
+    fn cpu_agents_record_samples() {
+        for kind in [AgentKind::Fft, AgentKind::Gemm, AgentKind::Membw] {
+            let mut spec = AgentSpec::new(kind);
+            if kind == AgentKind::Gemm {
+                spec.size = 64;
+            }
+            let s = run(&spec, &window(60), None).unwrap();
+            assert!(!s.samples_ns.is_empty(), "{kind:?}");
+            assert!(s.window_ns >= 60_000_000);
+            assert!(s.samples_ns.iter().all(|&x| x > 0));
+        }
+    }
+
+    #[test]
+    fn timer_overhead_is_small() {
+        let t = timer_overhead_ns();
+        assert!(t > 0.0 && t < 2_000.0, "{t}");
+    }
+
+    #[test]
+    fn parse_kinds() {
+        for k in ["fft", "gemm", "membw", "cuda-fft", "cuda-gemm", "http"] {
+            assert_eq!(AgentKind::parse(k).unwrap().name(), k);
+        }
+        assert!(AgentKind::parse("tpu").is_none());
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    #[test]
+    fn cuda_agent_without_feature_says_so() {
+        let e = run(&AgentSpec::new(AgentKind::CudaFft), &window(1), None).unwrap_err();
+        assert!(e.to_string().contains("--features cuda"), "{e}");
+    }
+}

@@ -1,0 +1,18 @@
+//! # tailcut-mockproviders
+//!
+//! Local mock servers (axum, on `127.0.0.1:0`) that speak each provider's documented API,
+//! quirks included, for adapter tests: RunPod's queue API, Replicate predictions, fal's
+//! queue (no cancelled state), Baseten async (cancel only while queued, outputs only via
+//! webhook — the mock doubles as the webhook collector), a Modal web-endpoint wrapper,
+//! Cerebrium's synchronous REST call, OpenAI-compatible chat/completions (streaming too)
+//! and a generic JSON job API.
+//!
+//! Every server shares one job engine whose [`Behaviour`] sets queue and run times,
+//! failures, malformed bodies, status-call 5xx and 429 (with `Retry-After`), hangs,
+//! result expiry, and whether running cancels are honoured. [`MockServer::vanish`]
+//! drops the server mid-job.
+
+mod engine;
+mod routes;
+
+pub use engine::{Behaviour, Flavor, JobView, MockServer, Phase};

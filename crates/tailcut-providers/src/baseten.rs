@@ -1,0 +1,133 @@
+//! Baseten async predict: `POST …/async_predict`, `GET /async_request/{id}`,
+//! `DELETE /async_request/{id}` — which only cancels while `QUEUED`. Baseten does not
+//! store async outputs: they go to your webhook, and this adapter reads them back from
+//! your collector at `result_url` (`{request_id}` substituted).
+
+use crate::client::HttpClient;
+use crate::polling::{CancelReply, Dialect, Observation, Remote};
+use crate::secret::Secret;
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use tailcut_core::receipt::Evidence;
+use tailcut_core::{BackendError, Capabilities, JobRequest, JobState};
+
+/// The Baseten dialect.
+#[derive(Debug, Clone)]
+pub struct Baseten {
+    /// Provider key.
+    pub name: String,
+    /// Model base, `https://model-{id}.api.baseten.co`.
+    pub base: String,
+    /// Environment (`production`).
+    pub environment: String,
+    /// API key.
+    pub key: Secret,
+    /// Webhook the model's output is delivered to.
+    pub webhook: Option<String>,
+    /// Where the delivered output can be read back (`{request_id}` substituted).
+    pub result_url: Option<String>,
+}
+
+/// Maps an async status.
+pub fn state(s: &str) -> JobState {
+    match s {
+        "QUEUED" => JobState::Queued,
+        "IN_PROGRESS" => JobState::Running,
+        "SUCCEEDED" => JobState::Completed,
+        "FAILED" | "EXPIRED" | "WEBHOOK_FAILED" => JobState::Failed,
+        "CANCELED" => JobState::Cancelled,
+        _ => JobState::Unknown,
+    }
+}
+
+impl Baseten {
+    fn auth(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        r.header("Authorization", format!("Api-Key {}", self.key.expose()))
+    }
+
+    /// Read-only credential check (`GET …/async_queue_status`).
+    pub async fn queue_status(&self, http: &HttpClient) -> Result<Value, BackendError> {
+        let url = format!("{}/environments/{}/async_queue_status", self.base, self.environment);
+        let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        reply.json()
+    }
+}
+
+#[async_trait]
+impl Dialect for Baseten {
+    fn provider(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { reports_queued: true, cancel_evidence: Evidence::ConfirmedTerminal, reports_billed_time: false }
+    }
+
+    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError> {
+        let url = format!("{}/environments/{}/async_predict", self.base, self.environment);
+        let mut body = json!({"model_input": request.input.as_ref()});
+        if let Some(w) = &self.webhook {
+            body["webhook_endpoint"] = json!(w);
+        }
+        let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        let v = reply.json()?;
+        let id = v
+            .get("request_id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| BackendError::MalformedResponse("reply without `request_id`".into()))?;
+        Ok(Remote { id: id.to_string(), ..Remote::default() })
+    }
+
+    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
+        let url = format!("{}/async_request/{}", self.base, job.id);
+        let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        let v = reply.json()?;
+        let s = v.get("status").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("status without `status`".into()))?;
+        let mut obs = Observation::state(state(s));
+        if let Some(errs) = v.get("errors").and_then(Value::as_array).filter(|e| !e.is_empty()) {
+            obs.error = Some(errs.iter().filter_map(|e| e.get("message").and_then(Value::as_str)).collect::<Vec<_>>().join("; "));
+        }
+        Ok(obs)
+    }
+
+    async fn fetch(&self, http: &HttpClient, job: &Remote, _obs: &Observation) -> Result<tailcut_core::Payload, BackendError> {
+        let Some(template) = &self.result_url else {
+            return Err(BackendError::Unsupported("Baseten keeps no async outputs: configure result_url (your webhook collector)"));
+        };
+        let url = template.replace("{request_id}", &job.id);
+        let reply = http.idempotent(|c| c.get(&url)).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        let v = reply.json()?;
+        Ok(crate::polling::json_payload(v.get("data").unwrap_or(&v)))
+    }
+
+    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {
+        let url = format!("{}/async_request/{}", self.base, job.id);
+        let reply = http.once(|c| self.auth(c.delete(&url))).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        let v = reply.json()?;
+        let canceled = v.get("canceled").and_then(Value::as_bool).unwrap_or(false);
+        let message = v.get("message").and_then(Value::as_str).unwrap_or("").to_string();
+        Ok(if canceled {
+            CancelReply { acknowledged: true, note: message }
+        } else {
+            CancelReply {
+                acknowledged: false,
+                note: format!("Baseten refused: {message} (an IN_PROGRESS async request cannot be cancelled)"),
+            }
+        })
+    }
+}

@@ -1,0 +1,136 @@
+//! The shared HTTP client: pooled connections, timeouts, and bounded retry for
+//! idempotent calls (transport errors, 5xx, and 429 honouring `Retry-After`).
+
+use std::time::Duration;
+use tailcut_core::BackendError;
+
+/// Retry settings for idempotent calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Total attempts (1 = no retry).
+    pub attempts: u32,
+    /// First backoff; doubles each retry.
+    pub base_backoff: Duration,
+    /// Longest wait, including a `Retry-After`.
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy { attempts: 4, base_backoff: Duration::from_millis(200), max_backoff: Duration::from_secs(30) }
+    }
+}
+
+/// A response, read fully.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// Body bytes.
+    pub body: bytes::Bytes,
+}
+
+impl Reply {
+    /// Parses the body as JSON.
+    pub fn json(&self) -> Result<serde_json::Value, BackendError> {
+        serde_json::from_slice(&self.body).map_err(|e| BackendError::MalformedResponse(format!("HTTP {}: {e}", self.status)))
+    }
+
+    /// Whether the status is 2xx.
+    pub fn ok(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// A `Rejected` error for this reply, with a short body excerpt.
+    pub fn rejected(&self) -> BackendError {
+        let text = String::from_utf8_lossy(&self.body);
+        let excerpt: String = text.chars().take(200).collect();
+        BackendError::Rejected { status: self.status, message: excerpt }
+    }
+}
+
+/// One pooled client shared by every adapter.
+#[derive(Clone, Debug)]
+pub struct HttpClient {
+    inner: reqwest::Client,
+    retry: RetryPolicy,
+}
+
+fn transport(e: reqwest::Error) -> BackendError {
+    // Never echo URLs (they can carry endpoint ids) or headers (credentials).
+    BackendError::Transport(e.without_url().to_string())
+}
+
+impl HttpClient {
+    /// A client with a per-request timeout.
+    pub fn new(timeout: Duration, retry: RetryPolicy) -> Result<HttpClient, BackendError> {
+        let inner = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(Duration::from_secs(10))
+            .pool_max_idle_per_host(64)
+            .user_agent(concat!("tailcut/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(transport)?;
+        Ok(HttpClient { inner, retry })
+    }
+
+    /// The default client: 30 s per request, 4 attempts for idempotent calls.
+    pub fn default_client() -> Result<HttpClient, BackendError> {
+        HttpClient::new(Duration::from_secs(30), RetryPolicy::default())
+    }
+
+    /// The underlying reqwest client (for streaming requests).
+    pub fn raw(&self) -> &reqwest::Client {
+        &self.inner
+    }
+
+    /// Sends once (submits and cancels: never retried).
+    pub async fn once(&self, build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder) -> Result<Reply, BackendError> {
+        let resp = build(&self.inner).send().await.map_err(transport)?;
+        let status = resp.status().as_u16();
+        let body = resp.bytes().await.map_err(transport)?;
+        Ok(Reply { status, body })
+    }
+
+    /// Sends an idempotent request, retrying transport errors, 5xx and 429.
+    pub async fn idempotent(&self, build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder) -> Result<Reply, BackendError> {
+        let mut backoff = self.retry.base_backoff;
+        let mut last: Option<Result<Reply, BackendError>> = None;
+        for attempt in 1..=self.retry.attempts.max(1) {
+            let outcome = build(&self.inner).send().await;
+            let wait = match outcome {
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    let retry_after = resp
+                        .headers()
+                        .get(reqwest::header::RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                        .map(Duration::from_secs);
+                    let body = resp.bytes().await.map_err(transport);
+                    let reply = body.map(|body| Reply { status, body });
+                    let retryable = status == 429 || status >= 500;
+                    if !retryable {
+                        return reply;
+                    }
+                    last = Some(reply);
+                    if status == 429 {
+                        retry_after.unwrap_or(backoff)
+                    } else {
+                        backoff
+                    }
+                }
+                Err(e) => {
+                    last = Some(Err(transport(e)));
+                    backoff
+                }
+            };
+            if attempt == self.retry.attempts {
+                break;
+            }
+            tokio::time::sleep(wait.min(self.retry.max_backoff)).await;
+            backoff = (backoff * 2).min(self.retry.max_backoff);
+        }
+        last.unwrap_or_else(|| Err(BackendError::Transport("no attempt made".into())))
+    }
+}

@@ -1,0 +1,132 @@
+//! fal queue API: submit returns the status, result and cancel URLs to use; status is
+//! `IN_QUEUE` (with `queue_position`), `IN_PROGRESS` or `COMPLETED` — there is no
+//! cancelled state, so a cancelled request is only ever seen as `COMPLETED`, and the
+//! receipt says exactly that.
+
+use crate::client::HttpClient;
+use crate::polling::{CancelReply, Dialect, Observation, Remote};
+use crate::secret::Secret;
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use tailcut_core::receipt::Evidence;
+use tailcut_core::{BackendError, Capabilities, JobRequest, JobState};
+
+/// The fal dialect.
+#[derive(Debug, Clone)]
+pub struct Fal {
+    /// Provider key.
+    pub name: String,
+    /// Queue host, `https://queue.fal.run`.
+    pub base: String,
+    /// Model id, e.g. `fal-ai/flux/dev`.
+    pub model: String,
+    /// `FAL_KEY`.
+    pub key: Secret,
+}
+
+impl Fal {
+    fn auth(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        r.header("Authorization", format!("Key {}", self.key.expose()))
+    }
+
+    fn url(&self, job: &Remote, which: &str) -> String {
+        job.urls.get(which).cloned().unwrap_or_else(|| {
+            let app: Vec<&str> = self.model.split('/').take(2).collect();
+            let base = format!("{}/{}/requests/{}", self.base, app.join("/"), job.id);
+            match which {
+                "status_url" => format!("{base}/status"),
+                "cancel_url" => format!("{base}/cancel"),
+                _ => base,
+            }
+        })
+    }
+}
+
+#[async_trait]
+impl Dialect for Fal {
+    fn provider(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { reports_queued: true, cancel_evidence: Evidence::ConfirmedTerminal, reports_billed_time: false }
+    }
+
+    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError> {
+        let url = format!("{}/{}", self.base, self.model);
+        let body = request.input.as_ref().clone();
+        let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        let v = reply.json()?;
+        let id = v
+            .get("request_id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| BackendError::MalformedResponse("submit reply without `request_id`".into()))?;
+        let mut remote = Remote { id: id.to_string(), ..Remote::default() };
+        for k in ["status_url", "response_url", "cancel_url"] {
+            if let Some(u) = v.get(k).and_then(Value::as_str) {
+                remote.urls.insert(k.to_string(), u.to_string());
+            }
+        }
+        Ok(remote)
+    }
+
+    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
+        let url = self.url(job, "status_url");
+        let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        let v = reply.json()?;
+        let status = v.get("status").and_then(Value::as_str).unwrap_or("");
+        let mut obs = Observation::state(match status {
+            "IN_QUEUE" => JobState::Queued,
+            "IN_PROGRESS" => JobState::Running,
+            "COMPLETED" => JobState::Completed,
+            _ => JobState::Unknown,
+        });
+        if let Some(p) = v.get("queue_position") {
+            obs.metrics.insert(format!("{}_queue_position", self.name), p.clone());
+        }
+        if let Some(t) = v.pointer("/metrics/inference_time").and_then(Value::as_f64) {
+            obs.metrics.insert(format!("{}_inference_ms", self.name), json!(t * 1000.0));
+        }
+        if let Some(e) = v.get("error").and_then(Value::as_str) {
+            // A failed or cancelled request still ends COMPLETED, with an error.
+            obs.state = if obs.state == JobState::Completed { JobState::Failed } else { obs.state };
+            obs.error = Some(e.to_string());
+        }
+        Ok(obs)
+    }
+
+    async fn fetch(&self, http: &HttpClient, job: &Remote, _obs: &Observation) -> Result<tailcut_core::Payload, BackendError> {
+        let url = self.url(job, "response_url");
+        let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        reply.json().map(|v| crate::polling::json_payload(&v))
+    }
+
+    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {
+        let url = self.url(job, "cancel_url");
+        let reply = http.once(|c| self.auth(c.put(&url))).await?;
+        let status = reply.json().ok().and_then(|v| v.get("status").and_then(Value::as_str).map(str::to_string)).unwrap_or_default();
+        match status.as_str() {
+            "OK" => Ok(CancelReply { acknowledged: true, note: "fal removed the request from the queue".into() }),
+            "CANCELLATION_REQUESTED" => Ok(CancelReply {
+                acknowledged: true,
+                note: "fal forwarded the cancel to the running app; fal has no cancelled state, so a terminal COMPLETED is all that can be observed".into(),
+            }),
+            "ALREADY_COMPLETED" => Ok(CancelReply { acknowledged: true, note: "already completed".into() }),
+            _ if reply.ok() => Ok(CancelReply { acknowledged: true, note: String::new() }),
+            _ => Err(reply.rejected()),
+        }
+    }
+
+    fn execution_metric(&self) -> Option<String> {
+        Some(format!("{}_inference_ms", self.name))
+    }
+}

@@ -1,0 +1,30 @@
+//! # tailcut-providers
+//!
+//! HTTP adapters behind the core provider contract, sharing one connection-pooled client
+//! ([`client::HttpClient`]) with timeouts and bounded retry — backoff on 5xx and on 429
+//! honouring `Retry-After` — for idempotent calls only (status polls, result fetches),
+//! never for submits.
+//!
+//! Job-queue providers (RunPod, Replicate, fal, Baseten, the Modal web-endpoint pattern,
+//! and any JSON job API described in config) are one [`polling::PollingBackend`] over a
+//! small per-provider [`polling::Dialect`]; request-channel providers (Cerebrium,
+//! OpenAI-compatible servers) run the request in a task and cancel by closing it
+//! ([`channel`]). Receipts record exactly what was observed: a cancel is confirmed only
+//! by a terminal state polled afterwards.
+
+pub mod baseten;
+pub mod cerebrium;
+pub mod channel;
+pub mod client;
+pub mod fal;
+pub mod generic;
+pub mod modal;
+pub mod openai;
+pub mod polling;
+pub mod replicate;
+pub mod runpod;
+pub mod secret;
+
+pub use client::HttpClient;
+pub use polling::{PollSettings, PollingBackend};
+pub use secret::Secret;

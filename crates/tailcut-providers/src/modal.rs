@@ -1,0 +1,109 @@
+//! Modal has no public REST job API. This adapter speaks the documented pattern of a
+//! user-deployed web endpoint that spawns a function call and polls it by call id —
+//! `examples/modal_job_endpoint.py` ships one: `POST /submit` → `{"call_id"}`,
+//! `GET /status/{id}` → call-graph status (`PENDING` covers queued and running),
+//! `GET /result/{id}` → 202 while pending, `POST /cancel/{id}` → `FunctionCall.cancel()`.
+
+use crate::client::HttpClient;
+use crate::polling::{CancelReply, Dialect, Observation, Remote};
+use crate::secret::Secret;
+use async_trait::async_trait;
+use serde_json::Value;
+use tailcut_core::receipt::Evidence;
+use tailcut_core::{BackendError, Capabilities, JobRequest, JobState};
+
+/// The Modal web-endpoint dialect.
+#[derive(Debug, Clone)]
+pub struct Modal {
+    /// Provider key.
+    pub name: String,
+    /// Your endpoint, `https://<workspace>--<label>.modal.run`.
+    pub base: String,
+    /// Proxy-auth token id and secret (`Modal-Key`, `Modal-Secret`), if enabled.
+    pub proxy_auth: Option<(Secret, Secret)>,
+}
+
+impl Modal {
+    fn auth(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.proxy_auth {
+            Some((k, s)) => r.header("Modal-Key", k.expose()).header("Modal-Secret", s.expose()),
+            None => r,
+        }
+    }
+
+    /// Read-only check (`GET /health`).
+    pub async fn health(&self, http: &HttpClient) -> Result<Value, BackendError> {
+        let url = format!("{}/health", self.base);
+        let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        reply.json()
+    }
+}
+
+#[async_trait]
+impl Dialect for Modal {
+    fn provider(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { reports_queued: false, cancel_evidence: Evidence::ConfirmedTerminal, reports_billed_time: false }
+    }
+
+    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError> {
+        let url = format!("{}/submit", self.base);
+        let body = request.input.as_ref().clone();
+        let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        let v = reply.json()?;
+        let id =
+            v.get("call_id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("reply without `call_id`".into()))?;
+        Ok(Remote { id: id.to_string(), ..Remote::default() })
+    }
+
+    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
+        let url = format!("{}/status/{}", self.base, job.id);
+        let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        let v = reply.json()?;
+        let s = v.get("status").and_then(Value::as_str).unwrap_or("");
+        Ok(Observation::state(match s {
+            "PENDING" => JobState::Pending,
+            "SUCCESS" => JobState::Completed,
+            "FAILURE" | "INIT_FAILURE" | "EXPIRED" => JobState::Failed,
+            "TERMINATED" => JobState::Cancelled,
+            "TIMEOUT" => JobState::Failed,
+            _ => JobState::Unknown,
+        }))
+    }
+
+    async fn fetch(&self, http: &HttpClient, job: &Remote, _obs: &Observation) -> Result<tailcut_core::Payload, BackendError> {
+        let url = format!("{}/result/{}", self.base, job.id);
+        let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
+        if reply.status != 200 {
+            return Err(reply.rejected());
+        }
+        let v = reply.json()?;
+        v.get("result")
+            .map(crate::polling::json_payload)
+            .ok_or_else(|| BackendError::MalformedResponse("result reply without `result`".into()))
+    }
+
+    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {
+        let url = format!("{}/cancel/{}", self.base, job.id);
+        let reply = http.once(|c| self.auth(c.post(&url))).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        Ok(CancelReply {
+            acknowledged: true,
+            note: "Modal cancel stops the input; the container idles until its scale-down window and may keep billing".into(),
+        })
+    }
+}

@@ -1,0 +1,181 @@
+//! OpenAI-compatible servers (vLLM, TGI, SGLang, hosted APIs): chat and text
+//! completions, non-streaming or streaming (SSE). The job is the request; cancelling
+//! closes the connection (vLLM and TGI abort the generation at once, SGLang within ~4 s).
+//! Streaming responses are assembled into one completion; the time to the first content
+//! token is recorded as a metric.
+
+use crate::channel::{correlation_id, ChannelJob};
+use crate::client::HttpClient;
+use crate::secret::Secret;
+use async_trait::async_trait;
+use futures::{FutureExt, StreamExt};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use tailcut_core::receipt::Evidence;
+use tailcut_core::{Backend, BackendError, Capabilities, Job, JobRequest, JobResult, JobState, Payload};
+use tokio::time::Instant;
+
+/// Which route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `/v1/chat/completions`.
+    Chat,
+    /// `/v1/completions`.
+    Completions,
+}
+
+/// The OpenAI-compatible adapter.
+#[derive(Debug, Clone)]
+pub struct OpenAi {
+    /// Provider key.
+    pub name: String,
+    /// Base URL including `/v1`.
+    pub base: String,
+    /// Model name sent when the input has none.
+    pub model: Option<String>,
+    /// Bearer key, if the server wants one.
+    pub key: Option<Secret>,
+    /// Route.
+    pub route: Route,
+    /// Stream (SSE) and assemble.
+    pub stream: bool,
+    /// Shared client.
+    pub http: HttpClient,
+}
+
+fn finish(mut r: JobResult, started: Instant) -> JobResult {
+    r.finished = Instant::now();
+    r.started = Some(started);
+    r
+}
+
+async fn run(cfg: OpenAi, body: Value, id: String) -> JobResult {
+    let started = Instant::now();
+    let path = match cfg.route {
+        Route::Chat => "chat/completions",
+        Route::Completions => "completions",
+    };
+    let url = format!("{}/{path}", cfg.base.trim_end_matches('/'));
+    let mut req = cfg.http.raw().post(&url).header("X-Request-Id", &id).json(&body);
+    if let Some(k) = &cfg.key {
+        req = req.bearer_auth(k.expose());
+    }
+    let resp = match req.send().await {
+        Ok(r) => r,
+        Err(e) => {
+            return finish(
+                JobResult::bare(JobState::Failed, Some(BackendError::Transport(e.without_url().to_string()).to_string())),
+                started,
+            )
+        }
+    };
+    let status = resp.status();
+    if !cfg.stream || !status.is_success() {
+        let bytes = match resp.bytes().await {
+            Ok(b) => b,
+            Err(e) => return finish(JobResult::bare(JobState::Failed, Some(e.without_url().to_string())), started),
+        };
+        if !status.is_success() {
+            let text: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
+            return finish(JobResult::bare(JobState::Failed, Some(format!("HTTP {}: {text}", status.as_u16()))), started);
+        }
+        if serde_json::from_slice::<Value>(&bytes).is_err() {
+            return finish(JobResult::bare(JobState::Failed, Some("malformed response: not JSON".into())), started);
+        }
+        let mut r = JobResult::bare(JobState::Completed, None);
+        r.payload = Some(Payload { bytes: bytes.to_vec(), content_type: "application/json".into() });
+        return finish(r, started);
+    }
+    let mut content = String::new();
+    let mut ttft = None;
+    let mut usage = Value::Null;
+    let mut finish_reason = Value::Null;
+    let mut buf = String::new();
+    let mut stream = resp.bytes_stream();
+    let mut done = false;
+    while let Some(chunk) = stream.next().await {
+        let chunk = match chunk {
+            Ok(c) => c,
+            Err(e) => return finish(JobResult::bare(JobState::Failed, Some(format!("stream broke: {}", e.without_url()))), started),
+        };
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(pos) = buf.find('\n') {
+            let line = buf[..pos].trim().to_string();
+            buf.drain(..=pos);
+            let Some(data) = line.strip_prefix("data:").map(str::trim) else { continue };
+            if data == "[DONE]" {
+                done = true;
+                break;
+            }
+            let Ok(v) = serde_json::from_str::<Value>(data) else {
+                return finish(JobResult::bare(JobState::Failed, Some("malformed stream event".into())), started);
+            };
+            if let Some(err) = v.get("error") {
+                return finish(JobResult::bare(JobState::Failed, Some(format!("stream error: {err}"))), started);
+            }
+            let piece =
+                v.pointer("/choices/0/delta/content").or_else(|| v.pointer("/choices/0/text")).and_then(Value::as_str).unwrap_or("");
+            if !piece.is_empty() && ttft.is_none() {
+                ttft = Some(started.elapsed());
+            }
+            content.push_str(piece);
+            if let Some(f) = v.pointer("/choices/0/finish_reason").filter(|f| !f.is_null()) {
+                finish_reason = f.clone();
+            }
+            if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
+                usage = u.clone();
+            }
+        }
+        if done {
+            break;
+        }
+    }
+    if !done {
+        return finish(JobResult::bare(JobState::Failed, Some("stream ended without [DONE]".into())), started);
+    }
+    let assembled = match cfg.route {
+        Route::Chat => {
+            json!({"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}], "usage": usage})
+        }
+        Route::Completions => {
+            json!({"object": "text_completion", "choices": [{"index": 0, "text": content, "finish_reason": finish_reason}], "usage": usage})
+        }
+    };
+    let mut r = JobResult::bare(JobState::Completed, None);
+    r.payload = Some(Payload { bytes: serde_json::to_vec(&assembled).unwrap_or_default(), content_type: "application/json".into() });
+    if let Some(t) = ttft {
+        r.metrics.insert(format!("{}_ttft_ms", cfg.name), json!(t.as_secs_f64() * 1000.0));
+    }
+    finish(r, started)
+}
+
+#[async_trait]
+impl Backend for OpenAi {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { reports_queued: false, cancel_evidence: Evidence::RequestChannelClosed, reports_billed_time: false }
+    }
+
+    async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, BackendError> {
+        let mut body = request.input.as_ref().clone();
+        if !body.is_object() {
+            return Err(BackendError::Rejected { status: 400, message: "an OpenAI-compatible request must be a JSON object".into() });
+        }
+        if body.get("model").is_none() {
+            if let Some(m) = &self.model {
+                body["model"] = json!(m);
+            }
+        }
+        if self.stream {
+            body["stream"] = json!(true);
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        let id = correlation_id(&self.name);
+        let fut = run(self.clone(), body, id.clone());
+        Ok(Arc::new(ChannelJob::start(
+            &self.name,
+            id,
+            fut.boxed(),
+            "connection closed: vLLM and TGI abort the request at once, SGLang within ~4 s",
+        )))
+    }
+}

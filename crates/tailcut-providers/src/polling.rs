@@ -1,0 +1,303 @@
+//! Job-queue providers: submit, poll status, fetch the result, cancel and poll the
+//! cancel to a terminal state. Each provider contributes a [`Dialect`]; the polling,
+//! right-censoring and receipt honesty live here once.
+
+use crate::client::HttpClient;
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tailcut_core::{
+    Backend, BackendError, CancelContext, CancelScope, Capabilities, Job, JobRequest, JobResult, JobState, MicroUsd, Payload,
+    RateNanoUsdPerSec, Receipt,
+};
+use tokio::time::{sleep, Instant};
+
+/// A submitted job as the provider identifies it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Remote {
+    /// Provider job id.
+    pub id: String,
+    /// URLs the provider returned (status, result, cancel, ...).
+    pub urls: BTreeMap<String, String>,
+}
+
+/// One status observation.
+#[derive(Clone, Debug)]
+pub struct Observation {
+    /// Mapped state.
+    pub state: JobState,
+    /// Output, when the status carries it.
+    pub output: Option<Value>,
+    /// Provider metrics (queue delay, execution, ...).
+    pub metrics: Map<String, Value>,
+    /// Provider error text.
+    pub error: Option<String>,
+}
+
+impl Observation {
+    /// A bare state.
+    pub fn state(state: JobState) -> Observation {
+        Observation { state, output: None, metrics: Map::new(), error: None }
+    }
+}
+
+/// What the cancel call said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CancelReply {
+    /// The provider accepted the cancel.
+    pub acknowledged: bool,
+    /// What it said, for the receipt.
+    pub note: String,
+}
+
+/// One provider's API surface.
+#[async_trait]
+pub trait Dialect: Send + Sync + fmt::Debug + 'static {
+    /// Provider key, for receipts and metric names.
+    fn provider(&self) -> &str;
+    /// What it can observe and prove.
+    fn capabilities(&self) -> Capabilities;
+    /// Submits (never retried).
+    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError>;
+    /// Polls the job's state (idempotent; retried by the client).
+    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError>;
+    /// Fetches the output of a completed job whose status did not carry it.
+    async fn fetch(&self, _http: &HttpClient, _job: &Remote, obs: &Observation) -> Result<Payload, BackendError> {
+        obs.output.as_ref().map(json_payload).ok_or_else(|| BackendError::MalformedResponse("completed without output".into()))
+    }
+    /// Sends the cancel (never retried).
+    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError>;
+    /// Metric key carrying the provider-reported execution time in ms, if any.
+    fn execution_metric(&self) -> Option<String> {
+        None
+    }
+}
+
+/// Polling cadence and windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PollSettings {
+    /// Time between status polls while waiting for a result.
+    pub interval: Duration,
+    /// How long to poll for a terminal state after a cancel.
+    pub cancel_window: Duration,
+    /// Consecutive failed polls before the result is reported as failed.
+    pub max_poll_failures: u32,
+}
+
+impl Default for PollSettings {
+    fn default() -> Self {
+        PollSettings { interval: Duration::from_secs(1), cancel_window: Duration::from_secs(20), max_poll_failures: 5 }
+    }
+}
+
+/// A job-queue provider over a dialect.
+#[derive(Debug, Clone)]
+pub struct PollingBackend<D> {
+    dialect: Arc<D>,
+    http: HttpClient,
+    settings: PollSettings,
+    rate: RateNanoUsdPerSec,
+}
+
+impl<D: Dialect> PollingBackend<D> {
+    /// A backend for `dialect`, billing at `rate` for cost estimates.
+    pub fn new(dialect: D, http: HttpClient, settings: PollSettings, rate: RateNanoUsdPerSec) -> PollingBackend<D> {
+        PollingBackend { dialect: Arc::new(dialect), http, settings, rate }
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> Backend for PollingBackend<D> {
+    fn capabilities(&self) -> Capabilities {
+        self.dialect.capabilities()
+    }
+
+    async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, BackendError> {
+        let submitted = Instant::now();
+        let remote = self.dialect.submit(&self.http, request).await?;
+        Ok(Arc::new(PollingJob {
+            dialect: self.dialect.clone(),
+            http: self.http.clone(),
+            settings: self.settings,
+            rate: self.rate,
+            remote,
+            submitted,
+            last: Mutex::new(JobState::Queued),
+        }))
+    }
+}
+
+/// One submitted job.
+pub struct PollingJob<D> {
+    dialect: Arc<D>,
+    http: HttpClient,
+    settings: PollSettings,
+    rate: RateNanoUsdPerSec,
+    remote: Remote,
+    submitted: Instant,
+    last: Mutex<JobState>,
+}
+
+impl<D: Dialect> fmt::Debug for PollingJob<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PollingJob").field("provider", &self.dialect.provider()).field("id", &self.remote.id).finish_non_exhaustive()
+    }
+}
+
+impl<D: Dialect> PollingJob<D> {
+    async fn observe(&self) -> Result<Observation, BackendError> {
+        let obs = self.dialect.poll(&self.http, &self.remote).await?;
+        if obs.state != JobState::Unknown {
+            if let Ok(mut last) = self.last.lock() {
+                *last = obs.state;
+            }
+        }
+        Ok(obs)
+    }
+
+    async fn completed(&self, obs: Observation) -> JobResult {
+        let mut r = JobResult::bare(JobState::Completed, None);
+        r.metrics = obs.metrics.clone();
+        match self.dialect.fetch(&self.http, &self.remote, &obs).await {
+            Ok(p) => r.payload = Some(p),
+            Err(e) => {
+                r.state = JobState::Failed;
+                r.error = Some(e.to_string());
+            }
+        }
+        r.finished = Instant::now();
+        r
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> Job for PollingJob<D> {
+    fn job_id(&self) -> Option<String> {
+        Some(self.remote.id.clone())
+    }
+
+    async fn status(&self) -> Result<JobState, BackendError> {
+        match self.observe().await {
+            Ok(o) if o.state == JobState::Unknown => Ok(self.last.lock().map(|s| *s).unwrap_or(JobState::Unknown)),
+            Ok(o) => Ok(o.state),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn result(&self, deadline: Instant) -> JobResult {
+        let mut failures = 0;
+        loop {
+            if Instant::now() >= deadline {
+                return JobResult::timed_out();
+            }
+            let polled = tokio::select! {
+                o = self.observe() => Some(o),
+                () = tokio::time::sleep_until(deadline) => None,
+            };
+            match polled {
+                None => return JobResult::timed_out(),
+                Some(Ok(obs)) => {
+                    failures = 0;
+                    match obs.state {
+                        JobState::Completed => return self.completed(obs).await,
+                        s if s.is_terminal() => {
+                            let mut r = JobResult::bare(s, obs.error.clone());
+                            r.metrics = obs.metrics;
+                            return r;
+                        }
+                        _ => {}
+                    }
+                }
+                Some(Err(e @ BackendError::MalformedResponse(_))) => return JobResult::bare(JobState::Failed, Some(e.to_string())),
+                Some(Err(e @ BackendError::Rejected { status: 404, .. })) => {
+                    return JobResult::bare(JobState::Failed, Some(format!("job vanished (result expired or unknown id): {e}")))
+                }
+                Some(Err(e)) => {
+                    failures += 1;
+                    if failures >= self.settings.max_poll_failures {
+                        return JobResult::bare(JobState::Failed, Some(format!("provider unreachable: {e}")));
+                    }
+                }
+            }
+            let next = (Instant::now() + self.settings.interval).min(deadline);
+            tokio::time::sleep_until(next).await;
+        }
+    }
+
+    async fn cancel(&self, ctx: CancelContext) -> Result<Receipt, BackendError> {
+        let mut receipt = ctx.receipt(self.dialect.provider(), Some(self.remote.id.clone()));
+        let reply = self.dialect.cancel(&self.http, &self.remote).await?;
+        receipt.note = reply.note.clone();
+        if !reply.acknowledged {
+            // Refused: nothing was stopped by us. If the job has already ended, say so.
+            receipt.cancel_scope = if ctx.state_before == Some(JobState::Queued) { CancelScope::QueuedJob } else { CancelScope::Request };
+            if let Ok(obs) = self.observe().await {
+                if obs.state.is_terminal() {
+                    receipt.record_terminal(ctx.ms(Instant::now()), obs.state);
+                    receipt.note = format!("{} — but the job had already ended ({})", receipt.note, obs.state.wire());
+                }
+            }
+            return Ok(receipt);
+        }
+        receipt.record_ack(ctx.ms(Instant::now()));
+        let until = Instant::now() + self.settings.cancel_window;
+        let mut last_obs = None;
+        while Instant::now() < until {
+            if let Ok(obs) = self.observe().await {
+                if obs.state.is_terminal() {
+                    receipt.record_terminal(ctx.ms(Instant::now()), obs.state);
+                    last_obs = Some(obs);
+                    break;
+                }
+            }
+            sleep(self.settings.interval.min(Duration::from_millis(500))).await;
+        }
+        let was_queued = ctx.state_before == Some(JobState::Queued);
+        receipt.cancel_scope = if was_queued { CancelScope::QueuedJob } else { CancelScope::Request };
+        if let Some(obs) = &last_obs {
+            let exec_ms = self.dialect.execution_metric().and_then(|k| obs.metrics.get(&k)).and_then(Value::as_f64);
+            match exec_ms {
+                Some(ms) => {
+                    receipt.execution_ms_before_cancel = Some(ms);
+                    let cost = self.rate.cost_of(Duration::from_millis(ms as u64));
+                    receipt.reconciled_cost_micro_usd = Some(cost);
+                    receipt.estimated_cost_micro_usd = Some(cost);
+                    receipt.billing_stop_confirmed = true;
+                }
+                None if was_queued => {
+                    receipt.execution_ms_before_cancel = Some(0.0);
+                    receipt.estimated_cost_micro_usd = Some(MicroUsd::ZERO);
+                }
+                None => {
+                    let ran = Instant::now().saturating_duration_since(self.submitted);
+                    receipt.execution_ms_before_cancel = Some(ran.as_millis() as f64);
+                    receipt.estimated_cost_micro_usd = Some(self.rate.cost_of(ran));
+                }
+            }
+        } else {
+            receipt.note =
+                format!("{} (no terminal state within {:?} of the cancel)", receipt.note, self.settings.cancel_window).trim().to_string();
+        }
+        Ok(receipt)
+    }
+}
+
+/// A JSON value as a payload.
+pub fn json_payload(v: &Value) -> Payload {
+    Payload { bytes: serde_json::to_vec(v).unwrap_or_default(), content_type: "application/json".into() }
+}
+
+/// Reads a dotted path (`a.b.0.c`) from JSON.
+pub fn path<'a>(v: &'a Value, p: &str) -> Option<&'a Value> {
+    tailcut_core::validate::dotted(v, p)
+}
+
+/// Copies a numeric field into metrics under `key`.
+pub fn metric(metrics: &mut Map<String, Value>, key: &str, v: Option<&Value>) {
+    if let Some(x) = v.filter(|x| x.is_number()) {
+        metrics.insert(key.to_string(), x.clone());
+    }
+}

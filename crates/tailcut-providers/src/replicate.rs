@@ -1,0 +1,136 @@
+//! Replicate predictions: create by version, by model or by deployment; poll; cancel.
+//! `starting` mixes queued and booting, so it is reported as `PENDING`, never as queued.
+
+use crate::client::HttpClient;
+use crate::polling::{CancelReply, Dialect, Observation, Remote};
+use crate::secret::Secret;
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use tailcut_core::receipt::Evidence;
+use tailcut_core::{BackendError, Capabilities, JobRequest, JobState};
+
+/// What a prediction is created against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `POST /predictions` with `version` (`owner/name:version` or a version id).
+    Version(String),
+    /// `POST /models/{owner}/{name}/predictions`.
+    Model(String),
+    /// `POST /deployments/{owner}/{name}/predictions`.
+    Deployment(String),
+}
+
+/// The Replicate dialect.
+#[derive(Debug, Clone)]
+pub struct Replicate {
+    /// Provider key.
+    pub name: String,
+    /// API base, `https://api.replicate.com/v1`.
+    pub base: String,
+    /// API token.
+    pub token: Secret,
+    /// What to run.
+    pub target: Target,
+    /// Ask the API to hold the create call up to N s (`Prefer: wait=N`).
+    pub prefer_wait_s: Option<u32>,
+}
+
+/// Maps a prediction status.
+pub fn state(s: &str) -> JobState {
+    match s {
+        "starting" => JobState::Pending,
+        "processing" => JobState::Running,
+        "succeeded" => JobState::Completed,
+        "failed" => JobState::Failed,
+        "canceled" | "aborted" => JobState::Cancelled,
+        _ => JobState::Unknown,
+    }
+}
+
+fn observe(v: &Value, name: &str) -> Result<Observation, BackendError> {
+    let status =
+        v.get("status").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("prediction without `status`".into()))?;
+    let mut obs = Observation::state(state(status));
+    if let Some(t) = v.pointer("/metrics/predict_time").and_then(Value::as_f64) {
+        obs.metrics.insert(format!("{name}_execution_ms"), json!(t * 1000.0));
+    }
+    obs.output = v.get("output").filter(|o| !o.is_null()).cloned();
+    obs.error = v.get("error").and_then(Value::as_str).map(str::to_string);
+    if obs.state == JobState::Completed && v.get("data_removed").and_then(Value::as_bool) == Some(true) {
+        obs.state = JobState::Failed;
+        obs.error = Some("prediction output was removed (retention expired)".into());
+    }
+    Ok(obs)
+}
+
+impl Replicate {
+    fn auth(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        r.bearer_auth(self.token.expose())
+    }
+
+    /// Read-only credential check (`GET /account`).
+    pub async fn account(&self, http: &HttpClient) -> Result<Value, BackendError> {
+        let url = format!("{}/account", self.base);
+        let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        reply.json()
+    }
+}
+
+#[async_trait]
+impl Dialect for Replicate {
+    fn provider(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { reports_queued: false, cancel_evidence: Evidence::ConfirmedTerminal, reports_billed_time: true }
+    }
+
+    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError> {
+        let (url, body) = match &self.target {
+            Target::Version(v) => (format!("{}/predictions", self.base), json!({"version": v, "input": request.input.as_ref()})),
+            Target::Model(m) => (format!("{}/models/{m}/predictions", self.base), json!({"input": request.input.as_ref()})),
+            Target::Deployment(d) => (format!("{}/deployments/{d}/predictions", self.base), json!({"input": request.input.as_ref()})),
+        };
+        let reply = http
+            .once(|c| {
+                let mut r = self.auth(c.post(&url)).json(&body);
+                if let Some(w) = self.prefer_wait_s {
+                    r = r.header("Prefer", format!("wait={}", w.clamp(1, 60)));
+                }
+                r
+            })
+            .await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        let v = reply.json()?;
+        let id = v.get("id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("prediction without `id`".into()))?;
+        Ok(Remote { id: id.to_string(), ..Remote::default() })
+    }
+
+    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
+        let url = format!("{}/predictions/{}", self.base, job.id);
+        let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        observe(&reply.json()?, &self.name)
+    }
+
+    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {
+        let url = format!("{}/predictions/{}/cancel", self.base, job.id);
+        let reply = http.once(|c| self.auth(c.post(&url))).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        Ok(CancelReply { acknowledged: true, note: String::new() })
+    }
+
+    fn execution_metric(&self) -> Option<String> {
+        Some(format!("{}_execution_ms", self.name))
+    }
+}

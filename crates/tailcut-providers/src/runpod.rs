@@ -1,0 +1,117 @@
+//! RunPod serverless queue API: `POST /run`, `GET /status/{id}`, `POST /cancel/{id}`,
+//! `GET /health`, `POST /purge-queue`. `IN_QUEUE` vs `IN_PROGRESS` tells queued from
+//! running; `delayTime` is the queue delay and `executionTime` the billed execution.
+
+use crate::client::HttpClient;
+use crate::polling::{metric, CancelReply, Dialect, Observation, Remote};
+use crate::secret::Secret;
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use tailcut_core::receipt::Evidence;
+use tailcut_core::{BackendError, Capabilities, JobRequest, JobState};
+
+/// The RunPod dialect.
+#[derive(Debug, Clone)]
+pub struct RunPod {
+    /// Provider key.
+    pub name: String,
+    /// Base URL including the endpoint, e.g. `https://api.runpod.ai/v2/{endpoint_id}`.
+    pub base: String,
+    /// API key.
+    pub key: Secret,
+}
+
+/// Maps a RunPod status string.
+pub fn state(s: &str) -> JobState {
+    match s {
+        "IN_QUEUE" => JobState::Queued,
+        "IN_PROGRESS" | "RUNNING" => JobState::Running,
+        "COMPLETED" => JobState::Completed,
+        "FAILED" | "TIMED_OUT" => JobState::Failed,
+        "CANCELLED" => JobState::Cancelled,
+        _ => JobState::Unknown,
+    }
+}
+
+impl RunPod {
+    fn auth(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        r.bearer_auth(self.key.expose())
+    }
+
+    /// Read-only credential check (`GET /health`).
+    pub async fn health(&self, http: &HttpClient) -> Result<Value, BackendError> {
+        let url = format!("{}/health", self.base);
+        let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        reply.json()
+    }
+
+    /// Drops queued jobs (best effort scale-to-zero helper).
+    pub async fn purge_queue(&self, http: &HttpClient) -> Result<(), BackendError> {
+        let url = format!("{}/purge-queue", self.base);
+        let reply = http.once(|c| self.auth(c.post(&url))).await?;
+        if reply.ok() {
+            Ok(())
+        } else {
+            Err(reply.rejected())
+        }
+    }
+}
+
+#[async_trait]
+impl Dialect for RunPod {
+    fn provider(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { reports_queued: true, cancel_evidence: Evidence::ConfirmedTerminal, reports_billed_time: true }
+    }
+
+    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError> {
+        let url = format!("{}/run", self.base);
+        let body = json!({"input": request.input.as_ref()});
+        let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        let v = reply.json()?;
+        let id = v.get("id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("submit reply without `id`".into()))?;
+        Ok(Remote { id: id.to_string(), ..Remote::default() })
+    }
+
+    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
+        let url = format!("{}/status/{}", self.base, job.id);
+        let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        let v = reply.json()?;
+        let status = v
+            .get("status")
+            .and_then(Value::as_str)
+            .ok_or_else(|| BackendError::MalformedResponse("status reply without `status`".into()))?;
+        let mut obs = Observation::state(state(status));
+        let p = &self.name;
+        metric(&mut obs.metrics, &format!("{p}_delay_ms"), v.get("delayTime"));
+        metric(&mut obs.metrics, &format!("{p}_execution_ms"), v.get("executionTime"));
+        obs.output = v.get("output").cloned();
+        obs.error = v.get("error").and_then(Value::as_str).map(str::to_string);
+        Ok(obs)
+    }
+
+    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {
+        let url = format!("{}/cancel/{}", self.base, job.id);
+        let reply = http.once(|c| self.auth(c.post(&url))).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        Ok(CancelReply { acknowledged: true, note: String::new() })
+    }
+
+    fn execution_metric(&self) -> Option<String> {
+        Some(format!("{}_execution_ms", self.name))
+    }
+}

@@ -1,0 +1,371 @@
+//! One conformance suite, run against every adapter and its faithful mock server:
+//! submit→result, state transitions, cancel while queued / while running / after finish,
+//! 5xx, 429 with Retry-After, malformed bodies, the server vanishing mid-job, and
+//! timeouts — each asserting the result state and the receipt's evidence and leak flag.
+
+use std::sync::Arc;
+use std::time::Duration;
+use tailcut_core::receipt::Evidence;
+use tailcut_core::{Backend, CancelContext, Job, JobRequest, JobState, RateNanoUsdPerSec, Receipt};
+use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
+use tailcut_providers::baseten::Baseten;
+use tailcut_providers::cerebrium::Cerebrium;
+use tailcut_providers::client::{HttpClient, RetryPolicy};
+use tailcut_providers::fal::Fal;
+use tailcut_providers::generic::{Generic, GenericSpec};
+use tailcut_providers::modal::Modal;
+use tailcut_providers::openai::{OpenAi, Route};
+use tailcut_providers::replicate::{Replicate, Target};
+use tailcut_providers::runpod::RunPod;
+use tailcut_providers::{PollSettings, PollingBackend, Secret};
+use tokio::time::Instant;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    RunPod,
+    Replicate,
+    Fal,
+    Baseten,
+    Modal,
+    Cerebrium,
+    OpenAi,
+    Generic,
+}
+
+impl Kind {
+    fn flavor(self) -> Flavor {
+        match self {
+            Kind::RunPod => Flavor::RunPod,
+            Kind::Replicate => Flavor::Replicate,
+            Kind::Fal => Flavor::Fal,
+            Kind::Baseten => Flavor::Baseten,
+            Kind::Modal => Flavor::Modal,
+            Kind::Cerebrium => Flavor::Cerebrium,
+            Kind::OpenAi => Flavor::OpenAi,
+            Kind::Generic => Flavor::Generic,
+        }
+    }
+
+    fn is_channel(self) -> bool {
+        matches!(self, Kind::Cerebrium | Kind::OpenAi)
+    }
+}
+
+fn http() -> HttpClient {
+    HttpClient::new(
+        Duration::from_secs(5),
+        RetryPolicy { attempts: 4, base_backoff: Duration::from_millis(20), max_backoff: Duration::from_secs(3) },
+    )
+    .unwrap()
+}
+
+fn poll() -> PollSettings {
+    PollSettings { interval: Duration::from_millis(25), cancel_window: Duration::from_secs(2), max_poll_failures: 3 }
+}
+
+const RATE: RateNanoUsdPerSec = RateNanoUsdPerSec(306_000);
+
+async fn setup(kind: Kind, b: Behaviour) -> (MockServer, Arc<dyn Backend>) {
+    let mock = MockServer::start(kind.flavor(), b).await.unwrap();
+    let url = mock.url();
+    let key = Secret::new("test-key-123");
+    let backend: Arc<dyn Backend> = match kind {
+        Kind::RunPod => {
+            Arc::new(PollingBackend::new(RunPod { name: "runpod".into(), base: format!("{url}/v2/ep1"), key }, http(), poll(), RATE))
+        }
+        Kind::Replicate => Arc::new(PollingBackend::new(
+            Replicate {
+                name: "replicate".into(),
+                base: format!("{url}/v1"),
+                token: key,
+                target: Target::Version("mock/model:v1".into()),
+                prefer_wait_s: None,
+            },
+            http(),
+            poll(),
+            RATE,
+        )),
+        Kind::Fal => Arc::new(PollingBackend::new(
+            Fal { name: "fal".into(), base: url.clone(), model: "fal-ai/mock-app".into(), key },
+            http(),
+            poll(),
+            RATE,
+        )),
+        Kind::Baseten => Arc::new(PollingBackend::new(
+            Baseten {
+                name: "baseten".into(),
+                base: url.clone(),
+                environment: "production".into(),
+                key,
+                webhook: Some(format!("{url}/collector")),
+                result_url: Some(format!("{url}/collector/{{request_id}}")),
+            },
+            http(),
+            poll(),
+            RATE,
+        )),
+        Kind::Modal => {
+            Arc::new(PollingBackend::new(Modal { name: "modal".into(), base: url.clone(), proxy_auth: None }, http(), poll(), RATE))
+        }
+        Kind::Cerebrium => {
+            Arc::new(Cerebrium { name: "cerebrium".into(), url: format!("{url}/v4/p-1/app/predict"), token: key, http: http() })
+        }
+        Kind::OpenAi => Arc::new(OpenAi {
+            name: "vllm".into(),
+            base: format!("{url}/v1"),
+            model: Some("mock-model".into()),
+            key: Some(key),
+            route: Route::Chat,
+            stream: true,
+            http: http(),
+        }),
+        Kind::Generic => {
+            let spec: GenericSpec = serde_json::from_value(serde_json::json!({
+                "headers": {"Authorization": "Bearer test-key-123"},
+                "submit": {"url": format!("{url}/jobs"), "body": {"input": "{request}"}},
+                "id_path": "job.id",
+                "status": {"url": format!("{url}/jobs/{{job_id}}")},
+                "state_path": "state",
+                "state_map": {"waiting": "QUEUED", "working": "IN_PROGRESS", "done": "COMPLETED", "error": "FAILED", "cancelled": "CANCELLED"},
+                "result_path": "result",
+                "metrics_path": "timing",
+                "cancel": {"method": "DELETE", "url": format!("{url}/jobs/{{job_id}}")}
+            }))
+            .unwrap();
+            Arc::new(PollingBackend::new(Generic { name: "generic".into(), spec }, http(), poll(), RATE))
+        }
+    };
+    (mock, backend)
+}
+
+fn request(kind: Kind) -> JobRequest {
+    if kind == Kind::OpenAi {
+        JobRequest::new("r1", serde_json::json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}))
+    } else {
+        JobRequest::new("r1", serde_json::json!({"text": "hello", "voice_id": "v1"}))
+    }
+}
+
+fn far() -> Instant {
+    Instant::now() + Duration::from_secs(20)
+}
+
+async fn cancel(job: &Arc<dyn Job>) -> Result<Receipt, tailcut_core::BackendError> {
+    let state_before = job.status().await.ok();
+    let now = Instant::now();
+    job.cancel(CancelContext { reason: "test".into(), epoch: now, sent_at: now, state_before }).await
+}
+
+fn fast() -> Behaviour {
+    Behaviour { queue: Duration::from_millis(80), run: Duration::from_millis(120), ..Behaviour::default() }
+}
+
+async fn submit_then_result(kind: Kind) {
+    let (_mock, backend) = setup(kind, fast()).await;
+    let job = backend.submit(&request(kind)).await.unwrap();
+    let t = Instant::now();
+    let r = job.result(far()).await;
+    assert_eq!(r.state, JobState::Completed, "{kind:?}: {:?}", r.error);
+    let payload = r.payload.expect("payload");
+    let v: serde_json::Value = serde_json::from_slice(&payload.bytes).expect("JSON payload");
+    assert!(v.is_object(), "{kind:?}: {v}");
+    assert!(t.elapsed() >= Duration::from_millis(150), "{kind:?} returned before the job could finish");
+    assert!(job.job_id().is_some());
+}
+
+async fn state_transitions(kind: Kind) {
+    let b = Behaviour { queue: Duration::from_millis(250), run: Duration::from_millis(250), ..Behaviour::default() };
+    let (_mock, backend) = setup(kind, b).await;
+    let job = backend.submit(&request(kind)).await.unwrap();
+    let mut seen: Vec<JobState> = Vec::new();
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let s = job.status().await.unwrap();
+        if seen.last() != Some(&s) {
+            seen.push(s);
+        }
+        if s.is_terminal() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let expected: &[JobState] = match kind {
+        Kind::RunPod | Kind::Fal | Kind::Baseten | Kind::Generic => &[JobState::Queued, JobState::Running, JobState::Completed],
+        Kind::Replicate => &[JobState::Pending, JobState::Running, JobState::Completed],
+        Kind::Modal | Kind::Cerebrium | Kind::OpenAi => &[JobState::Pending, JobState::Completed],
+    };
+    assert_eq!(seen, expected, "{kind:?}");
+}
+
+async fn cancel_while_queued(kind: Kind) {
+    let b = Behaviour { queue: Duration::from_millis(800), run: Duration::from_millis(300), ..Behaviour::default() };
+    let (mock, backend) = setup(kind, b).await;
+    let job = backend.submit(&request(kind)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let r = cancel(&job).await.unwrap();
+    assert!(!r.leaked, "{kind:?}: {r:?}");
+    if kind.is_channel() {
+        assert_eq!(r.evidence, Evidence::RequestChannelClosed, "{kind:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(mock.disconnects(), 1, "{kind:?}: the server saw the request closed");
+    } else {
+        assert_eq!(r.evidence, Evidence::ConfirmedTerminal, "{kind:?}: {r:?}");
+        assert!(r.confirmed_terminal && r.terminal_status.is_some());
+        assert!(!r.was_running, "{kind:?}");
+        if matches!(kind, Kind::RunPod | Kind::Fal | Kind::Baseten | Kind::Generic) {
+            assert_eq!(r.cancel_scope, tailcut_core::CancelScope::QueuedJob, "{kind:?}");
+        }
+    }
+    let res = job.result(far()).await;
+    assert_ne!(res.state, JobState::Completed, "{kind:?}: a cancelled job must not complete");
+}
+
+async fn cancel_while_running(kind: Kind) {
+    let b = Behaviour { queue: Duration::from_millis(50), run: Duration::from_millis(1500), ..Behaviour::default() };
+    let (mock, backend) = setup(kind, b).await;
+    let job = backend.submit(&request(kind)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = cancel(&job).await.unwrap();
+    match kind {
+        Kind::Baseten => {
+            // Baseten cannot cancel an IN_PROGRESS async request: nothing was stopped.
+            assert_eq!(r.evidence, Evidence::NoEvidence, "{r:?}");
+            assert!(r.leaked);
+            assert!(r.was_running);
+            assert!(r.note.contains("IN_PROGRESS"), "{}", r.note);
+        }
+        k if k.is_channel() => {
+            assert_eq!(r.evidence, Evidence::RequestChannelClosed);
+            assert!(!r.leaked);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert_eq!(mock.disconnects(), 1);
+        }
+        Kind::Fal => {
+            // fal has no cancelled state: all that can be observed is a terminal COMPLETED.
+            assert_eq!(r.evidence, Evidence::ConfirmedTerminal, "{r:?}");
+            assert!(!r.leaked);
+            assert!(r.note.contains("no cancelled state"), "{}", r.note);
+        }
+        _ => {
+            assert_eq!(r.evidence, Evidence::ConfirmedTerminal, "{kind:?}: {r:?}");
+            assert_eq!(r.terminal_status, Some(JobState::Cancelled), "{kind:?}");
+            assert!(!r.leaked);
+        }
+    }
+    if matches!(kind, Kind::RunPod | Kind::Replicate | Kind::Fal | Kind::Generic | Kind::Baseten) {
+        assert!(r.was_running, "{kind:?}");
+    }
+}
+
+async fn cancel_after_finish(kind: Kind) {
+    let (_mock, backend) = setup(kind, fast()).await;
+    let job = backend.submit(&request(kind)).await.unwrap();
+    let res = job.result(far()).await;
+    assert_eq!(res.state, JobState::Completed, "{kind:?}");
+    let r = cancel(&job).await.unwrap();
+    assert!(!r.leaked, "{kind:?}: a finished job is not a leak: {r:?}");
+    if kind.is_channel() {
+        assert_eq!(r.evidence, Evidence::RequestChannelClosed);
+        assert!(r.note.contains("already ended"), "{}", r.note);
+    } else {
+        assert_eq!(r.evidence, Evidence::ConfirmedTerminal, "{kind:?}: {r:?}");
+        assert_eq!(r.terminal_status, Some(JobState::Completed), "{kind:?}");
+    }
+}
+
+async fn status_5xx(kind: Kind) {
+    let b = Behaviour { status_503: 2, ..fast() };
+    let (mock, backend) = setup(kind, b).await;
+    let job = backend.submit(&request(kind)).await.unwrap();
+    let r = job.result(far()).await;
+    if kind.is_channel() {
+        // The request itself got a 503: not retried (not idempotent), recorded as failed.
+        assert_eq!(r.state, JobState::Failed, "{kind:?}");
+        assert!(r.error.unwrap_or_default().contains("503"));
+    } else {
+        assert_eq!(r.state, JobState::Completed, "{kind:?}: 5xx on polls is retried: {:?}", r.error);
+        assert!(mock.status_calls() >= 3);
+    }
+}
+
+async fn status_429(kind: Kind) {
+    let b = Behaviour { status_429: 1, retry_after_s: 1, ..fast() };
+    let (_mock, backend) = setup(kind, b).await;
+    let t = Instant::now();
+    let job = backend.submit(&request(kind)).await.unwrap();
+    let r = job.result(far()).await;
+    if kind.is_channel() {
+        assert_eq!(r.state, JobState::Failed, "{kind:?}");
+        assert!(r.error.unwrap_or_default().contains("429"));
+    } else {
+        assert_eq!(r.state, JobState::Completed, "{kind:?}: {:?}", r.error);
+        assert!(t.elapsed() >= Duration::from_secs(1), "{kind:?}: Retry-After was honoured");
+    }
+}
+
+async fn malformed(kind: Kind) {
+    let b = Behaviour { malformed: true, ..fast() };
+    let (_mock, backend) = setup(kind, b).await;
+    let job = backend.submit(&request(kind)).await.unwrap();
+    let r = job.result(far()).await;
+    assert_eq!(r.state, JobState::Failed, "{kind:?}");
+    let e = r.error.unwrap_or_default().to_lowercase();
+    assert!(e.contains("malformed") || e.contains("json") || e.contains("eof"), "{kind:?}: {e}");
+}
+
+async fn server_vanishes(kind: Kind) {
+    let b = Behaviour { queue: Duration::from_millis(100), run: Duration::from_millis(3000), ..Behaviour::default() };
+    let (mock, backend) = setup(kind, b).await;
+    let job = backend.submit(&request(kind)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    mock.vanish();
+    let t = Instant::now();
+    let r = job.result(far()).await;
+    assert_eq!(r.state, JobState::Failed, "{kind:?}: {:?}", r);
+    assert!(t.elapsed() < Duration::from_secs(10), "{kind:?}: gave up in bounded time");
+    match cancel(&job).await {
+        Err(_) => {}
+        Ok(receipt) => {
+            assert!(receipt.evidence != Evidence::ConfirmedTerminal || receipt.terminal_status.is_some(), "{kind:?}: {receipt:?}")
+        }
+    }
+}
+
+async fn timeout(kind: Kind) {
+    let b = Behaviour { queue: Duration::from_millis(50), run: Duration::from_millis(3000), ..Behaviour::default() };
+    let (_mock, backend) = setup(kind, b).await;
+    let job = backend.submit(&request(kind)).await.unwrap();
+    let t = Instant::now();
+    let r = job.result(Instant::now() + Duration::from_millis(400)).await;
+    assert_eq!(r.state, JobState::TimedOut, "{kind:?}");
+    assert!(t.elapsed() < Duration::from_millis(900), "{kind:?}: right-censored at the deadline");
+}
+
+macro_rules! conformance {
+    ($($module:ident => $kind:expr),* $(,)?) => {$(
+        mod $module {
+            use super::*;
+            #[tokio::test] async fn submit_then_result() { super::submit_then_result($kind).await }
+            #[tokio::test] async fn state_transitions() { super::state_transitions($kind).await }
+            #[tokio::test] async fn cancel_while_queued() { super::cancel_while_queued($kind).await }
+            #[tokio::test] async fn cancel_while_running() { super::cancel_while_running($kind).await }
+            #[tokio::test] async fn cancel_after_finish() { super::cancel_after_finish($kind).await }
+            #[tokio::test] async fn status_5xx() { super::status_5xx($kind).await }
+            #[tokio::test] async fn status_429_retry_after() { super::status_429($kind).await }
+            #[tokio::test] async fn malformed_body() { super::malformed($kind).await }
+            #[tokio::test] async fn server_vanishes() { super::server_vanishes($kind).await }
+            #[tokio::test] async fn timeout() { super::timeout($kind).await }
+        }
+    )*};
+}
+
+conformance! {
+    runpod => Kind::RunPod,
+    replicate => Kind::Replicate,
+    fal => Kind::Fal,
+    baseten => Kind::Baseten,
+    modal => Kind::Modal,
+    cerebrium => Kind::Cerebrium,
+    openai => Kind::OpenAi,
+    generic => Kind::Generic,
+}

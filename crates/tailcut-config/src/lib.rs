@@ -8,6 +8,7 @@
 //! `docs/configuration.md`; [`BUILT_IN`] is the no-account demo configuration.
 
 mod raw;
+pub mod remote;
 mod typed;
 
 pub use typed::{Adapter, BudgetConfig, Config, PolicySpec, ProviderConfig, ReplayConfig};

@@ -92,6 +92,8 @@ pub enum Adapter {
         /// RNG seed.
         seed: u64,
     },
+    /// An HTTP provider.
+    Remote(Box<crate::remote::RemoteAdapter>),
 }
 
 /// A policy as configured.
@@ -321,9 +323,14 @@ impl Config {
         })
     }
 
-    /// Engine provider entries, in file order.
+    /// Engine provider entries, in file order (credentials not required).
     pub fn provider_entries(&self) -> Vec<ProviderEntry> {
         self.providers.iter().map(ProviderConfig::entry).collect()
+    }
+
+    /// Engine provider entries for live use: every paid provider's credential must resolve.
+    pub fn live_entries(&self) -> Result<Vec<ProviderEntry>, ConfigError> {
+        self.providers.iter().map(|p| p.try_entry(&self.source, true)).collect()
     }
 
     /// A named policy's spec.
@@ -338,18 +345,64 @@ impl Config {
 }
 
 impl ProviderConfig {
-    /// Builds the engine entry (for `sim`, a fresh simulator with its seed).
+    /// Builds the engine entry (for `sim`, a fresh simulator with its seed). HTTP
+    /// adapters are built without requiring credentials (for validation and dry runs).
     pub fn entry(&self) -> ProviderEntry {
+        match self.try_entry("<config>", false) {
+            Ok(e) => e,
+            Err(_) => ProviderEntry {
+                name: self.name.clone(),
+                backend: Arc::new(SimBackend::new(&self.name, SimProfile::instant(), 0)),
+                pricing: self.pricing,
+            },
+        }
+    }
+
+    /// Builds the engine entry; with `strict`, a paid provider's missing credential is an error.
+    pub fn try_entry(&self, file: &str, strict: bool) -> Result<ProviderEntry, ConfigError> {
         let backend: Arc<dyn tailcut_core::Backend> = match &self.adapter {
             Adapter::Sim { profile, seed } => Arc::new(SimBackend::new(&self.name, profile.clone(), *seed)),
+            Adapter::Remote(r) => r.backend(file, &format!("providers.{}", self.name), &self.name, self.pricing.rate, strict)?,
         };
-        ProviderEntry { name: self.name.clone(), backend, pricing: self.pricing }
+        Ok(ProviderEntry { name: self.name.clone(), backend, pricing: self.pricing })
+    }
+
+    /// Whether submitting to it can cost money (an HTTP adapter not on loopback).
+    pub fn is_paid(&self) -> bool {
+        match &self.adapter {
+            Adapter::Sim { .. } => false,
+            Adapter::Remote(r) => r.is_paid(),
+        }
+    }
+
+    /// The simulator profile, for simulated providers.
+    pub fn sim_profile(&self) -> Option<(&SimProfile, u64)> {
+        match &self.adapter {
+            Adapter::Sim { profile, seed } => Some((profile, *seed)),
+            Adapter::Remote(_) => None,
+        }
     }
 }
 
 fn provider(cx: &Ctx<'_>, name: &str, value: toml::Value) -> Result<ProviderConfig, ConfigError> {
     let key = format!("providers.{name}");
     let raw: RawProvider = cx.typed(&key, value)?;
+    if let Some(remote) = crate::remote::parse(cx.file, &key, &raw)? {
+        let rate = cx.non_negative(&format!("{key}.rate_usd_per_s"), raw.rate_usd_per_s, 0.0)?;
+        let idle = cx.non_negative(&format!("{key}.idle_window_s"), raw.idle_window_s, 0.0)?;
+        let expected = cx.non_negative(&format!("{key}.expected_run_s"), raw.expected_run_s, 30.0)?;
+        return Ok(ProviderConfig {
+            name: name.to_string(),
+            pricing: Pricing {
+                rate: RateNanoUsdPerSec::from_usd_per_s(rate),
+                idle_window: Duration::from_secs_f64(idle),
+                expected_run: Duration::from_secs_f64(expected),
+            },
+            rate_usd_per_s: rate,
+            idle_window_s: idle,
+            adapter: Adapter::Remote(Box::new(remote)),
+        });
+    }
     let adapter = match raw.adapter.as_str() {
         "sim" => {
             let mut table = raw.sim.unwrap_or_default();
@@ -382,7 +435,9 @@ fn provider(cx: &Ctx<'_>, name: &str, value: toml::Value) -> Result<ProviderConf
             return Err(cx.err(format!("{key}.adapter"), format!("unknown adapter `{other}`; this build supports: sim")));
         }
     };
-    let Adapter::Sim { profile, .. } = &adapter;
+    let Adapter::Sim { profile, .. } = &adapter else {
+        return Err(cx.err(format!("{key}.adapter"), "internal: expected the simulator"));
+    };
     let rate = cx.non_negative(&format!("{key}.rate_usd_per_s"), raw.rate_usd_per_s, profile.rate_usd_per_s)?;
     let idle = cx.non_negative(&format!("{key}.idle_window_s"), raw.idle_window_s, profile.idle_window_s)?;
     let expected = cx.non_negative(&format!("{key}.expected_run_s"), raw.expected_run_s, 30.0)?;
@@ -507,6 +562,14 @@ mod tests {
     #[test]
     fn unknown_adapter_and_sim_setting_are_rejected() {
         assert!(err("[providers.x]\nadapter = \"aws\"\n").contains("providers.x.adapter"));
+        let e = err("[providers.x]\nadapter = \"runpod\"\nendpoint_id = \"e\"\n");
+        assert!(e.contains("providers.x.rate_usd_per_s") && e.contains("money is real"), "{e}");
+        let e = err("[providers.x]\nadapter = \"runpod\"\nrate_usd_per_s = 0.0003\n");
+        assert!(e.contains("providers.x.endpoint_id"), "{e}");
+        let e = err("[providers.x]\nadapter = \"runpod\"\nrate_usd_per_s = 0.0003\nendpoint_id = \"e\"\nmodel = \"m\"\n");
+        assert!(e.contains("providers.x.model") && e.contains("not used"), "{e}");
+        let e = err("[providers.x]\nadapter = \"replicate\"\nrate_usd_per_s = 0.0003\n");
+        assert!(e.contains("exactly one of version"), "{e}");
         let e = err("[providers.x]\nadapter = \"sim\"\nsim = { profile = \"runpod\", warp = 9 }\n");
         assert!(e.contains("providers.x.sim.warp"), "{e}");
         let e = err("[providers.x]\nadapter = \"sim\"\nsim = { profile = \"runpod\", leak_p = 3.0 }\n");
@@ -514,11 +577,48 @@ mod tests {
     }
 
     #[test]
+    fn remote_adapters_parse_and_know_when_they_cost_money() {
+        let text = r#"
+[providers.rp]
+adapter = "runpod"
+endpoint_id = "abc"
+rate_usd_per_s = 0.000306
+idle_window_s = 60
+[providers.local]
+adapter = "runpod"
+base_url = "http://127.0.0.1:8001/v2"
+endpoint_id = "sim"
+rate_usd_per_s = 0.000306
+[providers.vllm]
+adapter = "openai"
+base_url = "http://localhost:8000/v1"
+model = "m"
+stream = true
+rate_usd_per_s = 0.0
+[providers.api]
+adapter = "http"
+rate_usd_per_s = 0.001
+http = { submit = { url = "https://x/jobs" }, status = { url = "https://x/jobs/{job_id}" }, state_map = { waiting = "QUEUED" } }
+[policies.c]
+kind = "cutover"
+primary = "local"
+hedge = "vllm"
+"#;
+        let c = Config::parse(text, "t").unwrap();
+        assert!(c.provider("rp").unwrap().is_paid());
+        assert!(!c.provider("local").unwrap().is_paid());
+        assert!(!c.provider("vllm").unwrap().is_paid());
+        assert!(c.provider("api").unwrap().is_paid());
+        // The local RunPod-API server needs no credential.
+        assert!(c.provider("local").unwrap().try_entry("t", true).is_ok());
+    }
+
+    #[test]
     fn sim_overrides_apply() {
         let c = Config::parse("[providers.x]\nadapter = \"sim\"\nsim = { profile = \"runpod\", leak_p = 0.25, seed = 9 }\n", "t").unwrap();
-        let Adapter::Sim { profile, seed } = &c.providers[0].adapter;
+        let (profile, seed) = c.providers[0].sim_profile().unwrap();
         assert_eq!(profile.leak_p, 0.25);
-        assert_eq!(*seed, 9);
+        assert_eq!(seed, 9);
     }
 
     #[test]

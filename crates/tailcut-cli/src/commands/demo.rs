@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::process::ExitCode;
 use std::sync::Arc;
-use tailcut_config::{Adapter, Config, PolicySpec};
+use tailcut_config::{Config, PolicySpec};
 use tailcut_core::engine::Hedger;
 use tailcut_core::ledger::{BudgetLimits, MemoryLedger};
 use tailcut_core::trace::TraceWriter;
@@ -99,7 +99,9 @@ fn build_sims(config: &Config, args: &DemoArgs) -> anyhow::Result<(Vec<ProviderE
     let mut entries = Vec::new();
     let mut sims = Vec::new();
     for p in &config.providers {
-        let Adapter::Sim { profile, seed } = &p.adapter;
+        let Some((profile, seed)) = p.sim_profile() else {
+            return Err(BadInput(format!("{}: the demo runs on simulated providers only; provider `{}` uses an HTTP adapter", config.source, p.name)).into());
+        };
         let mut profile = profile.clone();
         if let Some(leak) = args.leak_p {
             if !(0.0..=1.0).contains(&leak) {

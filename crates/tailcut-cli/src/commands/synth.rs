@@ -4,18 +4,10 @@ use crate::cli::SynthArgs;
 use crate::commands::{delayed_bar, load_config, BadInput};
 use std::io::{BufWriter, Write};
 use std::process::ExitCode;
-use tailcut_config::Adapter;
 
 pub fn run(args: &SynthArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(args.config.as_deref())?;
-    let profiles: Vec<_> = config
-        .providers
-        .iter()
-        .map(|p| {
-            let Adapter::Sim { profile, .. } = &p.adapter;
-            (p.name.clone(), profile.clone())
-        })
-        .collect();
+    let profiles: Vec<_> = config.providers.iter().filter_map(|p| p.sim_profile().map(|(profile, _)| (p.name.clone(), profile.clone()))).collect();
     if profiles.is_empty() {
         return Err(BadInput(format!("{}: no simulated providers to draw from", config.source)).into());
     }

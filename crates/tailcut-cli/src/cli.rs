@@ -29,6 +29,19 @@ pub enum Command {
     Report(ReportArgs),
     /// Write synthetic paired-round traces drawn from the simulator profiles.
     Synth(SynthArgs),
+    /// Send one hedged request (or `--repeat N`) through a configured policy; prints the
+    /// winner, latency, cost and every receipt, and appends the trace.
+    Run(RunArgs),
+    /// Check each configured provider's credentials with read-only calls (spends nothing).
+    LoginCheck(LoginCheckArgs),
+    /// Paired cold-start rounds: the same request to every provider, writing round traces
+    /// that `tailcut replay` reads.
+    Bench(BenchArgs),
+    /// Forced loser cancellations (early and late) per provider, with receipts.
+    CancelAudit(CancelAuditArgs),
+    /// Serve a simulated serverless GPU provider over HTTP (RunPod queue API and
+    /// OpenAI-compatible API) in compressed real time.
+    SimProvider(SimProviderArgs),
     /// Measure what sharing a processor costs co-located agents, emit the Kubernetes
     /// configuration for GPU sharing experiments, and plan placements.
     #[command(subcommand)]
@@ -419,4 +432,135 @@ pub enum ConfigCommand {
         /// The file to check.
         file: PathBuf,
     },
+}
+
+/// Options of `tailcut run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Policy name from the config's [policies] table.
+    #[arg(long)]
+    pub policy: String,
+    /// Configuration file (default: the built-in simulated providers).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Job input as JSON.
+    #[arg(long, default_value = "{\"text\": \"hello\"}")]
+    pub input: String,
+    /// Allow submitting to paid providers (anything not simulated or on loopback).
+    #[arg(long)]
+    pub go: bool,
+    /// Send this many requests, one after another.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+    /// Wait between repeated requests (e.g. long enough for workers to scale to zero).
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    pub wait: Duration,
+    /// Requests in flight at once (a load test: `--repeat 1000 --concurrency 1000`);
+    /// reports peak open sockets.
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: usize,
+    /// Append trace records here (default: the config's [trace] path).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Print each request's trace record as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `tailcut login-check`.
+#[derive(Debug, Args)]
+pub struct LoginCheckArgs {
+    /// Configuration file.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `tailcut bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Configuration file (its providers are benchmarked).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Paired rounds.
+    #[arg(long, default_value_t = 6)]
+    pub rounds: u64,
+    /// Rounds per block.
+    #[arg(long, default_value_t = 6)]
+    pub rounds_per_block: u64,
+    /// Wait between rounds so workers scale to zero (cold starts).
+    #[arg(long, default_value = "130s", value_parser = humantime::parse_duration)]
+    pub wait: Duration,
+    /// Also send a warm follow-up request to each provider that answered.
+    #[arg(long)]
+    pub warm: bool,
+    /// Job input as JSON.
+    #[arg(long, default_value = "{\"text\": \"hello\"}")]
+    pub input: String,
+    /// Round traces are appended here.
+    #[arg(long, default_value = "rounds.jsonl")]
+    pub out: PathBuf,
+    /// Allow submitting to paid providers.
+    #[arg(long)]
+    pub go: bool,
+}
+
+/// Options of `tailcut cancel-audit`.
+#[derive(Debug, Args)]
+pub struct CancelAuditArgs {
+    /// Configuration file.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Providers to audit (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub providers: Vec<String>,
+    /// Repeats per provider and phase.
+    #[arg(long, default_value_t = 2)]
+    pub repeats: u32,
+    /// Early cancel: this long after submit.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub early: Duration,
+    /// Late cancel: once running is seen (or at this time at the latest).
+    #[arg(long, default_value = "25s", value_parser = humantime::parse_duration)]
+    pub late: Duration,
+    /// Wait between jobs.
+    #[arg(long, default_value = "130s", value_parser = humantime::parse_duration)]
+    pub wait: Duration,
+    /// Records are appended here.
+    #[arg(long, default_value = "cancel_audit.jsonl")]
+    pub out: PathBuf,
+    /// Allow submitting to paid providers.
+    #[arg(long)]
+    pub go: bool,
+}
+
+/// Options of `tailcut sim-provider`.
+#[derive(Debug, Args)]
+pub struct SimProviderArgs {
+    /// Simulator profile: runpod, cerebrium, modal or instant.
+    #[arg(long, default_value = "runpod")]
+    pub profile: String,
+    /// Name used in job ids and metrics (default: the profile).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: String,
+    /// Port (0 picks a free one and prints it).
+    #[arg(long, default_value_t = 8001)]
+    pub port: u16,
+    /// Real seconds per simulated second (0.01 makes a 100 s cold start take 1 s).
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Probability a running cancel is acknowledged but ignored.
+    #[arg(long)]
+    pub leak_p: Option<f64>,
+    /// Most workers at once (default: the profile's; raise it for load tests).
+    #[arg(long)]
+    pub max_workers: Option<usize>,
 }

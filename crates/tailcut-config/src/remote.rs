@@ -105,7 +105,8 @@ pub struct RemoteAdapter {
     pub timeout: Duration,
 }
 
-const ALLOWED_COMMON: &[&str] = &["adapter", "rate_usd_per_s", "idle_window_s", "expected_run_s", "poll_interval_ms", "cancel_window_ms", "timeout_s"];
+const ALLOWED_COMMON: &[&str] =
+    &["adapter", "rate_usd_per_s", "idle_window_s", "expected_run_s", "poll_interval_ms", "cancel_window_ms", "timeout_s"];
 
 fn present(r: &RawProvider) -> Vec<(&'static str, bool)> {
     vec![
@@ -140,7 +141,10 @@ pub(crate) fn parse(file: &str, key: &str, raw: &RawProvider) -> Result<Option<R
         if raw.adapter == "sim" {
             return Ok(None);
         }
-        return Err(err("adapter", format!("unknown adapter `{}`; expected sim, runpod, replicate, fal, baseten, modal, cerebrium, openai or http", raw.adapter)));
+        return Err(err(
+            "adapter",
+            format!("unknown adapter `{}`; expected sim, runpod, replicate, fal, baseten, modal, cerebrium, openai or http", raw.adapter),
+        ));
     };
     let allowed: &[&str] = match kind {
         RemoteKind::RunPod => &["base_url", "endpoint_id", "api_key_env"],
@@ -232,7 +236,9 @@ pub(crate) fn parse(file: &str, key: &str, raw: &RawProvider) -> Result<Option<R
             a.key_env.get_or_insert_with(|| "BASETEN_API_KEY".into());
         }
         RemoteKind::Modal => {
-            a.base = trim(raw.url.as_deref().ok_or_else(|| err("url", "required: the URL of your deployed job endpoint (see examples/modal_job_endpoint.py)".into()))?);
+            a.base = trim(raw.url.as_deref().ok_or_else(|| {
+                err("url", "required: the URL of your deployed job endpoint (see examples/modal_job_endpoint.py)".into())
+            })?);
             a.key_env = None;
             a.proxy_env = match (&raw.proxy_key_env, &raw.proxy_secret_env) {
                 (Some(k), Some(s)) => Some((k.clone(), s.clone())),
@@ -260,7 +266,8 @@ pub(crate) fn parse(file: &str, key: &str, raw: &RawProvider) -> Result<Option<R
             };
         }
         RemoteKind::Http => {
-            let table = raw.http.clone().ok_or_else(|| err("http", "required: the job API description (submit, status, result, cancel)".into()))?;
+            let table =
+                raw.http.clone().ok_or_else(|| err("http", "required: the job API description (submit, status, result, cancel)".into()))?;
             let spec: GenericSpec = serde_path_to_error::deserialize(toml::Value::Table(table))
                 .map_err(|e| err(&format!("http.{}", e.path()), e.into_inner().to_string()))?;
             a.base = spec.submit.url.clone();
@@ -298,17 +305,33 @@ impl RemoteAdapter {
         if !strict || !self.is_paid() || self.kind == RemoteKind::OpenAi {
             return Ok(if self.kind == RemoteKind::OpenAi { None } else { Some(Secret::new("")) });
         }
-        Err(ConfigError::invalid(file, format!("{key}.api_key_env"), format!("environment variable `{var}` is not set (the {} credential)", self.kind.name())))
+        Err(ConfigError::invalid(
+            file,
+            format!("{key}.api_key_env"),
+            format!("environment variable `{var}` is not set (the {} credential)", self.kind.name()),
+        ))
     }
 
     /// Builds the backend. `strict` requires credentials to be present.
-    pub fn backend(&self, file: &str, key: &str, name: &str, rate: RateNanoUsdPerSec, strict: bool) -> Result<Arc<dyn Backend>, ConfigError> {
+    pub fn backend(
+        &self,
+        file: &str,
+        key: &str,
+        name: &str,
+        rate: RateNanoUsdPerSec,
+        strict: bool,
+    ) -> Result<Arc<dyn Backend>, ConfigError> {
         let http = HttpClient::new(self.timeout, tailcut_providers::client::RetryPolicy::default())
             .map_err(|e| ConfigError::invalid(file, key, format!("cannot build the HTTP client: {e}")))?;
         let secret = self.secret(file, key, strict)?;
         let key_or_empty = || secret.clone().unwrap_or_else(|| Secret::new(""));
         Ok(match self.kind {
-            RemoteKind::RunPod => Arc::new(PollingBackend::new(RunPod { name: name.into(), base: self.base.clone(), key: key_or_empty() }, http, self.poll, rate)),
+            RemoteKind::RunPod => Arc::new(PollingBackend::new(
+                RunPod { name: name.into(), base: self.base.clone(), key: key_or_empty() },
+                http,
+                self.poll,
+                rate,
+            )),
             RemoteKind::Replicate => Arc::new(PollingBackend::new(
                 Replicate {
                     name: name.into(),
@@ -346,23 +369,131 @@ impl RemoteAdapter {
                     Some((k, s)) => match (Secret::from_env(k), Secret::from_env(s)) {
                         (Some(k), Some(s)) => Some((k, s)),
                         _ if strict => {
-                            return Err(ConfigError::invalid(file, format!("{key}.proxy_key_env"), format!("environment variables `{k}` and `{s}` must be set")))
+                            return Err(ConfigError::invalid(
+                                file,
+                                format!("{key}.proxy_key_env"),
+                                format!("environment variables `{k}` and `{s}` must be set"),
+                            ))
                         }
                         _ => None,
                     },
                 };
-                Arc::new(PollingBackend::new(Modal { name: name.into(), base: self.base.clone(), proxy_auth: proxy }, http, self.poll, rate))
+                Arc::new(PollingBackend::new(
+                    Modal { name: name.into(), base: self.base.clone(), proxy_auth: proxy },
+                    http,
+                    self.poll,
+                    rate,
+                ))
             }
             RemoteKind::Cerebrium => Arc::new(Cerebrium { name: name.into(), url: self.base.clone(), token: key_or_empty(), http }),
-            RemoteKind::OpenAi => {
-                Arc::new(OpenAi { name: name.into(), base: self.base.clone(), model: self.model.clone(), key: secret, route: self.route, stream: self.stream, http })
-            }
+            RemoteKind::OpenAi => Arc::new(OpenAi {
+                name: name.into(),
+                base: self.base.clone(),
+                model: self.model.clone(),
+                key: secret,
+                route: self.route,
+                stream: self.stream,
+                http,
+            }),
             RemoteKind::Http => Arc::new(PollingBackend::new(
-                Generic { name: name.into(), spec: self.spec.clone().ok_or_else(|| ConfigError::invalid(file, format!("{key}.http"), "missing"))? },
+                Generic {
+                    name: name.into(),
+                    spec: self.spec.clone().ok_or_else(|| ConfigError::invalid(file, format!("{key}.http"), "missing"))?,
+                },
                 http,
                 self.poll,
                 rate,
             )),
         })
+    }
+}
+
+impl RemoteAdapter {
+    /// A read-only credential check (never submits work). `Ok(detail)` when the provider
+    /// accepted the credential, `Err(why)` otherwise; `Ok` with "unverifiable" where no
+    /// read-only call exists.
+    pub async fn check(&self, name: &str) -> Result<String, String> {
+        let http = HttpClient::new(
+            self.timeout.min(Duration::from_secs(20)),
+            tailcut_providers::client::RetryPolicy { attempts: 2, ..Default::default() },
+        )
+        .map_err(|e| e.to_string())?;
+        let secret = self.key_env.as_deref().and_then(Secret::from_env).or_else(|| {
+            if self.kind == RemoteKind::RunPod {
+                runpod_cli_key()
+            } else {
+                None
+            }
+        });
+        if self.key_env.is_some() && secret.is_none() && self.is_paid() && self.kind != RemoteKind::OpenAi {
+            return Err(format!("credential missing: set {}", self.key_env.as_deref().unwrap_or("?")));
+        }
+        let key = secret.clone().unwrap_or_else(|| Secret::new(""));
+        let outcome = match self.kind {
+            RemoteKind::RunPod => RunPod { name: name.into(), base: self.base.clone(), key }
+                .health(&http)
+                .await
+                .map(|v| format!("health ok: {}", v["workers"]))
+                .map_err(|e| e.to_string()),
+            RemoteKind::Replicate => Replicate {
+                name: name.into(),
+                base: self.base.clone(),
+                token: key,
+                target: Target::Model(String::new()),
+                prefer_wait_s: None,
+            }
+            .account(&http)
+            .await
+            .map(|v| format!("account {}", v.get("username").and_then(serde_json::Value::as_str).unwrap_or("?")))
+            .map_err(|e| e.to_string()),
+            RemoteKind::Baseten => Baseten {
+                name: name.into(),
+                base: self.base.clone(),
+                environment: self.environment.clone(),
+                key,
+                webhook: None,
+                result_url: None,
+            }
+            .queue_status(&http)
+            .await
+            .map(|v| format!("queue: {} queued, {} in progress", v["num_queued_requests"], v["num_in_progress_requests"]))
+            .map_err(|e| e.to_string()),
+            RemoteKind::Modal => Modal { name: name.into(), base: self.base.clone(), proxy_auth: None }
+                .health(&http)
+                .await
+                .map(|_| "endpoint reachable".to_string())
+                .map_err(|e| e.to_string()),
+            RemoteKind::Fal => {
+                // No read-only endpoint: ask for an unknown request's status; 404 means the key was accepted.
+                let app: Vec<&str> = self.model.as_deref().unwrap_or("").split('/').take(2).collect();
+                let url = format!("{}/{}/requests/00000000-0000-0000-0000-000000000000/status", self.base, app.join("/"));
+                let reply = http
+                    .idempotent(|c| c.get(&url).header("Authorization", format!("Key {}", key.expose())))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                match reply.status {
+                    401 | 403 => Err(format!("credential rejected (HTTP {})", reply.status)),
+                    _ => Ok(format!("key accepted (HTTP {} for an unknown request)", reply.status)),
+                }
+            }
+            RemoteKind::OpenAi => {
+                let url = format!("{}/models", self.base);
+                let reply = http
+                    .idempotent(|c| match &secret {
+                        Some(k) => c.get(&url).bearer_auth(k.expose()),
+                        None => c.get(&url),
+                    })
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if reply.ok() {
+                    Ok(format!("{} model(s)", reply.json().ok().and_then(|v| v["data"].as_array().map(Vec::len)).unwrap_or(0)))
+                } else {
+                    Err(reply.rejected().to_string())
+                }
+            }
+            RemoteKind::Cerebrium => return Ok("unverifiable: Cerebrium has no read-only API (a check would run the function)".into()),
+            RemoteKind::Http => return Ok("unverifiable: no read-only call is configured for this job API".into()),
+        };
+        outcome
     }
 }

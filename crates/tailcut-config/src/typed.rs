@@ -88,7 +88,7 @@ pub enum Adapter {
     /// The in-process simulator.
     Sim {
         /// Behaviour.
-        profile: SimProfile,
+        profile: Box<SimProfile>,
         /// RNG seed.
         seed: u64,
     },
@@ -361,7 +361,7 @@ impl ProviderConfig {
     /// Builds the engine entry; with `strict`, a paid provider's missing credential is an error.
     pub fn try_entry(&self, file: &str, strict: bool) -> Result<ProviderEntry, ConfigError> {
         let backend: Arc<dyn tailcut_core::Backend> = match &self.adapter {
-            Adapter::Sim { profile, seed } => Arc::new(SimBackend::new(&self.name, profile.clone(), *seed)),
+            Adapter::Sim { profile, seed } => Arc::new(SimBackend::new(&self.name, profile.as_ref().clone(), *seed)),
             Adapter::Remote(r) => r.backend(file, &format!("providers.{}", self.name), &self.name, self.pricing.rate, strict)?,
         };
         Ok(ProviderEntry { name: self.name.clone(), backend, pricing: self.pricing })
@@ -378,7 +378,7 @@ impl ProviderConfig {
     /// The simulator profile, for simulated providers.
     pub fn sim_profile(&self) -> Option<(&SimProfile, u64)> {
         match &self.adapter {
-            Adapter::Sim { profile, seed } => Some((profile, *seed)),
+            Adapter::Sim { profile, seed } => Some((profile.as_ref(), *seed)),
             Adapter::Remote(_) => None,
         }
     }
@@ -429,7 +429,7 @@ fn provider(cx: &Ctx<'_>, name: &str, value: toml::Value) -> Result<ProviderConf
             }
             let profile: SimProfile = cx.typed(&format!("{key}.sim"), toml::Value::Table(merged))?;
             profile.validate().map_err(|e| cx.err(format!("{key}.sim"), e.to_string()))?;
-            Adapter::Sim { profile, seed }
+            Adapter::Sim { profile: Box::new(profile), seed }
         }
         other => {
             return Err(cx.err(format!("{key}.adapter"), format!("unknown adapter `{other}`; this build supports: sim")));

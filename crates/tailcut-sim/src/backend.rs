@@ -127,8 +127,10 @@ fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s.max(0.0))
 }
 
-fn ceil_secs_ms(d: Duration) -> u128 {
-    d.as_millis().div_ceil(1000) * 1000
+/// Rounds a session up to the billing quantum, in ms.
+fn ceil_quantum_ms(d: Duration, quantum_s: f64) -> u128 {
+    let q = ((quantum_s * 1000.0).round() as u128).max(1);
+    d.as_millis().div_ceil(q) * q
 }
 
 impl Inner {
@@ -149,7 +151,8 @@ impl Inner {
         for w in st.workers.iter_mut().filter(|w| w.alive) {
             if w.busy_until + idle <= now {
                 w.alive = false;
-                closed += ceil_secs_ms((w.busy_until + idle).saturating_duration_since(w.session_start));
+                closed +=
+                    ceil_quantum_ms((w.busy_until + idle).saturating_duration_since(w.session_start), self.profile.billing_granularity_s);
             }
         }
         st.closed_billed_ms += closed;
@@ -178,7 +181,12 @@ impl SimBackend {
             .workers
             .iter()
             .filter(|w| w.alive)
-            .map(|w| ceil_secs_ms((w.busy_until + inner.idle()).saturating_duration_since(w.session_start)))
+            .map(|w| {
+                ceil_quantum_ms(
+                    (w.busy_until + inner.idle()).saturating_duration_since(w.session_start),
+                    inner.profile.billing_granularity_s,
+                )
+            })
             .sum();
         let to_micro = |ms: u128| inner.rate.cost_of(Duration::from_millis(ms.min(u64::MAX as u128) as u64));
         SimBilling {

@@ -55,6 +55,13 @@ pub struct SimProfile {
     pub rate_usd_per_s: f64,
     /// What results look like.
     pub output: SimOutput,
+    /// Billing granularity: each worker session is rounded up to a multiple of this.
+    #[serde(default = "one_second")]
+    pub billing_granularity_s: f64,
+}
+
+fn one_second() -> f64 {
+    1.0
 }
 
 /// Why a profile is unusable.
@@ -98,6 +105,7 @@ impl SimProfile {
             leak_p: 0.0,
             rate_usd_per_s: 0.000306,
             output: SimOutput::Json,
+            billing_granularity_s: 1.0,
         }
     }
 
@@ -123,6 +131,7 @@ impl SimProfile {
             leak_p: 0.0,
             rate_usd_per_s: 0.000736,
             output: SimOutput::Json,
+            billing_granularity_s: 1.0,
         }
     }
 
@@ -147,6 +156,7 @@ impl SimProfile {
             leak_p: 0.0,
             rate_usd_per_s: 0.000704,
             output: SimOutput::Json,
+            billing_granularity_s: 1.0,
         }
     }
 
@@ -171,6 +181,7 @@ impl SimProfile {
             leak_p: 0.0,
             rate_usd_per_s: 0.0,
             output: SimOutput::Json,
+            billing_granularity_s: 1.0,
         }
     }
 
@@ -221,6 +232,29 @@ impl SimProfile {
             return Err(ProfileError::Invalid { key: "rate_usd_per_s", expected: "a non-negative rate" });
         }
         Ok(())
+    }
+}
+
+impl SimProfile {
+    /// The same provider with every duration multiplied by `factor` (0.01 makes a 100 s
+    /// cold start take 1 s), for real-time simulation servers. Rates are unchanged:
+    /// divide billed dollars by `factor` to get simulated-time dollars.
+    pub fn scaled(&self, factor: f64) -> SimProfile {
+        let r = |(a, b): Range| (a * factor, b * factor);
+        SimProfile {
+            submit_latency_s: r(self.submit_latency_s),
+            warm_dispatch_s: r(self.warm_dispatch_s),
+            warm_run_s: r(self.warm_run_s),
+            cold_fast_queue_s: r(self.cold_fast_queue_s),
+            cold_fast_run_s: r(self.cold_fast_run_s),
+            cold_slow_queue_s: r(self.cold_slow_queue_s),
+            cold_slow_run_s: r(self.cold_slow_run_s),
+            idle_window_s: self.idle_window_s * factor,
+            billing_granularity_s: self.billing_granularity_s * factor,
+            cancel_ack_ms: r(self.cancel_ack_ms),
+            cancel_confirm_ms: r(self.cancel_confirm_ms),
+            ..self.clone()
+        }
     }
 }
 

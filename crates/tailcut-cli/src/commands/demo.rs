@@ -100,7 +100,11 @@ fn build_sims(config: &Config, args: &DemoArgs) -> anyhow::Result<(Vec<ProviderE
     let mut sims = Vec::new();
     for p in &config.providers {
         let Some((profile, seed)) = p.sim_profile() else {
-            return Err(BadInput(format!("{}: the demo runs on simulated providers only; provider `{}` uses an HTTP adapter", config.source, p.name)).into());
+            return Err(BadInput(format!(
+                "{}: the demo runs on simulated providers only; provider `{}` uses an HTTP adapter",
+                config.source, p.name
+            ))
+            .into());
         };
         let mut profile = profile.clone();
         if let Some(leak) = args.leak_p {

@@ -3,8 +3,10 @@
 mod config;
 mod contend;
 mod demo;
+mod live;
 mod replay;
 mod report;
+mod sim_provider;
 mod synth;
 
 use crate::cli::{Cli, Command};
@@ -34,6 +36,11 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(args) => replay::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Synth(args) => synth::run(&args),
+        Command::Run(args) => live::run(&args),
+        Command::LoginCheck(args) => live::login_check(&args),
+        Command::Bench(args) => live::bench(&args),
+        Command::CancelAudit(args) => live::cancel_audit(&args),
+        Command::SimProvider(args) => sim_provider::run(&args),
         Command::Contend(cmd) => contend::run(&cmd),
         Command::Config(cmd) => config::run(&cmd),
     }

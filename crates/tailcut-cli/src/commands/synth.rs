@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 pub fn run(args: &SynthArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(args.config.as_deref())?;
-    let profiles: Vec<_> = config.providers.iter().filter_map(|p| p.sim_profile().map(|(profile, _)| (p.name.clone(), profile.clone()))).collect();
+    let profiles: Vec<_> =
+        config.providers.iter().filter_map(|p| p.sim_profile().map(|(profile, _)| (p.name.clone(), profile.clone()))).collect();
     if profiles.is_empty() {
         return Err(BadInput(format!("{}: no simulated providers to draw from", config.source)).into());
     }

@@ -1,0 +1,469 @@
+//! Live commands: `run`, `login-check`, `bench`, `cancel-audit`. Nothing is submitted to
+//! a paid provider (any HTTP adapter not on loopback) without `--go`; simulated
+//! providers and local servers need none.
+
+use crate::cli::{BenchArgs, CancelAuditArgs, LoginCheckArgs, RunArgs};
+use crate::commands::{load_config, BadInput};
+use crate::table::{secs, Table};
+use anyhow::Context;
+use serde_json::{json, Value};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tailcut_config::{Adapter, Config, PolicySpec};
+use tailcut_core::engine::Hedger;
+use tailcut_core::ledger::{BudgetGate, Charge, MemoryLedger, SqliteLedger};
+use tailcut_core::trace::{now_rfc3339, TraceWriter};
+use tailcut_core::validate::{judge, Validator, ValidatorRegistry};
+use tailcut_core::{CancelContext, JobRequest, JobState, ProviderEntry};
+use tokio::time::Instant;
+
+fn policy_providers(spec: &PolicySpec) -> Vec<String> {
+    match spec {
+        PolicySpec::Single { provider } => vec![provider.clone()],
+        PolicySpec::Race { providers } => providers.clone(),
+        PolicySpec::Hedge { primary, hedge, .. } | PolicySpec::Cutover { primary, hedge, .. } => vec![primary.clone(), hedge.clone()],
+        PolicySpec::Cascade { primary, hedge, fallback, .. } | PolicySpec::Deadline { primary, hedge, fallback, .. } => {
+            vec![primary.clone(), hedge.clone(), fallback.clone()]
+        }
+    }
+}
+
+/// Refuses when any of `names` is paid and `go` is false.
+fn guard_spend(config: &Config, names: &[String], go: bool) -> anyhow::Result<()> {
+    let paid: Vec<&str> = names.iter().filter(|n| config.provider(n).is_some_and(|p| p.is_paid())).map(String::as_str).collect();
+    if !paid.is_empty() && !go {
+        return Err(BadInput(format!(
+            "refusing to submit to paid provider(s) {} without --go (simulated and loopback providers need none)",
+            paid.join(", ")
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+fn ledger(config: &Config) -> anyhow::Result<Arc<dyn BudgetGate>> {
+    Ok(match &config.budget.ledger {
+        None => Arc::new(MemoryLedger::new(config.budget.limits)),
+        Some(path) => {
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+            }
+            Arc::new(SqliteLedger::open(path, config.budget.limits)?)
+        }
+    })
+}
+
+fn parse_input(text: &str) -> anyhow::Result<Value> {
+    serde_json::from_str(text).map_err(|e| BadInput(format!("--input is not valid JSON: {e}")).into())
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let config = load_config(args.config.as_deref())?;
+    let spec = config.policy(&args.policy).cloned().ok_or_else(|| {
+        BadInput(format!(
+            "{}: no policy `{}` (known: {})",
+            config.source,
+            args.policy,
+            config.policies.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+        ))
+    })?;
+    guard_spend(&config, &policy_providers(&spec), args.go)?;
+    let input = parse_input(&args.input)?;
+    let rt = runtime()?;
+    rt.block_on(async {
+        let entries = config.live_entries()?;
+        let validator = ValidatorRegistry::default().build(&config.validator)?;
+        let trace_path = args.trace.clone().or_else(|| config.trace_path.clone());
+        let trace = match &trace_path {
+            Some(p) => Some(Arc::new(TraceWriter::append(p)?)),
+            None => None,
+        };
+        let hedger = Hedger::new(entries, validator, ledger(&config)?, config.race, trace);
+        let policy = spec.build(hedger.providers())?;
+        if args.concurrency > 1 {
+            return load(&hedger, policy, &input, args).await;
+        }
+        let mut latencies = Vec::new();
+        let mut leaked = 0usize;
+        for i in 0..args.repeat {
+            if i > 0 && !args.wait.is_zero() {
+                tokio::time::sleep(args.wait).await;
+            }
+            let request = JobRequest::new(format!("run-{}-{i}", now_rfc3339()), input.clone());
+            let outcome = match hedger.run(policy.as_ref(), request).await {
+                Ok(o) => o,
+                Err(e) => {
+                    eprintln!("tailcut: request {i} refused: {e}");
+                    return Err(anyhow::Error::new(e));
+                }
+            };
+            let latency = outcome.latency.map_or(f64::INFINITY, |d| d.as_secs_f64());
+            latencies.push(latency);
+            let record = outcome.settled.wait().await.context("loser cleanup failed")?;
+            leaked += record.receipts.iter().filter(|r| r.leaked).count();
+            if args.json {
+                println!("{}", serde_json::to_string(&record)?);
+                continue;
+            }
+            println!(
+                "{} {}: winner {} in {} s ({} attempt(s){}), projected {}",
+                record.request_id,
+                record.policy,
+                record.winner.as_deref().unwrap_or("none"),
+                secs(latency),
+                record.attempts.len(),
+                if record.decisions.cutover_fired {
+                    ", cutover"
+                } else if record.decisions.safety_hedge_fired {
+                    ", safety hedge"
+                } else if record.decisions.hedge_launched {
+                    ", hedged"
+                } else {
+                    ""
+                },
+                record.projected_cost_micro_usd
+            );
+            for r in &record.receipts {
+                println!(
+                    "  receipt {} {}: {} scope {:?}, leaked {}, ack {} ms, terminal {} ms{}",
+                    r.provider,
+                    r.job_id.as_deref().unwrap_or("-"),
+                    r.evidence.wire(),
+                    r.cancel_scope,
+                    r.leaked,
+                    r.ack_latency_ms().map_or("-".into(), |x| format!("{x:.0}")),
+                    r.terminal_latency_ms().map_or("-".into(), |x| format!("{x:.0}")),
+                    if r.note.is_empty() { String::new() } else { format!(" — {}", r.note) }
+                );
+            }
+        }
+        if args.repeat > 1 && !args.json {
+            let mut sorted = latencies.clone();
+            tailcut_stats::sort_latencies(&mut sorted);
+            println!(
+                "\n{} requests: p50 {} s, p95 {} s, max {} s, {} without a valid result, {} leaked receipt(s){}",
+                latencies.len(),
+                secs(tailcut_stats::quantile_nearest(&sorted, 0.5)),
+                secs(tailcut_stats::quantile_nearest(&sorted, 0.95)),
+                secs(tailcut_stats::max_finite(&sorted)),
+                sorted.iter().filter(|x| x.is_infinite()).count(),
+                leaked,
+                trace_path.map_or(String::new(), |p| format!("; trace appended to {}", p.display()))
+            );
+        }
+        anyhow::Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Open sockets of this process (Linux), for load reports.
+fn open_sockets() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+async fn load(hedger: &Hedger, policy: Arc<dyn tailcut_core::policy::Policy>, input: &Value, args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let sem = Arc::new(tokio::sync::Semaphore::new(args.concurrency));
+    let peak = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (peak, done) = (peak.clone(), done.clone());
+        tokio::spawn(async move {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                peak.fetch_max(open_sockets(), std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let t0 = Instant::now();
+    let mut tasks = Vec::with_capacity(args.repeat);
+    for i in 0..args.repeat {
+        let permit = sem.clone().acquire_owned().await?;
+        let (hedger, policy, input) = (hedger.clone(), policy.clone(), input.clone());
+        tasks.push(tokio::spawn(async move {
+            let _permit = permit;
+            let out = hedger.run(policy.as_ref(), JobRequest::new(format!("load-{i}"), input)).await?;
+            let latency = out.latency.map_or(f64::INFINITY, |d| d.as_secs_f64());
+            let record = out.settled.wait().await;
+            anyhow::Ok((latency, record))
+        }));
+    }
+    let (mut latencies, mut errors, mut receipts, mut leaked, mut losers_without_receipt) = (Vec::new(), 0usize, 0usize, 0usize, 0usize);
+    for t in tasks {
+        match t.await {
+            Ok(Ok((lat, Some(record)))) => {
+                latencies.push(lat);
+                receipts += record.receipts.len();
+                leaked += record.receipts.iter().filter(|r| r.leaked).count();
+                let with: Vec<&str> = record.receipts.iter().filter_map(|r| r.job_id.as_deref()).collect();
+                losers_without_receipt += record
+                    .attempts
+                    .iter()
+                    .filter(|a| a.outcome.is_none() && a.submit_error.is_none() && !a.job_id.as_deref().is_some_and(|j| with.contains(&j)))
+                    .count();
+            }
+            _ => errors += 1,
+        }
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = sampler.await;
+    let elapsed = t0.elapsed().as_secs_f64();
+    tailcut_stats::sort_latencies(&mut latencies);
+    let summary = json!({
+        "requests": args.repeat, "concurrency": args.concurrency, "elapsed_s": elapsed, "errors": errors,
+        "no_valid_result": latencies.iter().filter(|x| x.is_infinite()).count(),
+        "p50_s": tailcut_stats::quantile_nearest(&latencies, 0.5), "p95_s": tailcut_stats::quantile_nearest(&latencies, 0.95),
+        "receipts": receipts, "leaked": leaked, "losers_without_receipt": losers_without_receipt,
+        "peak_open_sockets": peak.load(std::sync::atomic::Ordering::Relaxed),
+    });
+    if args.json {
+        println!("{summary}");
+    } else {
+        println!(
+            "{} requests, {} in flight: {:.2} s, {} errors, p50 {} s, p95 {} s, {} receipts ({} leaked, {} losers without a receipt), peak open sockets {}",
+            args.repeat,
+            args.concurrency,
+            elapsed,
+            errors,
+            secs(summary["p50_s"].as_f64().unwrap_or(f64::INFINITY)),
+            secs(summary["p95_s"].as_f64().unwrap_or(f64::INFINITY)),
+            receipts,
+            leaked,
+            losers_without_receipt,
+            summary["peak_open_sockets"]
+        );
+    }
+    Ok(if errors == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+pub fn login_check(args: &LoginCheckArgs) -> anyhow::Result<ExitCode> {
+    let config = load_config(args.config.as_deref())?;
+    let rt = runtime()?;
+    let rows = rt.block_on(async {
+        let mut rows = Vec::new();
+        for p in &config.providers {
+            let (adapter, credential, result) = match &p.adapter {
+                Adapter::Sim { .. } => ("sim".to_string(), "-".to_string(), Ok("simulated: no credentials needed".to_string())),
+                Adapter::Remote(r) => {
+                    let cred = r
+                        .key_env
+                        .as_ref()
+                        .map_or("-".to_string(), |v| format!("{v} ({})", if std::env::var_os(v).is_some() { "set" } else { "not set" }));
+                    (r.kind.name().to_string(), cred, r.check(&p.name).await)
+                }
+            };
+            rows.push((p.name.clone(), adapter, credential, result));
+        }
+        rows
+    });
+    let ok = rows.iter().all(|r| r.3.is_ok());
+    if args.json {
+        let v: Vec<Value> = rows
+            .iter()
+            .map(|(n, a, c, r)| json!({"provider": n, "adapter": a, "credential": c, "ok": r.is_ok(), "detail": r.as_ref().map_or_else(|e| e.clone(), |d| d.clone())}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        let mut t = Table::new(&["provider", "adapter", "credential", "check", "detail"]);
+        for (n, a, c, r) in &rows {
+            t.row(vec![
+                n.clone(),
+                a.clone(),
+                c.clone(),
+                if r.is_ok() { "ok".into() } else { "FAILED".into() },
+                r.as_ref().map_or_else(|e| e.clone(), |d| d.clone()),
+            ]);
+        }
+        print!("{}", t.render());
+    }
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+async fn one_arm(entry: &ProviderEntry, validator: &dyn Validator, request: &JobRequest, cap: Duration) -> (Value, Option<f64>) {
+    let t0 = Instant::now();
+    match entry.backend.submit(request).await {
+        Err(e) => (
+            json!({"state": "SUBMIT_FAILED", "wall_s": 0.0, "valid": false, "validation_reasons": [e.to_string()], "metrics": {}, "error": e.to_string()}),
+            None,
+        ),
+        Ok(job) => {
+            let r = job.result(t0 + cap).await;
+            let wall = (t0.elapsed().as_secs_f64() * 100.0).round() / 100.0;
+            let v = judge(validator, &r);
+            if r.state != JobState::Completed && !r.state.is_terminal() {
+                let _ =
+                    job.cancel(CancelContext { reason: "bench cap".into(), epoch: t0, sent_at: Instant::now(), state_before: None }).await;
+            }
+            let arm = json!({"state": r.state.wire(), "wall_s": wall, "valid": v.valid, "validation_reasons": v.reasons, "metrics": r.metrics, "error": r.error});
+            (arm, v.valid.then_some(wall))
+        }
+    }
+}
+
+pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    let config = load_config(args.config.as_deref())?;
+    let names: Vec<String> = config.providers.iter().map(|p| p.name.clone()).collect();
+    guard_spend(&config, &names, args.go)?;
+    let input = parse_input(&args.input)?;
+    let rt = runtime()?;
+    rt.block_on(async {
+        let entries = config.live_entries()?;
+        let validator = ValidatorRegistry::default().build(&config.validator)?;
+        let ledger = ledger(&config)?;
+        let writer = TraceWriter::append(&args.out)?;
+        for round in 1..=args.rounds {
+            let started = now_rfc3339();
+            let request = JobRequest::new(format!("bench-{round}"), input.clone());
+            for e in &entries {
+                ledger.charge(&Charge {
+                    provider: &e.name,
+                    request_id: &request.request_id,
+                    amount: e.pricing.projected_submission(),
+                    opens_request: true,
+                })?;
+            }
+            let arms = futures::future::join_all(entries.iter().map(|e| one_arm(e, validator.as_ref(), &request, config.race.cap))).await;
+            let mut providers = serde_json::Map::new();
+            let mut winner: Option<(String, f64)> = None;
+            for (e, (mut arm, valid_wall)) in entries.iter().zip(arms) {
+                if args.warm && valid_wall.is_some() {
+                    let (warm, w) = one_arm(e, validator.as_ref(), &request, config.race.cap).await;
+                    arm["warm_wall_s"] = json!(w.or(warm["wall_s"].as_f64()));
+                }
+                if let Some(w) = valid_wall {
+                    if winner.as_ref().is_none_or(|(_, b)| w < *b) {
+                        winner = Some((e.name.clone(), w));
+                    }
+                }
+                providers.insert(e.name.clone(), arm);
+            }
+            let record = json!({
+                "kind": "round", "stage": "bench", "round_id": round, "block": (round - 1) / args.rounds_per_block.max(1) + 1,
+                "winner": winner.as_ref().map(|w| w.0.clone()), "winner_wall_s": winner.as_ref().map(|w| w.1),
+                "providers": providers, "started": started, "ts": now_rfc3339()
+            });
+            writer.write(&record)?;
+            println!(
+                "round {round}: {}",
+                entries
+                    .iter()
+                    .map(|e| format!(
+                        "{} {}",
+                        e.name,
+                        record["providers"][&e.name]["wall_s"].as_f64().map_or("-".into(), |w| format!("{w:.2}s"))
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            if round < args.rounds {
+                tokio::time::sleep(args.wait).await;
+            }
+        }
+        println!("wrote {} round(s) to {}; replay them with: tailcut replay {}", args.rounds, args.out.display(), args.out.display());
+        anyhow::Ok(ExitCode::SUCCESS)
+    })
+}
+
+pub fn cancel_audit(args: &CancelAuditArgs) -> anyhow::Result<ExitCode> {
+    let config = load_config(args.config.as_deref())?;
+    let names: Vec<String> =
+        if args.providers.is_empty() { config.providers.iter().map(|p| p.name.clone()).collect() } else { args.providers.clone() };
+    for n in &names {
+        if config.provider(n).is_none() {
+            return Err(BadInput(format!("--providers: no provider `{n}` in {}", config.source)).into());
+        }
+    }
+    guard_spend(&config, &names, args.go)?;
+    let rt = runtime()?;
+    rt.block_on(async {
+        let entries: Vec<ProviderEntry> = config.live_entries()?.into_iter().filter(|e| names.contains(&e.name)).collect();
+        let ledger = ledger(&config)?;
+        let writer = TraceWriter::append(&args.out)?;
+        let mut matrix: std::collections::BTreeMap<(String, String), [u32; 4]> = Default::default();
+        let mut first = true;
+        for e in &entries {
+            for phase in ["early", "late"] {
+                for attempt in 1..=args.repeats {
+                    if !first {
+                        tokio::time::sleep(args.wait).await;
+                    }
+                    first = false;
+                    let request = JobRequest::new(format!("audit-{}-{phase}-{attempt}", e.name), json!({"text": "cancel audit"}));
+                    ledger.charge(&Charge {
+                        provider: &e.name,
+                        request_id: &request.request_id,
+                        amount: e.pricing.projected_submission(),
+                        opens_request: true,
+                    })?;
+                    let t0 = Instant::now();
+                    let job = match e.backend.submit(&request).await {
+                        Ok(j) => j,
+                        Err(err) => {
+                            eprintln!("tailcut: {} submit failed: {err}", e.name);
+                            continue;
+                        }
+                    };
+                    if phase == "early" {
+                        tokio::time::sleep(args.early).await;
+                    } else {
+                        let until = t0 + args.late;
+                        while Instant::now() < until {
+                            if job.status().await.ok() == Some(JobState::Running) {
+                                tokio::time::sleep(Duration::from_millis(1500).min(args.late / 10)).await;
+                                break;
+                            }
+                            tokio::time::sleep(Duration::from_millis(500).min(args.late / 20)).await;
+                        }
+                    }
+                    let state = job.status().await;
+                    let sent = Instant::now();
+                    let receipt = match job
+                        .cancel(CancelContext {
+                            reason: format!("cancel audit ({phase})"),
+                            epoch: t0,
+                            sent_at: sent,
+                            state_before: state.as_ref().ok().copied(),
+                        })
+                        .await
+                    {
+                        Ok(r) => r,
+                        Err(err) => tailcut_core::Receipt::cancel_failed(
+                            &e.name,
+                            job.job_id(),
+                            sent.duration_since(t0).as_secs_f64() * 1000.0,
+                            &err.to_string(),
+                        ),
+                    };
+                    let cell = matrix.entry((e.name.clone(), phase.to_string())).or_default();
+                    cell[0] += 1;
+                    cell[1] += u32::from(receipt.terminal_status.is_some() && !receipt.leaked);
+                    cell[2] += u32::from(receipt.leaked);
+                    cell[3] += u32::from(receipt.was_running);
+                    writer.write(&json!({
+                        "kind": "forced_cancel", "provider": e.name, "phase": phase, "attempt": attempt,
+                        "cancel_at_s": sent.duration_since(t0).as_secs_f64(),
+                        "state_before_cancel": state.map_or_else(|err| format!("status_error:{err}"), |s| s.wire().to_string()),
+                        "receipt": receipt, "ts": now_rfc3339()
+                    }))?;
+                    println!("{} {phase} #{attempt}: {} leaked={} ({})", e.name, receipt.evidence.wire(), receipt.leaked, receipt.note);
+                }
+            }
+        }
+        let summary: serde_json::Map<String, Value> = matrix
+            .iter()
+            .map(|((p, ph), c)| (format!("{p}/{ph}"), json!({"attempts": c[0], "terminal": c[1], "leaked": c[2], "was_running": c[3]})))
+            .collect();
+        writer.write(&json!({"kind": "cancel_audit_summary", "matrix": summary, "ts": now_rfc3339()}))?;
+        println!("wrote {}; summarise with: tailcut report {}", args.out.display(), args.out.display());
+        anyhow::Ok(ExitCode::SUCCESS)
+    })
+}

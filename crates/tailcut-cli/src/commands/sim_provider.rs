@@ -1,0 +1,47 @@
+//! `tailcut sim-provider`: a simulated serverless GPU provider over HTTP.
+
+use crate::cli::SimProviderArgs;
+use crate::commands::BadInput;
+use std::io::Write;
+use std::process::ExitCode;
+use tailcut_sim::SimProfile;
+
+pub fn run(args: &SimProviderArgs) -> anyhow::Result<ExitCode> {
+    let mut profile = SimProfile::named(&args.profile).map_err(|e| BadInput(format!("--profile: {e}")))?;
+    if let Some(p) = args.leak_p {
+        profile.leak_p = p;
+    }
+    if let Some(w) = args.max_workers {
+        profile.max_workers = w;
+    }
+    profile.validate().map_err(|e| BadInput(e.to_string()))?;
+    if !(args.time_scale > 0.0 && args.time_scale.is_finite()) {
+        return Err(BadInput("--time-scale must be a positive number".into()).into());
+    }
+    let settings = tailcut_simserver::Settings {
+        name: args.name.clone().unwrap_or_else(|| args.profile.clone()),
+        profile,
+        time_scale: args.time_scale,
+        seed: args.seed,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind((args.bind.as_str(), args.port)).await?;
+        let addr = listener.local_addr()?;
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "sim-provider `{}` ({} profile, time scale {}) listening on http://{addr}",
+            settings.name, args.profile, args.time_scale
+        )?;
+        writeln!(out, "  RunPod queue API: http://{addr}/v2/<endpoint>/run | status/<id> | cancel/<id> | health")?;
+        writeln!(out, "  OpenAI API:       http://{addr}/v1/chat/completions | /v1/models;  metrics: http://{addr}/metrics")?;
+        out.flush()?;
+        drop(out);
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        tailcut_simserver::serve(listener, settings, shutdown).await?;
+        anyhow::Ok(ExitCode::SUCCESS)
+    })
+}

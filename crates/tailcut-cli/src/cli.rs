@@ -39,6 +39,8 @@ pub enum Command {
     Bench(BenchArgs),
     /// Forced loser cancellations (early and late) per provider, with receipts.
     CancelAudit(CancelAuditArgs),
+    /// Serve the gateway: a jobs API and an OpenAI-compatible proxy with hedged streaming.
+    Serve(ServeArgs),
     /// Serve a simulated serverless GPU provider over HTTP (RunPod queue API and
     /// OpenAI-compatible API) in compressed real time.
     SimProvider(SimProviderArgs),
@@ -563,4 +565,15 @@ pub struct SimProviderArgs {
     /// Most workers at once (default: the profile's; raise it for load tests).
     #[arg(long)]
     pub max_workers: Option<usize>,
+}
+
+/// Options of `tailcut serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Configuration file ([gateway], [routes.*], providers and policies). SIGHUP reloads it.
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Listen address (overrides [gateway] listen; port 0 picks one and prints it).
+    #[arg(long)]
+    pub listen: Option<String>,
 }

@@ -11,7 +11,9 @@ mod raw;
 pub mod remote;
 mod typed;
 
-pub use typed::{Adapter, BudgetConfig, Config, PolicySpec, ProviderConfig, ReplayConfig};
+pub use typed::{
+    spec_providers, Adapter, ApiKey, BudgetConfig, Config, GatewayConfig, PolicySpec, ProviderConfig, ReplayConfig, RouteConfig, RouteKind,
+};
 
 /// The built-in configuration: three simulated providers calibrated on the 2026-07
 /// benchmark and one policy of each kind.

@@ -19,6 +19,45 @@ pub(crate) struct RawConfig {
     pub policies: toml::Table,
     #[serde(default)]
     pub replay: RawReplay,
+    #[serde(default)]
+    pub gateway: Option<toml::Table>,
+    #[serde(default)]
+    pub routes: toml::Table,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawGateway {
+    pub listen: Option<String>,
+    pub max_body_bytes: Option<i64>,
+    pub max_in_flight: Option<i64>,
+    pub total_timeout_s: Option<f64>,
+    pub job_retention_s: Option<f64>,
+    pub store: Option<String>,
+    pub hedge_budget_percent: Option<f64>,
+    pub hedge_budget_burst: Option<i64>,
+    #[serde(default)]
+    pub keys: Vec<RawKey>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawKey {
+    pub name: String,
+    pub sha256: String,
+    pub budget_usd: Option<f64>,
+    pub rate_per_s: Option<f64>,
+    pub routes: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRoute {
+    pub kind: String,
+    #[serde(default)]
+    pub models: Vec<String>,
+    pub policy: String,
+    pub first_token_hedge_ms: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -32,6 +32,72 @@ pub struct Config {
     pub policies: Vec<(String, PolicySpec)>,
     /// Replay settings.
     pub replay: ReplayConfig,
+    /// Gateway settings (`tailcut serve`).
+    pub gateway: GatewayConfig,
+    /// Gateway routes, in file order.
+    pub routes: Vec<RouteConfig>,
+}
+
+/// `tailcut serve` settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatewayConfig {
+    /// Listen address.
+    pub listen: String,
+    /// Largest request body.
+    pub max_body_bytes: usize,
+    /// Most requests in flight; more get 503.
+    pub max_in_flight: usize,
+    /// Deadline for a whole request.
+    pub total_timeout: Duration,
+    /// How long finished jobs are kept.
+    pub job_retention: Duration,
+    /// Job store (SQLite); None keeps jobs in memory.
+    pub store: Option<PathBuf>,
+    /// Extra attempts allowed, as a percentage of requests over the recent window.
+    pub hedge_budget_percent: f64,
+    /// Extra attempts always allowed before the percentage applies (a burst allowance).
+    pub hedge_budget_burst: u32,
+    /// API keys (empty: no authentication).
+    pub keys: Vec<ApiKey>,
+}
+
+/// One API key, stored as the SHA-256 of the key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiKey {
+    /// Name (tenant).
+    pub name: String,
+    /// Lowercase hex SHA-256 of the key.
+    pub sha256: String,
+    /// Spending hard stop for this key.
+    pub budget_usd: Option<f64>,
+    /// Requests per second.
+    pub rate_per_s: Option<f64>,
+    /// Routes this key may use (None: all).
+    pub routes: Option<Vec<String>>,
+}
+
+/// What a route serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteKind {
+    /// OpenAI-compatible proxy (chat, completions, embeddings) by model name.
+    OpenAi,
+    /// The jobs API.
+    Jobs,
+}
+
+/// A gateway route.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteConfig {
+    /// Name.
+    pub name: String,
+    /// Kind.
+    pub kind: RouteKind,
+    /// Model names that select this route (OpenAI routes).
+    pub models: Vec<String>,
+    /// Policy name.
+    pub policy: String,
+    /// Streaming: launch the next upstream if no first token by then.
+    pub first_token_hedge: Duration,
 }
 
 /// Budget settings.
@@ -311,6 +377,43 @@ impl Config {
         let cap = cx.non_negative("replay.cap_s", raw.replay.cap_s, d.cap_s)?;
         let replay = ReplayConfig { deadlines_s, delays_s, calibration_rounds, cap_s: cap };
 
+        let gateway = gateway(&cx, raw.gateway)?;
+        let mut routes = Vec::new();
+        for (name, value) in raw.routes {
+            let key = format!("routes.{name}");
+            let r: crate::raw::RawRoute = cx.typed(&key, value)?;
+            let kind = match r.kind.as_str() {
+                "openai" => RouteKind::OpenAi,
+                "jobs" => RouteKind::Jobs,
+                other => return Err(cx.err(format!("{key}.kind"), format!("`{other}`: expected openai or jobs"))),
+            };
+            let Some(spec) = policies.iter().find(|(n, _)| *n == r.policy).map(|(_, p)| p.clone()) else {
+                return Err(cx.err(format!("{key}.policy"), format!("no policy `{}` in [policies]", r.policy)));
+            };
+            if kind == RouteKind::OpenAi {
+                if r.models.is_empty() {
+                    return Err(cx.err(format!("{key}.models"), "an openai route needs at least one model name"));
+                }
+                for p in spec_providers(&spec) {
+                    let ok = providers
+                        .iter()
+                        .find(|x: &&ProviderConfig| x.name == p)
+                        .is_some_and(|x| matches!(&x.adapter, Adapter::Remote(a) if a.kind == crate::remote::RemoteKind::OpenAi));
+                    if !ok {
+                        return Err(
+                            cx.err(format!("{key}.policy"), format!("provider `{p}` of policy `{}` is not an openai adapter", r.policy))
+                        );
+                    }
+                }
+            }
+            let default_hedge = match &spec {
+                PolicySpec::Hedge { delay, .. } => *delay,
+                _ => Duration::from_millis(1000),
+            };
+            let first_token_hedge =
+                cx.millis(&format!("{key}.first_token_hedge_ms"), r.first_token_hedge_ms, default_hedge.as_millis() as u64)?;
+            routes.push(RouteConfig { name, kind, models: r.models, policy: r.policy, first_token_hedge });
+        }
         Ok(Config {
             source: file.to_string(),
             race,
@@ -320,6 +423,8 @@ impl Config {
             providers,
             policies,
             replay,
+            gateway,
+            routes,
         })
     }
 
@@ -342,6 +447,68 @@ impl Config {
     pub fn provider(&self, name: &str) -> Option<&ProviderConfig> {
         self.providers.iter().find(|p| p.name == name)
     }
+}
+
+/// The providers a policy uses, in order.
+pub fn spec_providers(spec: &PolicySpec) -> Vec<String> {
+    match spec {
+        PolicySpec::Single { provider } => vec![provider.clone()],
+        PolicySpec::Race { providers } => providers.clone(),
+        PolicySpec::Hedge { primary, hedge, .. } | PolicySpec::Cutover { primary, hedge, .. } => vec![primary.clone(), hedge.clone()],
+        PolicySpec::Cascade { primary, hedge, fallback, .. } | PolicySpec::Deadline { primary, hedge, fallback, .. } => {
+            vec![primary.clone(), hedge.clone(), fallback.clone()]
+        }
+    }
+}
+
+fn gateway(cx: &Ctx<'_>, raw: Option<toml::Table>) -> Result<GatewayConfig, ConfigError> {
+    let g: crate::raw::RawGateway = match raw {
+        None => crate::raw::RawGateway::default(),
+        Some(t) => cx.typed("gateway", toml::Value::Table(t))?,
+    };
+    let pos = |k: &str, v: Option<i64>, d: i64| -> Result<i64, ConfigError> {
+        match v {
+            None => Ok(d),
+            Some(x) if x > 0 => Ok(x),
+            Some(_) => Err(cx.err(format!("gateway.{k}"), "expected a positive integer")),
+        }
+    };
+    let secs = |k: &str, v: Option<f64>, d: f64| -> Result<Duration, ConfigError> {
+        match v {
+            None => Ok(Duration::from_secs_f64(d)),
+            Some(x) if x > 0.0 && x.is_finite() => Ok(Duration::from_secs_f64(x)),
+            Some(_) => Err(cx.err(format!("gateway.{k}"), "expected a positive number of seconds")),
+        }
+    };
+    let mut keys = Vec::new();
+    for (i, k) in g.keys.into_iter().enumerate() {
+        let hex = k.sha256.to_ascii_lowercase();
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(
+                cx.err(format!("gateway.keys[{i}].sha256"), "expected 64 hex digits (sha256 of the key: `printf %s KEY | sha256sum`)")
+            );
+        }
+        keys.push(ApiKey { name: k.name, sha256: hex, budget_usd: k.budget_usd, rate_per_s: k.rate_per_s, routes: k.routes });
+    }
+    let pct = g.hedge_budget_percent.unwrap_or(10.0);
+    if !(0.0..=1000.0).contains(&pct) {
+        return Err(cx.err("gateway.hedge_budget_percent", "expected 0 to 1000 (percent of requests)"));
+    }
+    Ok(GatewayConfig {
+        listen: g.listen.unwrap_or_else(|| "127.0.0.1:8080".into()),
+        max_body_bytes: pos("max_body_bytes", g.max_body_bytes, 1 << 20)? as usize,
+        max_in_flight: pos("max_in_flight", g.max_in_flight, 10_000)? as usize,
+        total_timeout: secs("total_timeout_s", g.total_timeout_s, 300.0)?,
+        job_retention: secs("job_retention_s", g.job_retention_s, 86_400.0)?,
+        store: match g.store.as_deref() {
+            None => Some(PathBuf::from(".tailcut/gateway.sqlite")),
+            Some(":memory:") => None,
+            Some(p) => Some(PathBuf::from(p)),
+        },
+        hedge_budget_percent: pct,
+        hedge_budget_burst: pos("hedge_budget_burst", g.hedge_budget_burst, 10)? as u32,
+        keys,
+    })
 }
 
 impl ProviderConfig {

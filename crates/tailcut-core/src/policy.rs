@@ -151,6 +151,9 @@ impl Policy for ImmediateRace {
         race.launch(self.providers[0], Role::Racer).await?;
         let mut queue = self.providers[1..].iter().copied();
         loop {
+            if race.is_stopped() {
+                return Ok(());
+            }
             while race.live_count() < race.max_live() {
                 let Some(next) = queue.next() else { break };
                 if race.launch_extra(next, Role::Racer).await.is_some() {
@@ -279,6 +282,9 @@ async fn cutover_poll(race: &mut Race, primary: AttemptId, poll_after: Duration)
 async fn race_with_waiting(race: &mut Race, waiting: &[(usize, Role)]) {
     let mut queue = waiting.iter().copied();
     loop {
+        if race.is_stopped() {
+            return;
+        }
         while race.live_count() < race.max_live() && race.winner().is_none() {
             let Some((provider, role)) = queue.next() else { break };
             if race.launch_extra(provider, role).await.is_some() && role == Role::Fallback {
@@ -407,7 +413,7 @@ impl Policy for Cascade {
         let escalate = race.t0() + self.timers.escalate_at;
         let mut fallback_tried = false;
         loop {
-            if race.winner().is_some() {
+            if race.winner().is_some() || race.is_stopped() {
                 return Ok(());
             }
             let pending = race.pending_count();

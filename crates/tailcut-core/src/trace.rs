@@ -66,6 +66,12 @@ pub struct Decisions {
     /// Launches the budget refused.
     #[serde(default)]
     pub budget_refusals: u32,
+    /// Extra attempts the hedge-load cap refused.
+    #[serde(default)]
+    pub hedges_denied: u32,
+    /// The caller stopped the race (e.g. a DELETE on a job, or shutdown).
+    #[serde(default)]
+    pub stopped_by_caller: bool,
 }
 
 impl Decisions {

@@ -351,3 +351,47 @@ async fn budget_refuses_the_first_submission_and_skips_a_hedge() {
     assert!(matches!(err, RaceError::Budget(_)), "{err}");
     assert_eq!(recorder.lives().len(), 1, "nothing was submitted after the refusal");
 }
+
+#[tokio::test(start_paused = true)]
+async fn stopping_a_race_cancels_every_live_attempt_with_receipts() {
+    let t = setup(vec![Script::valid_after(s(100.0))], vec![Script::valid_after(s(100.0))], vec![]);
+    let policy = ImmediateRace::try_new(t.hedger.providers(), &["p", "h"]).unwrap();
+    let out = t.hedger.run_until(&policy, req(), tokio::time::sleep(s(5.0))).await.unwrap();
+    assert_eq!(out.winner, None);
+    assert!(out.decisions.stopped_by_caller);
+    let trace = out.settled.wait().await.unwrap();
+    assert_eq!(trace.receipts.len(), 2);
+    assert!(trace.receipts.iter().all(|r| !r.leaked));
+}
+
+#[derive(Debug)]
+struct NoHedges;
+
+impl tailcut_core::engine::HedgeGate for NoHedges {
+    fn request_started(&self) {}
+    fn try_extra(&self) -> bool {
+        false
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn hedge_gate_can_refuse_extra_attempts() {
+    let recorder = Recorder::new();
+    let providers = vec![
+        ScriptedBackend::new("p", true, vec![Script::valid_after(s(30.0))], &recorder).entry(),
+        ScriptedBackend::new("h", false, vec![Script::valid_after(s(1.0))], &recorder).entry(),
+    ];
+    let hedger = Hedger::with_gate(
+        providers,
+        Arc::new(NonEmpty),
+        Arc::new(MemoryLedger::new(BudgetLimits::UNLIMITED)),
+        RaceSettings::default(),
+        None,
+        Some(Arc::new(NoHedges)),
+    );
+    let policy = FixedHedge::try_new(hedger.providers(), "p", "h", s(5.0)).unwrap();
+    let out = hedger.run(&policy, req()).await.unwrap();
+    assert_eq!(out.decisions.hedges_denied, 1);
+    assert_eq!(out.winner.as_deref(), Some("p"));
+    assert_eq!(recorder.submits("h").len(), 0);
+}

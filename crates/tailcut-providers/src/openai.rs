@@ -22,6 +22,8 @@ pub enum Route {
     Chat,
     /// `/v1/completions`.
     Completions,
+    /// `/v1/embeddings` (never streamed).
+    Embeddings,
 }
 
 /// The OpenAI-compatible adapter.
@@ -54,6 +56,7 @@ async fn run(cfg: OpenAi, body: Value, id: String) -> JobResult {
     let path = match cfg.route {
         Route::Chat => "chat/completions",
         Route::Completions => "completions",
+        Route::Embeddings => "embeddings",
     };
     let url = format!("{}/{path}", cfg.base.trim_end_matches('/'));
     let mut req = cfg.http.raw().post(&url).header("X-Request-Id", &id).json(&body);
@@ -70,7 +73,7 @@ async fn run(cfg: OpenAi, body: Value, id: String) -> JobResult {
         }
     };
     let status = resp.status();
-    if !cfg.stream || !status.is_success() {
+    if !cfg.stream || cfg.route == Route::Embeddings || !status.is_success() {
         let bytes = match resp.bytes().await {
             Ok(b) => b,
             Err(e) => return finish(JobResult::bare(JobState::Failed, Some(e.without_url().to_string())), started),
@@ -137,7 +140,7 @@ async fn run(cfg: OpenAi, body: Value, id: String) -> JobResult {
         Route::Chat => {
             json!({"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}], "usage": usage})
         }
-        Route::Completions => {
+        Route::Completions | Route::Embeddings => {
             json!({"object": "text_completion", "choices": [{"index": 0, "text": content, "finish_reason": finish_reason}], "usage": usage})
         }
     };
@@ -165,7 +168,7 @@ impl Backend for OpenAi {
                 body["model"] = json!(m);
             }
         }
-        if self.stream {
+        if self.stream && self.route != Route::Embeddings {
             body["stream"] = json!(true);
             body["stream_options"] = json!({"include_usage": true});
         }

@@ -173,7 +173,7 @@ impl SimProfile {
             cold_slow_queue_s: (0.0, 0.0),
             cold_slow_run_s: (0.0, 0.0),
             idle_window_s: 0.0,
-            max_workers: usize::MAX,
+            max_workers: 1_000_000,
             failure_p: 0.0,
             malformed_p: 0.0,
             cancel_ack_ms: (0.0, 0.0),

@@ -6,6 +6,7 @@ mod demo;
 mod live;
 mod replay;
 mod report;
+mod serve;
 mod sim_provider;
 mod synth;
 
@@ -41,6 +42,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(args) => live::bench(&args),
         Command::CancelAudit(args) => live::cancel_audit(&args),
         Command::SimProvider(args) => sim_provider::run(&args),
+        Command::Serve(args) => serve::run(&args),
         Command::Contend(cmd) => contend::run(&cmd),
         Command::Config(cmd) => config::run(&cmd),
     }

@@ -26,6 +26,15 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Caps extra attempts (hedges, fallbacks) relative to requests, so that a slow but
+/// healthy upstream cannot multiply load.
+pub trait HedgeGate: Send + Sync + fmt::Debug {
+    /// A request started.
+    fn request_started(&self);
+    /// May one more extra attempt launch now? Consumes the allowance if so.
+    fn try_extra(&self) -> bool;
+}
+
 /// Limits applied to every race.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RaceSettings {
@@ -50,6 +59,9 @@ pub enum RaceError {
     /// The live-attempt cap refused the request's first submission.
     #[error("live-attempt cap of {0} reached")]
     AtCapacity(usize),
+    /// The caller stopped the race.
+    #[error("stopped by the caller")]
+    Stopped,
 }
 
 impl From<LaunchError> for RaceError {
@@ -57,6 +69,7 @@ impl From<LaunchError> for RaceError {
         match e {
             LaunchError::Budget(b) => RaceError::Budget(b),
             LaunchError::AtCapacity(n) => RaceError::AtCapacity(n),
+            LaunchError::Stopped => RaceError::Stopped,
         }
     }
 }
@@ -117,6 +130,7 @@ pub(crate) struct Shared {
     pub(crate) budget: Arc<dyn BudgetGate>,
     pub(crate) trace: Option<Arc<TraceWriter>>,
     pub(crate) settings: RaceSettings,
+    pub(crate) hedge_gate: Option<Arc<dyn HedgeGate>>,
 }
 
 impl fmt::Debug for Hedger {
@@ -137,8 +151,20 @@ impl Hedger {
         settings: RaceSettings,
         trace: Option<Arc<TraceWriter>>,
     ) -> Hedger {
+        Hedger::with_gate(providers, validator, budget, settings, trace, None)
+    }
+
+    /// A hedger whose extra attempts also pass a hedge-load cap.
+    pub fn with_gate(
+        providers: Vec<ProviderEntry>,
+        validator: Arc<dyn Validator>,
+        budget: Arc<dyn BudgetGate>,
+        settings: RaceSettings,
+        trace: Option<Arc<TraceWriter>>,
+        hedge_gate: Option<Arc<dyn HedgeGate>>,
+    ) -> Hedger {
         let settings = RaceSettings { max_live: settings.max_live.max(1), ..settings };
-        Hedger { shared: Arc::new(Shared { providers: providers.into(), validator, budget, trace, settings }) }
+        Hedger { shared: Arc::new(Shared { providers: providers.into(), validator, budget, trace, settings, hedge_gate }) }
     }
 
     /// The providers, in the order given.
@@ -155,11 +181,30 @@ impl Hedger {
     /// attempt can produce one; loser cancellation and the trace write continue in the
     /// background (see [`Outcome::settled`]).
     pub async fn run(&self, policy: &dyn Policy, request: JobRequest) -> Result<Outcome, RaceError> {
+        self.run_until(policy, request, std::future::pending()).await
+    }
+
+    /// Like [`Hedger::run`], but when `stop` resolves first the race ends at once: every
+    /// attempt still running is cancelled (with receipts) and the outcome has no winner
+    /// unless one had already arrived.
+    ///
+    /// A submit already in flight is allowed to finish (so its job is known and can be
+    /// cancelled): dropping it could leave a provider job nobody knows about.
+    pub async fn run_until(
+        &self,
+        policy: &dyn Policy,
+        request: JobRequest,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<Outcome, RaceError> {
+        if let Some(g) = &self.shared.hedge_gate {
+            g.request_started();
+        }
         let mut race = Race::new(self.shared.clone(), request, policy.label().to_string());
+        race.set_stop(Box::pin(stop));
         let driven = policy.drive(&mut race).await;
         let outcome = race.finish();
         match driven {
-            Ok(()) => Ok(outcome),
+            Ok(()) | Err(RaceError::Stopped) => Ok(outcome),
             Err(e) => Err(e),
         }
     }

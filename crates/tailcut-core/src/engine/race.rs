@@ -30,6 +30,9 @@ pub enum LaunchError {
     /// `max_live` attempts are already live.
     #[error("live-attempt cap of {0} reached")]
     AtCapacity(usize),
+    /// The caller stopped the race.
+    #[error("stopped by the caller")]
+    Stopped,
 }
 
 /// What woke a wait.
@@ -43,6 +46,8 @@ pub enum Wake {
     Idle,
     /// Something changed (an invalid result, a cancel receipt) and attempts are still pending.
     Progress,
+    /// The caller stopped the race: launch nothing more and return.
+    Stopped,
 }
 
 struct Resolved {
@@ -93,6 +98,7 @@ pub struct Race {
     cancels: FuturesUnordered<CancelFuture>,
     winner: Option<usize>,
     winner_result: Option<JobResult>,
+    stop: Option<BoxFuture<'static, ()>>,
     /// Decision flags the policy sets; written to the trace.
     pub decisions: Decisions,
 }
@@ -151,8 +157,18 @@ impl Race {
             cancels: FuturesUnordered::new(),
             winner: None,
             winner_result: None,
+            stop: None,
             decisions: Decisions::default(),
         }
+    }
+
+    pub(crate) fn set_stop(&mut self, stop: BoxFuture<'static, ()>) {
+        self.stop = Some(stop);
+    }
+
+    /// Whether the caller stopped the race (policies must then return).
+    pub fn is_stopped(&self) -> bool {
+        self.decisions.stopped_by_caller
     }
 
     /// When the request started; safety and escalation deadlines count from here.
@@ -204,6 +220,9 @@ impl Race {
     /// nothing. A failed submit is not an error: the attempt is recorded as resolved
     /// and invalid, so policies move on at once.
     pub async fn launch(&mut self, provider: usize, role: Role) -> Result<AttemptId, LaunchError> {
+        if self.is_stopped() {
+            return Err(LaunchError::Stopped);
+        }
         let live = self.live_count();
         if live >= self.shared.settings.max_live {
             return Err(LaunchError::AtCapacity(self.shared.settings.max_live));
@@ -267,13 +286,21 @@ impl Race {
     /// Like [`Race::launch`] for a hedge, fallback or extra racer: a refusal is recorded
     /// in the decisions and the race carries on with what it has.
     pub async fn launch_extra(&mut self, provider: usize, role: Role) -> Option<AttemptId> {
+        if !self.attempts.is_empty() {
+            if let Some(g) = &self.shared.hedge_gate {
+                if self.live_count() < self.shared.settings.max_live && !g.try_extra() {
+                    self.decisions.hedges_denied += 1;
+                    return None;
+                }
+            }
+        }
         match self.launch(provider, role).await {
             Ok(id) => Some(id),
             Err(LaunchError::Budget(_)) => {
                 self.decisions.budget_refusals += 1;
                 None
             }
-            Err(LaunchError::AtCapacity(_)) => None,
+            Err(LaunchError::AtCapacity(_) | LaunchError::Stopped) => None,
         }
     }
 
@@ -354,9 +381,18 @@ impl Race {
         if self.winner.is_some() {
             return Wake::Winner;
         }
+        if self.is_stopped() {
+            return Wake::Stopped;
+        }
         if self.pending_count() == 0 {
             return Wake::Idle;
         }
+        let stop = async {
+            match self.stop.as_mut() {
+                Some(s) => s.await,
+                None => futures::future::pending::<()>().await,
+            }
+        };
         let sleep = async {
             match deadline {
                 Some(d) => sleep_until(d).await,
@@ -368,6 +404,11 @@ impl Race {
             Some((i, result)) = self.results.next(), if !self.results.is_empty() => self.on_result(i, result),
             Some((i, receipt)) = self.cancels.next(), if !self.cancels.is_empty() => self.on_receipt(i, receipt),
             () = sleep => return Wake::Deadline,
+            () = stop => {
+                self.stop = None;
+                self.decisions.stopped_by_caller = true;
+                return Wake::Stopped;
+            }
         }
         if self.winner.is_some() {
             Wake::Winner
@@ -392,6 +433,7 @@ impl Race {
     /// Ends the race: returns the outcome at once; losers are cancelled and the trace
     /// record written in the background.
     pub(crate) fn finish(mut self) -> Outcome {
+        self.stop = None;
         // Results that are already in are recorded, so finished attempts are never cancelled.
         while let Some(Some((i, result))) = self.results.next().now_or_never() {
             self.on_result(i, result);

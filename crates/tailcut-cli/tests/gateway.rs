@@ -1,0 +1,248 @@
+//! End to end through `tailcut serve` with the official `openai` Python client: two local
+//! upstreams, one of which stalls before its first token. The client gets the other's
+//! tokens, the stalled stream is closed, and the metrics count the hedge and the
+//! channel-closed receipt. Plus the jobs API and bad input.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
+
+struct Gateway(Child, String);
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(config: &std::path::Path) -> Gateway {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tailcut"))
+        .args(["serve", "--config", config.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.trim().rsplit(' ').next().unwrap().to_string();
+    Gateway(child, url)
+}
+
+fn python(base: &str, mode: &str) -> serde_json::Value {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/openai_client.py");
+    let out = Command::new("python3").arg(script).args([base, mode]).output().expect("python3 runs");
+    assert!(out.status.success(), "python client failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn metric(text: &str, name_and_labels: &str) -> f64 {
+    text.lines().find(|l| l.starts_with(name_and_labels)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hedged_streaming_and_whole_responses_through_the_openai_client() {
+    let stall = MockServer::start(
+        Flavor::OpenAi,
+        Behaviour { queue: Duration::from_secs(60), run: Duration::from_secs(1), ..Behaviour::default() },
+    )
+    .await
+    .unwrap();
+    let good = MockServer::start(
+        Flavor::OpenAi,
+        Behaviour { queue: Duration::from_millis(50), run: Duration::from_millis(100), tokens: 5, ..Behaviour::default() },
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("gw.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[budget]
+ledger = ":memory:"
+[gateway]
+store = ":memory:"
+max_body_bytes = 4096
+[providers.stall]
+adapter = "openai"
+base_url = "{}/v1"
+rate_usd_per_s = 0.0
+[providers.good]
+adapter = "openai"
+base_url = "{}/v1"
+rate_usd_per_s = 0.0
+[providers.slowsim]
+adapter = "sim"
+sim = {{ profile = "runpod", cold_fast_p = 0.0 }}
+[providers.fastsim]
+adapter = "sim"
+sim = {{ profile = "instant" }}
+[policies.chat]
+kind = "hedge"
+primary = "stall"
+hedge = "good"
+delay_ms = 300
+[policies.jobs]
+kind = "hedge"
+primary = "slowsim"
+hedge = "fastsim"
+delay_ms = 200
+[policies.slow]
+kind = "single"
+provider = "slowsim"
+[routes.chat]
+kind = "openai"
+models = ["m"]
+policy = "chat"
+[routes.jobs]
+kind = "jobs"
+policy = "jobs"
+[routes.slowjobs]
+kind = "jobs"
+policy = "slow"
+"#,
+            stall.url(),
+            good.url()
+        ),
+    )
+    .unwrap();
+    let gw = start(&cfg);
+    let base = gw.1.clone();
+    let http = reqwest::Client::new();
+
+    // Streaming: the stalled upstream sent headers but no token; the good one wins.
+    let b = base.clone();
+    let r = tokio::task::spawn_blocking(move || python(&b, "stream")).await.unwrap();
+    assert_eq!(r["content"], "tok0 tok1 tok2 tok3 tok4 ", "{r}");
+    assert_eq!(r["winner"], "good");
+    assert_eq!(r["roles"], 1, "exactly one role chunk: no interleaved streams");
+    assert_eq!(r["usage"], 10, "final usage chunk passed through");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(stall.disconnects(), 1, "the stalled stream was closed");
+    let m = http.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    assert_eq!(metric(&m, "tailcut_stream_hedges_total{route=\"chat\",reason=\"first_token_timeout\"}"), 1.0, "{m}");
+    assert_eq!(metric(&m, "tailcut_cancels_total{route=\"chat\",evidence=\"request_channel_closed\"}"), 1.0, "{m}");
+    assert_eq!(metric(&m, "tailcut_leaks_total{route=\"chat\"}"), 0.0);
+
+    // Whole responses: hedged by the engine; the stalled request is closed too.
+    let b = base.clone();
+    let r = tokio::task::spawn_blocking(move || python(&b, "plain")).await.unwrap();
+    assert_eq!(r["content"], "tok0 tok1 tok2 tok3 tok4", "{r}");
+    assert_eq!(r["winner"], "good");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let m = http.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    assert_eq!(metric(&m, "tailcut_hedges_total{route=\"chat\",reason=\"timer\"}"), 2.0, "{m}");
+    assert_eq!(metric(&m, "tailcut_cancels_total{route=\"chat\",evidence=\"request_channel_closed\"}"), 2.0, "{m}");
+    assert_eq!(stall.disconnects(), 2);
+
+    // Bad input: OpenAI-style 4xx bodies.
+    let check = |resp: reqwest::Response, code: u16| async move {
+        assert_eq!(resp.status().as_u16(), code);
+        let v: serde_json::Value = resp.json().await.unwrap();
+        assert!(v["error"]["message"].is_string(), "{v}");
+    };
+    check(http.post(format!("{base}/v1/chat/completions")).body("{not json").send().await.unwrap(), 400).await;
+    check(
+        http.post(format!("{base}/v1/chat/completions")).json(&serde_json::json!({"model": "nope", "messages": []})).send().await.unwrap(),
+        404,
+    )
+    .await;
+    check(http.post(format!("{base}/v1/chat/completions")).json(&serde_json::json!({"messages": []})).send().await.unwrap(), 400).await;
+    check(http.post(format!("{base}/v1/chat/completions")).body("x".repeat(10_000)).send().await.unwrap(), 413).await;
+    check(http.get(format!("{base}/v1/nothing")).send().await.unwrap(), 404).await;
+    let models: serde_json::Value = http.get(format!("{base}/v1/models")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(models["data"][0]["id"], "m");
+
+    // Jobs API: wait for a hedged job; cancel a slow one and get its receipts.
+    let v: serde_json::Value = http
+        .post(format!("{base}/v1/jobs?wait=10"))
+        .json(&serde_json::json!({"route": "jobs", "input": {"text": "hi"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["state"], "succeeded", "{v}");
+    assert_eq!(v["winner"], "fastsim");
+    let id = v["id"].as_str().unwrap().to_string();
+    let again: serde_json::Value = http.get(format!("{base}/v1/jobs/{id}")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(again["winner"], "fastsim");
+    assert_eq!(again["receipts"].as_array().unwrap().len(), 1, "the slow primary was cancelled with a receipt");
+    let created = http.post(format!("{base}/v1/jobs")).json(&serde_json::json!({"route": "slowjobs", "input": {}})).send().await.unwrap();
+    assert_eq!(created.status().as_u16(), 202);
+    let id = created.json::<serde_json::Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let del: serde_json::Value = http.delete(format!("{base}/v1/jobs/{id}")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(del["state"], "cancelled", "{del}");
+    assert_eq!(del["receipts"][0]["evidence"], "confirmed_terminal");
+    assert!(http.get(format!("{base}/readyz")).send().await.unwrap().status().is_success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_keys_rate_limits_and_budgets() {
+    let good = MockServer::start(
+        Flavor::OpenAi,
+        Behaviour { queue: Duration::from_millis(10), run: Duration::from_millis(10), ..Behaviour::default() },
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("gw.toml");
+    // sha256("good-key") and sha256("limited-key")
+    let sha = |k: &str| {
+        let out = Command::new("sh").arg("-c").arg(format!("printf %s {k} | sha256sum")).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_string()
+    };
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[budget]
+ledger = ":memory:"
+[gateway]
+store = ":memory:"
+keys = [
+  {{ name = "team-a", sha256 = "{}" }},
+  {{ name = "team-b", sha256 = "{}", rate_per_s = 1, budget_usd = 0.01, routes = ["chat"] }},
+]
+[providers.good]
+adapter = "openai"
+base_url = "{}/v1"
+rate_usd_per_s = 0.001
+expected_run_s = 6
+[policies.chat]
+kind = "single"
+provider = "good"
+[routes.chat]
+kind = "openai"
+models = ["m"]
+policy = "chat"
+"#,
+            sha("good-key"),
+            sha("limited-key"),
+            good.url()
+        ),
+    )
+    .unwrap();
+    let gw = start(&cfg);
+    let http = reqwest::Client::new();
+    let url = format!("{}/v1/chat/completions", gw.1);
+    let body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    assert_eq!(http.post(&url).json(&body).send().await.unwrap().status().as_u16(), 401);
+    assert_eq!(http.post(&url).bearer_auth("wrong").json(&body).send().await.unwrap().status().as_u16(), 401);
+    assert_eq!(http.post(&url).bearer_auth("good-key").json(&body).send().await.unwrap().status().as_u16(), 200);
+    // team-b: $0.01 budget, $0.006 projected per request: one fits, then the budget refuses;
+    // 1 request/s: a second request at once is rate limited.
+    assert_eq!(http.post(&url).bearer_auth("limited-key").json(&body).send().await.unwrap().status().as_u16(), 200);
+    let r = http.post(&url).bearer_auth("limited-key").json(&body).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 429);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let r = http.post(&url).bearer_auth("limited-key").json(&body).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 429, "over budget");
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert!(v["error"]["message"].as_str().unwrap().contains("budget"), "{v}");
+}

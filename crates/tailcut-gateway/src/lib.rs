@@ -1,0 +1,25 @@
+//! # tailcut-gateway
+//!
+//! `tailcut serve`: hedging for any language, as an HTTP service.
+//!
+//! - **Jobs API**: `POST /v1/jobs` (202 with an id, or `?wait=SECONDS`), `GET /v1/jobs/{id}`
+//!   (state, result, winner, attempts, receipts, cost), `DELETE /v1/jobs/{id}` (cancels
+//!   every live attempt, returns the receipts); optional completion webhook; jobs live in
+//!   SQLite for the retention window.
+//! - **OpenAI-compatible proxy**: `/v1/chat/completions`, `/v1/completions`,
+//!   `/v1/embeddings`, `/v1/models`, routed by model name to a route's policy over
+//!   OpenAI-compatible upstreams. Whole responses are hedged by the core engine; streams
+//!   are hedged on the **first content token** ([`stream`]).
+//! - **Tenancy**: hashed API keys, per-key budgets and rate limits, a per-route
+//!   hedge-load cap ([`tenancy`]).
+//! - **Operations**: `/metrics`, `/healthz`, `/readyz`, JSON logs with request ids,
+//!   config reload on SIGHUP, graceful drain on SIGTERM.
+
+pub mod error;
+pub mod metrics;
+mod runtime;
+pub mod store;
+mod stream;
+pub mod tenancy;
+
+pub use runtime::{router, serve, AppState};

@@ -1,0 +1,625 @@
+//! Gateway state, routing and handlers.
+
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::store::JobStore;
+use crate::tenancy::{sha256_hex, SlidingHedgeGate, Tenant, TenantGate, TENANT_LEDGER};
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use tailcut_config::{spec_providers, Adapter, Config, RouteConfig, RouteKind};
+use tailcut_core::engine::{Hedger, Outcome};
+use tailcut_core::ledger::{BudgetGate, MemoryLedger, SqliteLedger};
+use tailcut_core::policy::Policy;
+use tailcut_core::trace::TraceWriter;
+use tailcut_core::validate::JsonValidator;
+use tailcut_core::{JobRequest, ProviderEntry};
+use tailcut_providers::openai::{OpenAi, Route};
+use tailcut_providers::{HttpClient, Secret};
+use tokio::sync::{oneshot, Semaphore};
+
+/// An OpenAI-compatible upstream as the streaming hedger sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct Upstream {
+    pub name: String,
+    pub base: String,
+    pub model: Option<String>,
+    pub key: Option<Secret>,
+}
+
+pub(crate) struct OpenAiRoute {
+    pub cfg: RouteConfig,
+    pub chat: (Hedger, Arc<dyn Policy>),
+    pub completions: (Hedger, Arc<dyn Policy>),
+    pub embeddings: (Hedger, Arc<dyn Policy>),
+    pub upstreams: Vec<Upstream>,
+    pub gate: Arc<SlidingHedgeGate>,
+    pub max_live: usize,
+}
+
+pub(crate) struct JobRoute {
+    pub cfg: RouteConfig,
+    pub hedger: Hedger,
+    pub policy: Arc<dyn Policy>,
+}
+
+/// Everything derived from one configuration; swapped whole on reload.
+pub(crate) struct Runtime {
+    pub config: Config,
+    pub tenants: HashMap<String, Arc<Tenant>>,
+    pub anonymous: Arc<Tenant>,
+    pub models: HashMap<String, Arc<OpenAiRoute>>,
+    pub jobs: HashMap<String, Arc<JobRoute>>,
+    pub trace: Option<Arc<TraceWriter>>,
+    pub http: reqwest::Client,
+}
+
+/// Shared gateway state.
+pub struct AppState {
+    config_path: Option<PathBuf>,
+    pub(crate) runtime: RwLock<Arc<Runtime>>,
+    /// Metrics registry.
+    pub metrics: Metrics,
+    store: JobStore,
+    running: Mutex<HashMap<String, oneshot::Sender<()>>>,
+    draining: AtomicBool,
+    in_flight: Arc<Semaphore>,
+    next_id: AtomicU64,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState").field("config_path", &self.config_path).finish_non_exhaustive()
+    }
+}
+
+/// One JSON log line on stderr.
+pub(crate) fn log(event: &str, fields: Value) {
+    let mut v = json!({"ts": tailcut_core::trace::now_rfc3339(), "event": event});
+    if let (Some(m), Value::Object(f)) = (v.as_object_mut(), fields) {
+        m.extend(f);
+    }
+    eprintln!("{v}");
+}
+
+fn openai_backend(name: &str, a: &tailcut_config::remote::RemoteAdapter, route: Route, timeout: Duration) -> Result<Arc<OpenAi>, String> {
+    let http = HttpClient::new(timeout, tailcut_providers::client::RetryPolicy::default()).map_err(|e| e.to_string())?;
+    let key = a.key_env.as_deref().and_then(Secret::from_env);
+    Ok(Arc::new(OpenAi { name: name.into(), base: a.base.clone(), model: a.model.clone(), key, route, stream: false, http }))
+}
+
+impl Runtime {
+    fn build(config: Config) -> Result<Runtime, String> {
+        let global: Arc<dyn BudgetGate> = match &config.budget.ledger {
+            None => Arc::new(MemoryLedger::new(config.budget.limits)),
+            Some(p) => {
+                if let Some(parent) = p.parent().filter(|x| !x.as_os_str().is_empty()) {
+                    let _ = std::fs::create_dir_all(parent);
+                }
+                Arc::new(SqliteLedger::open(p, config.budget.limits).map_err(|e| e.to_string())?)
+            }
+        };
+        let budget: Arc<dyn BudgetGate> = Arc::new(TenantGate { global });
+        let trace = match &config.trace_path {
+            Some(p) => Some(Arc::new(TraceWriter::append(p).map_err(|e| e.to_string())?)),
+            None => None,
+        };
+        let g = &config.gateway;
+        let timeout = g.total_timeout;
+        let mut models = HashMap::new();
+        let mut jobs = HashMap::new();
+        for route in &config.routes {
+            let spec = config.policy(&route.policy).ok_or_else(|| format!("route {}: no policy {}", route.name, route.policy))?.clone();
+            let gate = Arc::new(SlidingHedgeGate::new(g.hedge_budget_percent, g.hedge_budget_burst));
+            match route.kind {
+                RouteKind::OpenAi => {
+                    let mut upstreams = Vec::new();
+                    let mut by_route: HashMap<&'static str, Vec<ProviderEntry>> = HashMap::new();
+                    for name in spec_providers(&spec) {
+                        let p = config.provider(&name).ok_or_else(|| format!("no provider {name}"))?;
+                        let Adapter::Remote(a) = &p.adapter else { return Err(format!("provider {name} is not an openai adapter")) };
+                        upstreams.push(Upstream {
+                            name: name.clone(),
+                            base: a.base.clone(),
+                            model: a.model.clone(),
+                            key: a.key_env.as_deref().and_then(Secret::from_env),
+                        });
+                        for (k, r) in [("chat", Route::Chat), ("completions", Route::Completions), ("embeddings", Route::Embeddings)] {
+                            let backend = openai_backend(&name, a, r, timeout)?;
+                            by_route.entry(k).or_default().push(ProviderEntry { name: name.clone(), backend, pricing: p.pricing });
+                        }
+                    }
+                    let mut make = |k: &'static str, required: &[&str]| -> Result<(Hedger, Arc<dyn Policy>), String> {
+                        let entries = by_route.remove(k).unwrap_or_default();
+                        let validator = Arc::new(JsonValidator::requiring(required));
+                        let hedger = Hedger::with_gate(entries, validator, budget.clone(), config.race, trace.clone(), Some(gate.clone()));
+                        let policy = spec.build(hedger.providers()).map_err(|e| e.to_string())?;
+                        Ok((hedger, policy))
+                    };
+                    let r = OpenAiRoute {
+                        cfg: route.clone(),
+                        chat: make("chat", &["choices"])?,
+                        completions: make("completions", &["choices"])?,
+                        embeddings: make("embeddings", &["data"])?,
+                        upstreams,
+                        gate: gate.clone(),
+                        max_live: config.race.max_live,
+                    };
+                    let r = Arc::new(r);
+                    for m in &route.models {
+                        models.insert(m.clone(), r.clone());
+                    }
+                }
+                RouteKind::Jobs => {
+                    let entries = config.live_entries().map_err(|e| e.to_string())?;
+                    let validator =
+                        tailcut_core::validate::ValidatorRegistry::default().build(&config.validator).map_err(|e| e.to_string())?;
+                    let hedger = Hedger::with_gate(entries, validator, budget.clone(), config.race, trace.clone(), Some(gate));
+                    let policy = spec.build(hedger.providers()).map_err(|e| e.to_string())?;
+                    jobs.insert(route.name.clone(), Arc::new(JobRoute { cfg: route.clone(), hedger, policy }));
+                }
+            }
+        }
+        let tenants = g
+            .keys
+            .iter()
+            .map(|k| (k.sha256.clone(), Arc::new(Tenant::new(&k.name, k.rate_per_s, k.budget_usd, k.routes.clone()))))
+            .collect();
+        let http = reqwest::Client::builder().pool_max_idle_per_host(1024).build().map_err(|e| e.to_string())?;
+        Ok(Runtime { config, tenants, anonymous: Arc::new(Tenant::new("anonymous", None, None, None)), models, jobs, trace, http })
+    }
+}
+
+impl AppState {
+    /// Builds the state from a configuration (and remembers its path for reloads).
+    pub fn new(config: Config, config_path: Option<PathBuf>) -> Result<Arc<AppState>, String> {
+        let store = JobStore::open(config.gateway.store.as_deref()).map_err(|e| format!("job store: {e}"))?;
+        let interrupted = store.mark_interrupted().map_err(|e| e.to_string())?;
+        if interrupted > 0 {
+            log("jobs_interrupted", json!({"count": interrupted}));
+        }
+        let max = config.gateway.max_in_flight;
+        let runtime = Runtime::build(config)?;
+        Ok(Arc::new(AppState {
+            config_path,
+            runtime: RwLock::new(Arc::new(runtime)),
+            metrics: Metrics::default(),
+            store,
+            running: Mutex::new(HashMap::new()),
+            draining: AtomicBool::new(false),
+            in_flight: Arc::new(Semaphore::new(max)),
+            next_id: AtomicU64::new(1),
+        }))
+    }
+
+    pub(crate) fn rt(&self) -> Arc<Runtime> {
+        self.runtime.read().map(|r| r.clone()).unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    /// Re-reads the config file and swaps the runtime; in-flight requests keep the old one.
+    pub fn reload(&self) -> Result<(), String> {
+        let Some(path) = &self.config_path else { return Err("no config file to reload".into()) };
+        let config = Config::load(path).map_err(|e| e.to_string())?;
+        let runtime = Runtime::build(config)?;
+        if let Ok(mut r) = self.runtime.write() {
+            *r = Arc::new(runtime);
+        }
+        Ok(())
+    }
+
+    fn request_id(&self, headers: &HeaderMap) -> String {
+        headers
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty() && v.len() <= 128)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("req-{:x}-{}", std::process::id(), self.next_id.fetch_add(1, Ordering::Relaxed)))
+    }
+}
+
+/// Resolves the caller's tenant, checks the route and rate limit.
+fn tenant(rt: &Runtime, headers: &HeaderMap, route: &str) -> Result<Arc<Tenant>, ApiError> {
+    let t = if rt.config.gateway.keys.is_empty() {
+        rt.anonymous.clone()
+    } else {
+        let key = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(|| ApiError::Unauthorized("missing API key (Authorization: Bearer <key>)".into()))?;
+        rt.tenants.get(&sha256_hex(key.trim())).cloned().ok_or_else(|| ApiError::Unauthorized("invalid API key".into()))?
+    };
+    if let Some(routes) = &t.routes {
+        if !routes.iter().any(|r| r == route) {
+            return Err(ApiError::Forbidden(format!("this key may not use route `{route}`")));
+        }
+    }
+    if let Some(b) = &t.bucket {
+        if !b.take() {
+            return Err(ApiError::TooMany(format!("rate limit exceeded for key `{}`", t.name)));
+        }
+    }
+    Ok(t)
+}
+
+fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("body is not valid JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(ApiError::BadRequest("body must be a JSON object".into()));
+    }
+    Ok(v)
+}
+
+pub(crate) fn hedge_reason(d: &tailcut_core::trace::Decisions) -> &'static str {
+    if d.cutover_fired {
+        "queued_cutover"
+    } else if d.safety_hedge_fired {
+        "safety_hedge"
+    } else if d.escalation_fired {
+        "escalation"
+    } else if d.hedge_launched {
+        "timer"
+    } else {
+        "none"
+    }
+}
+
+/// Counts attempts, wins, hedges, cancels and leaks of a settled request.
+pub(crate) fn record_metrics(m: &Metrics, route: &str, trace: &tailcut_core::trace::RequestTrace) {
+    for a in &trace.attempts {
+        m.inc("tailcut_attempts_total", &[("route", route), ("upstream", &a.provider)]);
+        m.add("tailcut_spend_micro_usd_total", &[("route", route), ("upstream", &a.provider)], a.projected_cost_micro_usd.0 as f64);
+    }
+    if let Some(w) = &trace.winner {
+        m.inc("tailcut_wins_total", &[("route", route), ("upstream", w)]);
+    }
+    if trace.decisions.hedged() {
+        m.inc("tailcut_hedges_total", &[("route", route), ("reason", hedge_reason(&trace.decisions))]);
+    }
+    if trace.decisions.hedges_denied > 0 {
+        m.add("tailcut_hedges_denied_total", &[("route", route)], f64::from(trace.decisions.hedges_denied));
+    }
+    for r in &trace.receipts {
+        m.inc("tailcut_cancels_total", &[("route", route), ("evidence", r.evidence.wire())]);
+        if r.leaked {
+            m.inc("tailcut_leaks_total", &[("route", route)]);
+        }
+    }
+}
+
+fn with_headers(mut resp: Response, request_id: &str, outcome: Option<(&str, usize, &str)>) -> Response {
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(request_id) {
+        h.insert("x-request-id", v);
+    }
+    if let Some((winner, attempts, reason)) = outcome {
+        if let Ok(v) = HeaderValue::from_str(winner) {
+            h.insert("x-tailcut-winner", v);
+        }
+        h.insert("x-tailcut-attempts", HeaderValue::from(attempts as u64));
+        if let Ok(v) = HeaderValue::from_str(reason) {
+            h.insert("x-tailcut-hedge-reason", v);
+        }
+    }
+    resp
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Endpoint {
+    Chat,
+    Completions,
+    Embeddings,
+}
+
+async fn openai(st: Arc<AppState>, headers: HeaderMap, body: Bytes, ep: Endpoint) -> Response {
+    let rid = st.request_id(&headers);
+    let started = std::time::Instant::now();
+    let result = openai_inner(&st, &headers, body, ep, &rid).await;
+    let status = match &result {
+        Ok(r) => r.status(),
+        Err(e) => e.status(),
+    };
+    let route = match &result {
+        Ok(r) => r.headers().get("x-tailcut-route").and_then(|v| v.to_str().ok()).unwrap_or("-").to_string(),
+        Err(_) => "-".into(),
+    };
+    st.metrics.inc("tailcut_requests_total", &[("route", &route), ("status", status.as_str())]);
+    log("request", json!({"request_id": rid, "route": route, "status": status.as_u16(), "ms": started.elapsed().as_secs_f64() * 1000.0}));
+    match result {
+        Ok(r) => r,
+        Err(e) => with_headers(e.into_response(), &rid, None),
+    }
+}
+
+async fn openai_inner(st: &Arc<AppState>, headers: &HeaderMap, body: Bytes, ep: Endpoint, rid: &str) -> Result<Response, ApiError> {
+    if st.draining.load(Ordering::Relaxed) {
+        return Err(ApiError::Unavailable("the gateway is draining".into()));
+    }
+    let _permit = st.in_flight.clone().try_acquire_owned().map_err(|_| ApiError::Unavailable("too many requests in flight".into()))?;
+    let rt = st.rt();
+    let v = parse_json(&body)?;
+    let model = v.get("model").and_then(Value::as_str).ok_or_else(|| ApiError::BadRequest("`model` is required".into()))?;
+    let route = rt.models.get(model).cloned().ok_or_else(|| ApiError::NotFound(format!("model `{model}` is not served here")))?;
+    let tenant = tenant(&rt, headers, &route.cfg.name)?;
+    match ep {
+        Endpoint::Chat if v.get("messages").and_then(Value::as_array).is_none() => {
+            return Err(ApiError::BadRequest("`messages` is required".into()))
+        }
+        Endpoint::Completions if v.get("prompt").is_none() => return Err(ApiError::BadRequest("`prompt` is required".into())),
+        Endpoint::Embeddings if v.get("input").is_none() => return Err(ApiError::BadRequest("`input` is required".into())),
+        _ => {}
+    }
+    let stream = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let timeout = rt.config.gateway.total_timeout;
+    let ledger = tenant.ledger.clone();
+    if stream && ep != Endpoint::Embeddings {
+        let fut = crate::stream::hedged_stream(st.clone(), rt.clone(), route.clone(), v, rid.to_string(), ep == Endpoint::Chat);
+        let resp = tokio::time::timeout(timeout, TENANT_LEDGER.scope(ledger, fut)).await.map_err(|_| ApiError::Timeout)??;
+        return Ok(resp);
+    }
+    let (hedger, policy) = match ep {
+        Endpoint::Chat => &route.chat,
+        Endpoint::Completions => &route.completions,
+        Endpoint::Embeddings => &route.embeddings,
+    };
+    let request = JobRequest::new(rid, v.clone());
+    let run = hedger.run(policy.as_ref(), request);
+    let started = std::time::Instant::now();
+    let outcome: Outcome = tokio::time::timeout(timeout, TENANT_LEDGER.scope(ledger, run))
+        .await
+        .map_err(|_| ApiError::Timeout)?
+        .map_err(|e| ApiError::TooMany(format!("refused: {e}")))?;
+    st.metrics.observe("tailcut_request_seconds", &[("route", &route.cfg.name)], started.elapsed().as_secs_f64());
+    let (winner, attempts, reason) = (outcome.winner.clone(), outcome.attempts, hedge_reason(&outcome.decisions));
+    let payload = outcome.result.as_ref().and_then(|r| r.payload.as_ref()).map(|p| p.bytes.clone());
+    let (st2, name) = (st.clone(), route.cfg.name.clone());
+    tokio::spawn(async move {
+        if let Some(t) = outcome.settled.wait().await {
+            record_metrics(&st2.metrics, &name, &t);
+        }
+    });
+    let Some(bytes) = payload else {
+        return Err(ApiError::Upstream(format!("no upstream returned a valid response ({attempts} attempt(s))")));
+    };
+    let mut resp = (StatusCode::OK, [("content-type", "application/json")], bytes).into_response();
+    resp.headers_mut().insert("x-tailcut-route", HeaderValue::from_str(&route.cfg.name).unwrap_or(HeaderValue::from_static("-")));
+    Ok(with_headers(resp, rid, Some((winner.as_deref().unwrap_or("-"), attempts, reason))))
+}
+
+async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    openai(st, headers, body, Endpoint::Chat).await
+}
+
+async fn completions(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    openai(st, headers, body, Endpoint::Completions).await
+}
+
+async fn embeddings(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    openai(st, headers, body, Endpoint::Embeddings).await
+}
+
+async fn models(State(st): State<Arc<AppState>>) -> Response {
+    let rt = st.rt();
+    let mut data: Vec<Value> = rt.models.keys().map(|m| json!({"id": m, "object": "model", "owned_by": "tailcut"})).collect();
+    data.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    Json(json!({"object": "list", "data": data})).into_response()
+}
+
+// === Jobs API ===
+
+#[derive(serde::Deserialize)]
+struct WaitQuery {
+    wait: Option<f64>,
+}
+
+async fn wait_for(st: &AppState, id: &str, max: Duration) -> Option<crate::store::JobRow> {
+    let until = tokio::time::Instant::now() + max;
+    loop {
+        let row = st.store.get(id).ok().flatten();
+        if row.as_ref().is_some_and(|r| r.state != "running") || tokio::time::Instant::now() >= until {
+            return row;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn create_job(State(st): State<Arc<AppState>>, Query(q): Query<WaitQuery>, headers: HeaderMap, body: Bytes) -> Response {
+    let rid = st.request_id(&headers);
+    match create_job_inner(&st, q, &headers, body, &rid).await {
+        Ok(r) => with_headers(r, &rid, None),
+        Err(e) => with_headers(e.into_response(), &rid, None),
+    }
+}
+
+async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap, body: Bytes, rid: &str) -> Result<Response, ApiError> {
+    if st.draining.load(Ordering::Relaxed) {
+        return Err(ApiError::Unavailable("the gateway is draining".into()));
+    }
+    let rt = st.rt();
+    let v = parse_json(&body)?;
+    let route = match v.get("route").and_then(Value::as_str) {
+        Some(r) => rt.jobs.get(r).cloned().ok_or_else(|| ApiError::NotFound(format!("no jobs route `{r}`")))?,
+        None if rt.jobs.len() == 1 => rt.jobs.values().next().cloned().ok_or_else(|| ApiError::NotFound("no jobs route".into()))?,
+        None => return Err(ApiError::BadRequest("`route` is required (several jobs routes are configured)".into())),
+    };
+    let input = v.get("input").cloned().ok_or_else(|| ApiError::BadRequest("`input` is required".into()))?;
+    let webhook = v.get("webhook").and_then(Value::as_str).map(str::to_string);
+    let tenant = tenant(&rt, headers, &route.cfg.name)?;
+    let id = format!("job-{:x}-{}", std::process::id(), st.next_id.fetch_add(1, Ordering::Relaxed));
+    st.store.insert(&id, &route.cfg.name).map_err(|e| ApiError::Unavailable(format!("job store: {e}")))?;
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    if let Ok(mut r) = st.running.lock() {
+        r.insert(id.clone(), stop_tx);
+    }
+    let (st2, id2, rid2, http) = (st.clone(), id.clone(), rid.to_string(), rt.http.clone());
+    tokio::spawn(TENANT_LEDGER.scope(tenant.ledger.clone(), async move {
+        let request = JobRequest::new(rid2, input);
+        let stop = async move {
+            let _ = stop_rx.await;
+        };
+        let outcome = route.hedger.run_until(route.policy.as_ref(), request, stop).await;
+        let (state, result, winner, trace, error) = match outcome {
+            Err(e) => ("failed", None, None, None, Some(e.to_string())),
+            Ok(o) => {
+                let result = o.result.as_ref().and_then(|r| r.payload.as_ref()).map(|p| {
+                    serde_json::from_slice(&p.bytes).unwrap_or_else(|_| json!({"bytes": p.bytes.len(), "content_type": p.content_type}))
+                });
+                let stopped = o.decisions.stopped_by_caller;
+                let winner = o.winner.clone();
+                let trace = o.settled.wait().await;
+                if let Some(t) = &trace {
+                    record_metrics(&st2.metrics, &route.cfg.name, t);
+                }
+                let state = if winner.is_some() {
+                    "succeeded"
+                } else if stopped {
+                    "cancelled"
+                } else {
+                    "failed"
+                };
+                (
+                    state,
+                    result,
+                    winner,
+                    trace.and_then(|t| serde_json::to_value(t).ok()),
+                    (state == "failed").then(|| "no valid result".to_string()),
+                )
+            }
+        };
+        let _ = st2.store.finish(&id2, state, result.as_ref(), winner.as_deref(), trace.as_ref(), error.as_deref());
+        if let Ok(mut r) = st2.running.lock() {
+            r.remove(&id2);
+        }
+        if let Some(url) = webhook {
+            if let Ok(Some(row)) = st2.store.get(&id2) {
+                let _ = http.post(url).json(&row.to_json()).timeout(Duration::from_secs(10)).send().await;
+            }
+        }
+    }));
+    match q.wait {
+        Some(w) if w > 0.0 => {
+            let row = wait_for(st, &id, Duration::from_secs_f64(w.min(3600.0))).await;
+            let row = row.ok_or_else(|| ApiError::NotFound(id.clone()))?;
+            let code = if row.state == "running" { StatusCode::ACCEPTED } else { StatusCode::OK };
+            Ok((code, Json(row.to_json())).into_response())
+        }
+        _ => Ok((StatusCode::ACCEPTED, Json(json!({"id": id, "state": "running"}))).into_response()),
+    }
+}
+
+async fn get_job(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+    match st.store.get(&id) {
+        Ok(Some(row)) => Json(row.to_json()).into_response(),
+        _ => ApiError::NotFound(format!("no job `{id}`")).into_response(),
+    }
+}
+
+async fn delete_job(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+    let stop = st.running.lock().ok().and_then(|mut r| r.remove(&id));
+    if let Some(tx) = stop {
+        let _ = tx.send(());
+    }
+    match wait_for(&st, &id, Duration::from_secs(60)).await {
+        Some(row) => Json(row.to_json()).into_response(),
+        None => ApiError::NotFound(format!("no job `{id}`")).into_response(),
+    }
+}
+
+async fn healthz() -> Response {
+    Json(json!({"status": "ok"})).into_response()
+}
+
+async fn readyz(State(st): State<Arc<AppState>>) -> Response {
+    if st.draining.load(Ordering::Relaxed) {
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "draining"}))).into_response();
+    }
+    Json(json!({"status": "ready", "routes": st.rt().config.routes.len()})).into_response()
+}
+
+async fn metrics(State(st): State<Arc<AppState>>) -> Response {
+    ([("content-type", "text/plain; version=0.0.4")], st.metrics.render()).into_response()
+}
+
+async fn not_found() -> Response {
+    ApiError::NotFound("no such route".into()).into_response()
+}
+
+async fn too_large(State(st): State<Arc<AppState>>, req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let max = st.rt().config.gateway.max_body_bytes;
+    let declared = req.headers().get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return ApiError::TooLarge(max).into_response();
+    }
+    let resp = next.run(req).await;
+    if resp.status() == StatusCode::PAYLOAD_TOO_LARGE && resp.headers().get("content-type").is_none_or(|c| c != "application/json") {
+        return ApiError::TooLarge(max).into_response();
+    }
+    resp
+}
+
+/// The gateway's routes.
+pub fn router(state: Arc<AppState>) -> Router {
+    let limit = state.rt().config.gateway.max_body_bytes;
+    Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/completions", post(completions))
+        .route("/v1/embeddings", post(embeddings))
+        .route("/v1/models", get(models))
+        .route("/v1/jobs", post(create_job))
+        .route("/v1/jobs/{id}", get(get_job).delete(delete_job))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), too_large))
+        .with_state(state)
+}
+
+/// Serves until `shutdown` resolves, then drains: stops accepting, lets in-flight
+/// requests finish, cancels running jobs (recording their receipts), and returns.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(state.clone());
+    let st = state.clone();
+    let retention = state.rt().config.gateway.job_retention;
+    let cleaner = {
+        let st = state.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                let _ = st.store.cleanup(retention);
+            }
+        })
+    };
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            st.draining.store(true, Ordering::SeqCst);
+            log("draining", json!({}));
+        })
+        .await?;
+    cleaner.abort();
+    let ids: Vec<String> = state.running.lock().map(|r| r.keys().cloned().collect()).unwrap_or_default();
+    let stops: Vec<oneshot::Sender<()>> = state.running.lock().map(|mut r| r.drain().map(|(_, s)| s).collect()).unwrap_or_default();
+    for s in stops {
+        let _ = s.send(());
+    }
+    for id in ids {
+        let _ = wait_for(&state, &id, Duration::from_secs(30)).await;
+    }
+    log("stopped", json!({}));
+    Ok(())
+}

@@ -1,0 +1,301 @@
+//! Hedged streaming: hedge on the time to the first *content token*, not on response
+//! headers (LLM servers send headers long before any token). Upstream 0 starts at once;
+//! if it has produced no content token by the route's first-token deadline, or fails
+//! before its first token, the next upstream starts (within the live cap). The first
+//! upstream to produce a content delta wins; every other stream is closed at once (its
+//! receipt: `request_channel_closed`). The client sees exactly the winner's stream —
+//! its role chunk, deltas, final usage chunk when asked for, `[DONE]` — never two
+//! streams interleaved. An error after the first token ends the stream with an error event.
+
+use crate::error::ApiError;
+use crate::runtime::{log, record_metrics, AppState, OpenAiRoute, Runtime, Upstream};
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::Response;
+use futures::StreamExt;
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use tailcut_core::receipt::{offset_ms, Receipt};
+use tailcut_core::trace::{now_rfc3339, AttemptTrace, Decisions, RequestTrace, Role, REQUEST_KIND, SCHEMA_VERSION};
+use tailcut_core::{CancelScope, JobState, MicroUsd};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+enum Ev {
+    /// A data line before or after the first token (`data: {...}`).
+    Line(String),
+    /// A data line carrying the first (or a later) content delta.
+    Token(String),
+    /// The upstream finished (`[DONE]`).
+    Done,
+    /// The upstream failed.
+    Failed(String),
+}
+
+fn has_content(v: &Value) -> bool {
+    let c = v.pointer("/choices/0/delta/content").or_else(|| v.pointer("/choices/0/text"));
+    c.and_then(Value::as_str).is_some_and(|s| !s.is_empty())
+}
+
+async fn upstream(i: usize, up: Upstream, http: reqwest::Client, mut body: Value, chat: bool, tx: mpsc::UnboundedSender<(usize, Ev)>) {
+    let path = if chat { "chat/completions" } else { "completions" };
+    if let Some(m) = &up.model {
+        body["model"] = json!(m);
+    }
+    let mut req = http.post(format!("{}/{path}", up.base.trim_end_matches('/'))).json(&body);
+    if let Some(k) = &up.key {
+        req = req.bearer_auth(k.expose());
+    }
+    let resp = match req.send().await {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = tx.send((i, Ev::Failed(e.without_url().to_string())));
+            return;
+        }
+    };
+    if !resp.status().is_success() {
+        let _ = tx.send((i, Ev::Failed(format!("HTTP {}", resp.status().as_u16()))));
+        return;
+    }
+    let mut stream = resp.bytes_stream();
+    let mut buf = String::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = match chunk {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = tx.send((i, Ev::Failed(format!("stream broke: {}", e.without_url()))));
+                return;
+            }
+        };
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(pos) = buf.find('\n') {
+            let line = buf[..pos].trim().to_string();
+            buf.drain(..=pos);
+            let Some(data) = line.strip_prefix("data:").map(str::trim) else { continue };
+            if data == "[DONE]" {
+                let _ = tx.send((i, Ev::Done));
+                return;
+            }
+            let Ok(v) = serde_json::from_str::<Value>(data) else {
+                let _ = tx.send((i, Ev::Failed("malformed stream event".into())));
+                return;
+            };
+            if v.get("error").is_some() {
+                let _ = tx.send((i, Ev::Failed(format!("upstream error: {}", v["error"]))));
+                return;
+            }
+            let ev = if has_content(&v) { Ev::Token(format!("data: {data}")) } else { Ev::Line(format!("data: {data}")) };
+            if tx.send((i, ev)).is_err() {
+                return;
+            }
+        }
+    }
+    let _ = tx.send((i, Ev::Failed("stream ended without [DONE]".into())));
+}
+
+struct Attempt {
+    task: tokio::task::JoinHandle<()>,
+    started: Instant,
+    buffered: Vec<String>,
+    failed: Option<String>,
+}
+
+pub(crate) async fn hedged_stream(
+    st: Arc<AppState>,
+    rt: Arc<Runtime>,
+    route: Arc<OpenAiRoute>,
+    body: Value,
+    rid: String,
+    chat: bool,
+) -> Result<Response, ApiError> {
+    let t0 = Instant::now();
+    let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Ev)>();
+    let mut attempts: Vec<Attempt> = Vec::new();
+    let ups = route.upstreams.clone();
+    let launch = |i: usize, attempts: &mut Vec<Attempt>| {
+        let task = tokio::spawn(upstream(i, ups[i].clone(), rt.http.clone(), body.clone(), chat, tx.clone()));
+        attempts.push(Attempt { task, started: Instant::now(), buffered: Vec::new(), failed: None });
+    };
+    use tailcut_core::engine::HedgeGate;
+    route.gate.request_started();
+    launch(0, &mut attempts);
+    let mut reason = "none";
+    let mut denied = 0u32;
+    let mut hedge_at = Some(t0 + route.cfg.first_token_hedge);
+    let winner: usize;
+    let first: String;
+    loop {
+        let live = attempts.iter().filter(|a| a.failed.is_none()).count();
+        let can_launch = attempts.len() < ups.len() && live < route.max_live;
+        if live == 0 && !can_launch {
+            for a in &attempts {
+                a.task.abort();
+            }
+            let why: Vec<String> =
+                attempts.iter().enumerate().map(|(i, a)| format!("{}: {}", ups[i].name, a.failed.as_deref().unwrap_or("?"))).collect();
+            return Err(ApiError::Upstream(format!("every upstream failed before its first token ({})", why.join("; "))));
+        }
+        let sleep = async {
+            match hedge_at {
+                Some(t) if can_launch => tokio::time::sleep_until(t).await,
+                _ => futures::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            msg = rx.recv() => {
+                let Some((i, ev)) = msg else { return Err(ApiError::Upstream("upstream channel closed".into())) };
+                match ev {
+                    Ev::Line(l) => attempts[i].buffered.push(l),
+                    Ev::Token(l) => { winner = i; first = l; break; }
+                    Ev::Done => { winner = i; first = String::new(); break; }
+                    Ev::Failed(e) => {
+                        attempts[i].failed = Some(e);
+                        // A failure before the first token falls through to the next upstream now.
+                        if attempts.len() < ups.len() && attempts.iter().filter(|a| a.failed.is_none()).count() < route.max_live {
+                            if route.gate.try_extra() {
+                                reason = "upstream_error";
+                                launch(attempts.len(), &mut attempts);
+                            } else {
+                                denied += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            () = sleep => {
+                hedge_at = Some(Instant::now() + route.cfg.first_token_hedge);
+                if route.gate.try_extra() {
+                    reason = "first_token_timeout";
+                    launch(attempts.len(), &mut attempts);
+                } else {
+                    denied += 1;
+                    hedge_at = None;
+                }
+            }
+        }
+    }
+    let ttft = t0.elapsed();
+    // Close every other stream now: the client must never see two.
+    let mut receipts = Vec::new();
+    for (i, a) in attempts.iter().enumerate() {
+        if i != winner && a.failed.is_none() {
+            a.task.abort();
+            let mut r = Receipt::unproven(&ups[i].name, None, offset_ms(t0, Instant::now()));
+            r.reason = "lost the first-token race".into();
+            r.cancel_scope = CancelScope::Request;
+            r.state_before_cancel = Some(JobState::Pending);
+            r.record_channel_closed(offset_ms(t0, Instant::now()));
+            r.note = "stream closed before its first token".into();
+            receipts.push(r);
+        }
+    }
+    let trace = RequestTrace {
+        kind: REQUEST_KIND.into(),
+        schema_version: SCHEMA_VERSION,
+        ts: now_rfc3339(),
+        request_id: rid.clone(),
+        policy: format!(
+            "stream:{}@first-token+{}ms",
+            ups.iter().map(|u| u.name.as_str()).collect::<Vec<_>>().join("->"),
+            route.cfg.first_token_hedge.as_millis()
+        ),
+        decisions: Decisions { hedge_launched: attempts.len() > 1, hedges_denied: denied, ..Decisions::default() },
+        attempts: attempts
+            .iter()
+            .enumerate()
+            .map(|(i, a)| AttemptTrace {
+                provider: ups[i].name.clone(),
+                role: if i == 0 { Role::Primary } else { Role::Hedge },
+                job_id: None,
+                submit_offset_ms: offset_ms(t0, a.started),
+                submit_returned_ms: offset_ms(t0, a.started),
+                polls: Vec::new(),
+                outcome: if i == winner { Some(JobState::Running) } else { a.failed.as_ref().map(|_| JobState::Failed) },
+                valid: if i == winner { Some(true) } else { a.failed.as_ref().map(|_| false) },
+                reasons: a.failed.iter().cloned().collect(),
+                wall_ms: (i == winner).then(|| offset_ms(a.started, Instant::now())),
+                metrics: serde_json::Map::new(),
+                projected_cost_micro_usd: MicroUsd::ZERO,
+                submit_error: None,
+            })
+            .collect(),
+        winner: Some(ups[winner].name.clone()),
+        winner_valid_at_ms: Some(offset_ms(attempts[winner].started, Instant::now())),
+        winner_total_ms: Some(offset_ms(t0, Instant::now())),
+        receipts,
+        projected_cost_micro_usd: MicroUsd::ZERO,
+    };
+    record_metrics(&st.metrics, &route.cfg.name, &trace);
+    if trace.decisions.hedge_launched {
+        // record_metrics counts hedges by engine reason; name the streaming one.
+        st.metrics.inc("tailcut_stream_hedges_total", &[("route", &route.cfg.name), ("reason", reason)]);
+    }
+    st.metrics.observe("tailcut_ttft_seconds", &[("route", &route.cfg.name)], ttft.as_secs_f64());
+    if let Some(w) = &rt.trace {
+        let _ = w.write(&trace);
+    }
+    log(
+        "stream_winner",
+        json!({"request_id": rid, "route": route.cfg.name, "winner": ups[winner].name, "attempts": attempts.len(), "ttft_ms": ttft.as_secs_f64() * 1000.0}),
+    );
+
+    let mut pending: VecDeque<String> = attempts[winner].buffered.drain(..).collect();
+    let finished = first.is_empty();
+    if !finished {
+        pending.push_back(first);
+    }
+    let state = (pending, rx, winner, finished, false);
+    let body = futures::stream::unfold(state, |(mut pending, mut rx, winner, mut finished, mut closed)| async move {
+        if closed {
+            return None;
+        }
+        if let Some(line) = pending.pop_front() {
+            return Some((Ok::<_, std::io::Error>(bytes::Bytes::from(format!("{line}\n\n"))), (pending, rx, winner, finished, closed)));
+        }
+        if finished {
+            closed = true;
+            return Some((Ok(bytes::Bytes::from_static(b"data: [DONE]\n\n")), (pending, rx, winner, finished, closed)));
+        }
+        loop {
+            match rx.recv().await {
+                Some((i, _)) if i != winner => continue,
+                Some((_, Ev::Line(l) | Ev::Token(l))) => {
+                    return Some((Ok(bytes::Bytes::from(format!("{l}\n\n"))), (pending, rx, winner, finished, closed)))
+                }
+                Some((_, Ev::Done)) | None => {
+                    finished = true;
+                    closed = true;
+                    return Some((Ok(bytes::Bytes::from_static(b"data: [DONE]\n\n")), (pending, rx, winner, finished, closed)));
+                }
+                Some((_, Ev::Failed(e))) => {
+                    closed = true;
+                    let ev = json!({"error": {"message": format!("upstream failed mid-stream: {e}"), "type": "api_error", "param": null, "code": "upstream_failed"}});
+                    return Some((
+                        Ok(bytes::Bytes::from(format!("data: {ev}\n\ndata: [DONE]\n\n"))),
+                        (pending, rx, winner, finished, closed),
+                    ));
+                }
+            }
+        }
+    });
+    let mut resp = Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(Body::from_stream(body))
+        .map_err(|e| ApiError::Upstream(e.to_string()))?;
+    let h = resp.headers_mut();
+    for (k, v) in [
+        ("x-request-id", rid.as_str()),
+        ("x-tailcut-winner", ups[winner].name.as_str()),
+        ("x-tailcut-hedge-reason", reason),
+        ("x-tailcut-route", route.cfg.name.as_str()),
+    ] {
+        if let Ok(v) = HeaderValue::from_str(v) {
+            h.insert(k, v);
+        }
+    }
+    h.insert("x-tailcut-attempts", HeaderValue::from(attempts.len() as u64));
+    Ok(resp)
+}

@@ -82,8 +82,17 @@ impl std::fmt::Debug for AppState {
     }
 }
 
+/// Whether JSON logs are on (`TAILCUT_LOG=off` turns them off).
+fn logging() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("TAILCUT_LOG").map_or(true, |v| v != "off"))
+}
+
 /// One JSON log line on stderr.
 pub(crate) fn log(event: &str, fields: Value) {
+    if !logging() {
+        return;
+    }
     let mut v = json!({"ts": tailcut_core::trace::now_rfc3339(), "event": event});
     if let (Some(m), Value::Object(f)) = (v.as_object_mut(), fields) {
         m.extend(f);

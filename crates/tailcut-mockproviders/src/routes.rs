@@ -71,6 +71,7 @@ pub(crate) fn router(state: Arc<State>) -> Router {
             .route("/v2/{ep}/status/{id}", get(runpod_status))
             .route("/v2/{ep}/cancel/{id}", post(runpod_cancel))
             .route("/v2/{ep}/health", get(runpod_health))
+            .route("/v2/{ep}/stream/{id}", get(runpod_stream))
             .route("/v2/{ep}/purge-queue", post(runpod_purge)),
         Flavor::Replicate => Router::new()
             .route("/v1/predictions", post(replicate_create))
@@ -170,6 +171,13 @@ async fn runpod_cancel(S(st): St, Path((_ep, id)): Path<(String, String)>) -> Re
         None => not_found(),
         Some(_) => body(StatusCode::OK, json!({"id": id, "status": "CANCELLED"})),
     }
+}
+
+async fn runpod_stream(S(st): St, Path((_ep, id)): Path<(String, String)>) -> Response {
+    let job = id.trim_end_matches("-u1");
+    let Some(v) = st.view(job) else { return not_found() };
+    let items = if v.phase == Phase::Completed { json!([{"output": st.output(job)}]) } else { json!([]) };
+    body(StatusCode::OK, json!({"status": runpod_status_str(v.phase), "stream": items}))
 }
 
 async fn runpod_health(S(st): St, headers: HeaderMap) -> Response {

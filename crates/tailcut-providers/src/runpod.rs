@@ -48,6 +48,20 @@ impl RunPod {
         reply.json()
     }
 
+    /// Incremental output of a generator handler (`GET /stream/{id}`): the status and the
+    /// batch of `stream` items produced since the last call.
+    pub async fn stream(&self, http: &HttpClient, job_id: &str) -> Result<(JobState, Vec<Value>), BackendError> {
+        let url = format!("{}/stream/{job_id}", self.base);
+        let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
+        if !reply.ok() {
+            return Err(reply.rejected());
+        }
+        let v = reply.json()?;
+        let status = v.get("status").and_then(Value::as_str).map_or(JobState::Unknown, state);
+        let items = v.get("stream").and_then(Value::as_array).cloned().unwrap_or_default();
+        Ok((status, items))
+    }
+
     /// Drops queued jobs (best effort scale-to-zero helper).
     pub async fn purge_queue(&self, http: &HttpClient) -> Result<(), BackendError> {
         let url = format!("{}/purge-queue", self.base);

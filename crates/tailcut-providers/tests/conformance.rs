@@ -369,3 +369,36 @@ conformance! {
     openai => Kind::OpenAi,
     generic => Kind::Generic,
 }
+
+#[tokio::test]
+async fn runpod_stream_health_and_purge() {
+    let mock = MockServer::start(Flavor::RunPod, fast()).await.unwrap();
+    let rp = RunPod { name: "runpod".into(), base: format!("{}/v2/ep1", mock.url()), key: Secret::new("k") };
+    let backend = PollingBackend::new(rp.clone(), http(), poll(), RATE);
+    let job = backend.submit(&request(Kind::RunPod)).await.unwrap();
+    let id = job.job_id().unwrap();
+    let (state, items) = rp.stream(&http(), &id).await.unwrap();
+    assert!(matches!(state, JobState::Queued | JobState::Running) && items.is_empty());
+    job.result(far()).await;
+    let (state, items) = rp.stream(&http(), &id).await.unwrap();
+    assert_eq!(state, JobState::Completed);
+    assert_eq!(items.len(), 1);
+    assert!(rp.health(&http()).await.unwrap()["workers"].is_object());
+    rp.purge_queue(&http()).await.unwrap();
+}
+
+#[tokio::test]
+async fn expired_results_and_hung_status_are_reported_not_hung() {
+    let b = Behaviour { result_ttl: Some(Duration::from_millis(10)), ..fast() };
+    let (_mock, backend) = setup(Kind::RunPod, b).await;
+    let job = backend.submit(&request(Kind::RunPod)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let r = job.result(far()).await;
+    assert_eq!(r.state, JobState::Failed);
+    assert!(r.error.unwrap_or_default().contains("expired"), "404 after the retention window");
+    let b = Behaviour { hang_status: true, ..fast() };
+    let (_mock, backend) = setup(Kind::RunPod, b).await;
+    let job = backend.submit(&request(Kind::RunPod)).await.unwrap();
+    let r = job.result(Instant::now() + Duration::from_millis(500)).await;
+    assert_eq!(r.state, JobState::TimedOut, "a hung status poll is cut at the deadline");
+}

@@ -1,0 +1,59 @@
+//! The shipped Dockerfile and Kubernetes manifests parse and agree with the gateway.
+
+use serde::Deserialize;
+use std::path::PathBuf;
+
+fn repo(p: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(p)
+}
+
+fn yaml(p: &str) -> serde_yaml::Value {
+    let text = std::fs::read_to_string(repo(p)).unwrap();
+    serde_yaml::Value::deserialize(serde_yaml::Deserializer::from_str(&text)).unwrap()
+}
+
+#[test]
+fn deployment_has_probes_prometheus_annotations_config_and_secret() {
+    let d = yaml("deploy/k8s/deployment.yaml");
+    assert_eq!(d["kind"].as_str(), Some("Deployment"));
+    let t = &d["spec"]["template"];
+    assert_eq!(t["metadata"]["annotations"]["prometheus.io/scrape"].as_str(), Some("true"));
+    assert_eq!(t["metadata"]["annotations"]["prometheus.io/path"].as_str(), Some("/metrics"));
+    let c = &t["spec"]["containers"][0];
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"].as_str(), Some("/readyz"));
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"].as_str(), Some("/healthz"));
+    assert_eq!(c["envFrom"][0]["secretRef"]["name"].as_str(), Some("tailcut-provider-keys"));
+    assert_eq!(t["spec"]["volumes"][0]["configMap"]["name"].as_str(), Some("tailcut-config"));
+    assert_eq!(c["args"][0].as_str(), Some("serve"));
+    let grace = t["spec"]["terminationGracePeriodSeconds"].as_u64().unwrap();
+    assert!(grace > 300, "drain needs longer than the total timeout");
+}
+
+#[test]
+fn service_selects_the_deployment() {
+    let s = yaml("deploy/k8s/service.yaml");
+    let d = yaml("deploy/k8s/deployment.yaml");
+    assert_eq!(s["spec"]["selector"], d["spec"]["selector"]["matchLabels"]);
+    assert_eq!(s["spec"]["ports"][0]["targetPort"].as_str(), Some("http"));
+}
+
+#[test]
+fn configmap_holds_a_valid_gateway_config() {
+    let cm = yaml("deploy/k8s/configmap.yaml");
+    let toml = cm["data"]["tailcut.toml"].as_str().unwrap();
+    let c = tailcut_config::Config::parse(toml, "configmap tailcut.toml").unwrap();
+    assert_eq!(c.routes.len(), 2);
+    assert_eq!(c.gateway.listen, "0.0.0.0:8080");
+    let secret = yaml("deploy/k8s/secret.yaml");
+    for k in ["RUNPOD_API_KEY", "CEREBRIUM_TOKEN"] {
+        assert!(secret["stringData"].get(k).is_some(), "{k}");
+    }
+}
+
+#[test]
+fn dockerfile_runs_the_gateway_as_non_root() {
+    let text = std::fs::read_to_string(repo("Dockerfile")).unwrap();
+    assert!(text.contains("USER tailcut"));
+    assert!(text.contains("\"serve\""));
+    assert!(text.contains("EXPOSE 8080"));
+}

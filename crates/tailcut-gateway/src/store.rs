@@ -140,7 +140,7 @@ impl JobStore {
     /// Deletes finished jobs older than `retention`; returns how many.
     pub fn cleanup(&self, retention: Duration) -> rusqlite::Result<usize> {
         let cutoff = now_ms() - retention.as_millis() as i64;
-        self.with(|c| c.execute("DELETE FROM jobs WHERE finished_ms IS NOT NULL AND finished_ms < ?1", params![cutoff]))
+        self.with(|c| c.execute("DELETE FROM jobs WHERE finished_ms IS NOT NULL AND finished_ms <= ?1", params![cutoff]))
     }
 }
 

@@ -89,6 +89,9 @@ pub struct ContendRunArgs {
     /// Measurement window per run.
     #[arg(long, default_value = "1500ms", value_parser = humantime::parse_duration)]
     pub duration: Duration,
+    /// Stop each run after this many measured iterations, if that comes before the window ends.
+    #[arg(long)]
+    pub iterations: Option<u64>,
     /// CUDA devices: one shared device (time-slicing, mps) or one per agent (mig: MIG UUIDs, dedicated: indices).
     #[arg(long, value_delimiter = ',')]
     pub devices: Vec<String>,
@@ -151,6 +154,9 @@ pub struct ContendAgentArgs {
     /// Measurement window, ms.
     #[arg(long, default_value_t = 1500)]
     pub duration_ms: u64,
+    /// Stop after this many measured iterations, if that comes first.
+    #[arg(long)]
+    pub iterations: Option<u64>,
     /// Agent name recorded with the samples.
     #[arg(long)]
     pub name: Option<String>,

@@ -67,7 +67,8 @@ fn timed(
     let started = Instant::now();
     let end = started + window.duration;
     let mut samples = Vec::with_capacity(4096);
-    while Instant::now() < end {
+    let cap = window.max_iterations.unwrap_or(u64::MAX) as usize;
+    while Instant::now() < end && samples.len() < cap {
         samples.push(one()?);
     }
     Ok((samples, started.elapsed().as_nanos() as u64))

@@ -80,7 +80,10 @@ pub fn run(spec: &AgentSpec, window: &Window) -> Result<HttpSamples, AgentError>
     let end = start + window.duration;
     let mut out = HttpSamples::default();
     let mut scheduled = start;
-    while scheduled < end {
+    let cap = window.max_iterations.unwrap_or(u64::MAX);
+    let mut sent = 0u64;
+    while scheduled < end && sent < cap {
+        sent += 1;
         if let Some(wait) = scheduled.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
         }
@@ -127,7 +130,7 @@ mod tests {
     fn measures_ttft_after_the_role_chunk() {
         let url = serve(Duration::from_millis(30));
         let spec = AgentSpec { url: Some(url), rate_per_s: 20.0, ..AgentSpec::new(crate::workload::AgentKind::Http) };
-        let w = Window { start_at_unix_ms: 0, warmup: Duration::ZERO, duration: Duration::from_millis(300) };
+        let w = Window { start_at_unix_ms: 0, warmup: Duration::ZERO, duration: Duration::from_millis(300), max_iterations: None };
         let r = run(&spec, &w).unwrap();
         assert!(r.latency_ns.len() >= 3, "{r:?}");
         assert_eq!(r.errors, 0);
@@ -137,7 +140,7 @@ mod tests {
     #[test]
     fn missing_url_is_an_error() {
         let spec = AgentSpec::new(crate::workload::AgentKind::Http);
-        let w = Window { start_at_unix_ms: 0, warmup: Duration::ZERO, duration: Duration::from_millis(1) };
+        let w = Window { start_at_unix_ms: 0, warmup: Duration::ZERO, duration: Duration::from_millis(1), max_iterations: None };
         assert!(run(&spec, &w).unwrap_err().to_string().contains("--url"));
     }
 }

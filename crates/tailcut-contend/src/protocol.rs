@@ -78,6 +78,8 @@ pub struct RunSettings {
     pub warmup: Duration,
     /// Measurement window per run.
     pub duration: Duration,
+    /// Stop each run after this many measured iterations, if that comes first.
+    pub iterations: Option<u64>,
     /// Bootstrap resamples.
     pub bootstrap_rounds: usize,
     /// Verdict thresholds.
@@ -199,6 +201,7 @@ fn run_together(
             .args(["--start-at-ms", &start_at.to_string()])
             .args(["--warmup-ms", &settings.warmup.as_millis().to_string(), "--duration-ms", &settings.duration.as_millis().to_string()])
             .args(["--name", &names[i], "--arm", arm, "--trial", &trial.to_string()])
+            .args(settings.iterations.map(|n| vec!["--iterations".to_string(), n.to_string()]).unwrap_or_default())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if let Some(cpu) = place.cpu {

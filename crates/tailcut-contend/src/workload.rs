@@ -114,6 +114,9 @@ pub struct Window {
     pub warmup: Duration,
     /// Measurement window.
     pub duration: Duration,
+    /// Stop after this many measured iterations, if that comes first.
+    #[serde(default)]
+    pub max_iterations: Option<u64>,
 }
 
 /// What an agent recorded.
@@ -202,9 +205,10 @@ fn time_loop(window: &Window, mut iteration: impl FnMut()) -> (Vec<u64>, u64) {
     let start = Instant::now();
     let end = start + window.duration;
     let mut samples = Vec::with_capacity(4096);
+    let cap = window.max_iterations.unwrap_or(u64::MAX) as usize;
     loop {
         let t0 = Instant::now();
-        if t0 >= end {
+        if t0 >= end || samples.len() >= cap {
             break;
         }
         iteration();
@@ -310,7 +314,7 @@ mod tests {
     use super::*;
 
     fn window(ms: u64) -> Window {
-        Window { start_at_unix_ms: 0, warmup: Duration::from_millis(5), duration: Duration::from_millis(ms) }
+        Window { start_at_unix_ms: 0, warmup: Duration::from_millis(5), duration: Duration::from_millis(ms), max_iterations: None }
     }
 
     #[test]
@@ -325,6 +329,15 @@ mod tests {
             assert!(s.window_ns >= 60_000_000);
             assert!(s.samples_ns.iter().all(|&x| x > 0));
         }
+    }
+
+    #[test]
+    fn iteration_cap_stops_early() {
+        let w = Window { max_iterations: Some(7), ..window(5_000) };
+        let t = Instant::now();
+        let s = run(&AgentSpec::new(AgentKind::Fft), &w, None).unwrap();
+        assert_eq!(s.samples_ns.len(), 7);
+        assert!(t.elapsed() < Duration::from_secs(2));
     }
 
     #[test]

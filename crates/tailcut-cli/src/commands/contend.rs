@@ -68,6 +68,7 @@ fn run_cmd(a: &ContendRunArgs) -> anyhow::Result<ExitCode> {
         trials: a.trials,
         warmup: a.warmup,
         duration: a.duration,
+        iterations: a.iterations,
         bootstrap_rounds: a.bootstrap,
         thresholds: VerdictThresholds { median_tolerance: a.median_tolerance, tail_factor: a.tail_factor },
         devices: a.devices.clone(),
@@ -119,6 +120,7 @@ fn agent(a: &ContendAgentArgs) -> anyhow::Result<ExitCode> {
         start_at_unix_ms: a.start_at_ms.unwrap_or_else(workload::unix_ms),
         warmup: Duration::from_millis(a.warmup_ms),
         duration: Duration::from_millis(a.duration_ms),
+        max_iterations: a.iterations,
     };
     let mut samples = workload::run(&spec, &window, a.cpu).map_err(agent_error)?;
     samples.name = Some(a.name.clone().unwrap_or_else(|| kind.name().to_string()));

@@ -440,6 +440,12 @@ pub enum ConfigCommand {
         /// The file to check.
         file: PathBuf,
     },
+    /// Convert a GPUHedge YAML config (providers with rates and idle windows, http job
+    /// APIs, the hedge policy, SLO deadlines, budget) into a tailcut.toml on stdout.
+    ImportGpuhedge {
+        /// The GPUHedge YAML file (e.g. config/benchmark.yaml).
+        file: PathBuf,
+    },
 }
 
 /// Options of `tailcut run`.

@@ -270,6 +270,7 @@ pub(crate) fn parse(file: &str, key: &str, raw: &RawProvider) -> Result<Option<R
                 raw.http.clone().ok_or_else(|| err("http", "required: the job API description (submit, status, result, cancel)".into()))?;
             let spec: GenericSpec = serde_path_to_error::deserialize(toml::Value::Table(table))
                 .map_err(|e| err(&format!("http.{}", e.path()), e.into_inner().to_string()))?;
+            let spec = spec.normalized();
             a.base = spec.submit.url.clone();
             a.spec = Some(spec);
         }

@@ -26,6 +26,27 @@ pub struct Call {
     /// Body template; a value equal to `"{request}"` becomes the request input.
     #[serde(default)]
     pub body: Option<Value>,
+    /// (Reference layout) job-id path inside `submit`.
+    #[serde(default)]
+    pub job_id_path: Option<String>,
+    /// (Reference layout) state path inside `status`.
+    #[serde(default)]
+    pub state_path: Option<String>,
+    /// (Reference layout) state map inside `status`.
+    #[serde(default)]
+    pub state_map: Option<BTreeMap<String, String>>,
+    /// (Reference layout) base64 payload path inside `result`.
+    #[serde(default)]
+    pub audio_b64_path: Option<String>,
+    /// (Reference layout) sample-rate path inside `result` (read, unused).
+    #[serde(default)]
+    pub sample_rate_path: Option<String>,
+    /// (Reference layout) metrics path inside `result`.
+    #[serde(default)]
+    pub metrics_path: Option<String>,
+    /// (Reference layout) result poll interval inside `result`, seconds.
+    #[serde(default)]
+    pub poll_interval_s: Option<f64>,
 }
 
 /// The whole API description.
@@ -62,6 +83,34 @@ pub struct GenericSpec {
     pub metrics_path: Option<String>,
     /// Cancel call.
     pub cancel: Option<Call>,
+}
+
+impl GenericSpec {
+    /// Lifts the reference tool's per-call fields (`submit.job_id_path`,
+    /// `status.state_path` / `state_map`, `result.audio_b64_path` / `metrics_path`) to
+    /// the top level, so its configs work unchanged.
+    pub fn normalized(mut self) -> GenericSpec {
+        if let Some(p) = self.submit.job_id_path.take() {
+            self.id_path = p;
+        }
+        if let Some(st) = self.status.as_mut() {
+            if let Some(p) = st.state_path.take() {
+                self.state_path = p;
+            }
+            if let Some(m) = st.state_map.take() {
+                self.state_map.extend(m);
+            }
+        }
+        if let Some(r) = self.result.as_mut() {
+            if let Some(p) = r.audio_b64_path.take() {
+                self.audio_b64_path = Some(p);
+            }
+            if let Some(p) = r.metrics_path.take() {
+                self.metrics_path = Some(p);
+            }
+        }
+        self
+    }
 }
 
 fn default_id_path() -> String {
@@ -278,6 +327,20 @@ mod tests {
         let e = substitute_env("Bearer ${TAILCUT_SURELY_UNSET_VAR}").unwrap_err();
         assert!(e.to_string().contains("TAILCUT_SURELY_UNSET_VAR"));
         assert_eq!(substitute_env("plain").unwrap(), "plain");
+    }
+
+    #[test]
+    fn reference_nested_layout_is_lifted() {
+        let spec: GenericSpec = serde_json::from_value(serde_json::json!({
+            "submit": {"method": "POST", "url": "http://x/jobs", "job_id_path": "job.id"},
+            "status": {"url": "http://x/jobs/{job_id}", "state_path": "state", "state_map": {"waiting": "QUEUED"}},
+            "result": {"url": "http://x/r/{job_id}", "audio_b64_path": "audio", "metrics_path": "m", "poll_interval_s": 1.0}
+        }))
+        .unwrap();
+        let n = spec.normalized();
+        assert_eq!((n.id_path.as_str(), n.state_path.as_str()), ("job.id", "state"));
+        assert_eq!(n.audio_b64_path.as_deref(), Some("audio"));
+        assert_eq!(n.state_map["waiting"], "QUEUED");
     }
 
     #[test]

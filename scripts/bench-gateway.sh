@@ -50,7 +50,10 @@ TAILCUT_LOG=off /usr/bin/time -v $bin serve --config "$work/gw.toml" --listen 12
 gwpid=$!
 sleep 1
 echo "== 10,000 concurrent hedged requests through a separate gateway process"
-TAILCUT_GATEWAY_URL=http://127.0.0.1:8100 TAILCUT_LOG=off "$bench" --stall-only 2>/dev/null | tail -1
+TAILCUT_GATEWAY_URL=http://127.0.0.1:8100 TAILCUT_LOG=off "$bench" --stall-only 2>/dev/null | tail -2
 curl -s http://127.0.0.1:8100/metrics | grep -E '^tailcut_(cancels|leaks|hedges|stream_hedges|wins)_total' || true
-kill -TERM "$gwpid"; wait "$gwpid" 2>/dev/null || true
-grep -E "Maximum resident" "$work/gw.time" | sed 's/^/gateway /'
+# /usr/bin/time does not forward signals: stop the gateway itself so time can report.
+servepid=$(pgrep -P "$gwpid" || echo "$gwpid")
+grep -E "VmHWM" "/proc/$servepid/status" | sed 's/^/gateway peak RSS /' || true
+kill -TERM "$servepid"; wait "$gwpid" 2>/dev/null || true
+grep -E "Maximum resident" "$work/gw.time" | sed 's/^/gateway /' || true

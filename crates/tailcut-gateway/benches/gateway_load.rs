@@ -283,17 +283,29 @@ async fn stalled(client: &reqwest::Client, up: &str) {
                 let body = if i % 2 == 0 { BODY } else { STREAM_BODY };
                 tokio::spawn(async move {
                     match c.post(&u).header("content-type", "application/json").body(body).send().await {
-                        Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
-                        Err(_) => false,
+                        Ok(r) if r.status().is_success() => match r.bytes().await {
+                            Ok(_) => Ok(()),
+                            Err(_) => Err("body cut".to_string()),
+                        },
+                        Ok(r) => Err(format!("HTTP {}", r.status().as_u16())),
+                        Err(e) if e.is_connect() => Err("connect".to_string()),
+                        Err(e) if e.is_timeout() => Err("timeout".to_string()),
+                        Err(_) => Err("other transport".to_string()),
                     }
                 })
             })
             .collect();
         let mut ok = 0;
+        let mut failures: std::collections::BTreeMap<String, usize> = Default::default();
         for t in tasks {
-            if t.await.unwrap_or(false) {
-                ok += 1;
+            match t.await {
+                Ok(Ok(())) => ok += 1,
+                Ok(Err(kind)) => *failures.entry(kind).or_default() += 1,
+                Err(_) => *failures.entry("task panicked".to_string()).or_default() += 1,
             }
+        }
+        if !failures.is_empty() {
+            println!("failures by kind: {failures:?}");
         }
         let elapsed = t.elapsed().as_secs_f64();
         tokio::time::sleep(Duration::from_millis(2000)).await;

@@ -287,7 +287,16 @@ async fn stalled(client: &reqwest::Client, up: &str) {
                             Ok(_) => Ok(()),
                             Err(_) => Err("body cut".to_string()),
                         },
-                        Ok(r) => Err(format!("HTTP {}", r.status().as_u16())),
+                        Ok(r) => {
+                            let code = r.status().as_u16();
+                            let text = r.text().await.unwrap_or_default();
+                            let msg = serde_json::from_str::<serde_json::Value>(&text)
+                                .ok()
+                                .and_then(|v| v.pointer("/error/message").and_then(|m| m.as_str()).map(str::to_string))
+                                .unwrap_or_default();
+                            let msg: String = msg.chars().take(90).collect();
+                            Err(format!("HTTP {code}: {msg}"))
+                        }
                         Err(e) if e.is_connect() => Err("connect".to_string()),
                         Err(e) if e.is_timeout() => Err("timeout".to_string()),
                         Err(_) => Err("other transport".to_string()),
@@ -318,7 +327,7 @@ async fn stalled(client: &reqwest::Client, up: &str) {
             sum("tailcut_hedges_total") + sum("tailcut_stream_hedges_total"),
             sum("tailcut_cancels_total"),
             sum("tailcut_cancels_total{route=\"chat\",evidence=\"request_channel_closed\"}"),
-            sum("tailcut_leaks_total"),
+            sum("tailcut_leaks_total") + 0.0,
             stall.disconnects(),
             rss_kb() / 1024,
             before / 1024

@@ -93,3 +93,19 @@ impl DelayedBar {
         self.bar.finish_and_clear();
     }
 }
+
+/// Binds a TCP listener with a deep accept backlog (4096, capped by the kernel's
+/// `somaxconn`), so a burst of thousands of new connections queues instead of having
+/// SYNs dropped and retried seconds later. Tokio's `TcpListener::bind` uses 1024.
+pub(crate) async fn listen_deep(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
+    let mut last = std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("`{addr}` resolves to no address"));
+    for resolved in tokio::net::lookup_host(addr).await? {
+        let socket = if resolved.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(resolved).and_then(|()| socket.listen(4096)) {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}

@@ -14,7 +14,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let state = tailcut_gateway::AppState::new(config, Some(args.config.clone())).map_err(BadInput)?;
-        let listener = tokio::net::TcpListener::bind(&listen).await.map_err(|e| BadInput(format!("cannot listen on {listen}: {e}")))?;
+        let listener = super::listen_deep(&listen).await.map_err(|e| BadInput(format!("cannot listen on {listen}: {e}")))?;
         let addr = listener.local_addr()?;
         {
             let mut out = std::io::stdout().lock();

@@ -26,7 +26,10 @@ pub fn run(args: &SimProviderArgs) -> anyhow::Result<ExitCode> {
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind((args.bind.as_str(), args.port)).await?;
+        let listener = {
+            let host = if args.bind.contains(':') { format!("[{}]", args.bind) } else { args.bind.clone() };
+            super::listen_deep(&format!("{host}:{}", args.port)).await?
+        };
         let addr = listener.local_addr()?;
         let mut out = std::io::stdout().lock();
         writeln!(

@@ -294,7 +294,7 @@ async fn stalled(client: &reqwest::Client, up: &str) {
                                 .ok()
                                 .and_then(|v| v.pointer("/error/message").and_then(|m| m.as_str()).map(str::to_string))
                                 .unwrap_or_default();
-                            let msg: String = msg.chars().take(90).collect();
+                            let msg: String = msg.chars().take(200).collect();
                             Err(format!("HTTP {code}: {msg}"))
                         }
                         Err(e) if e.is_connect() => Err("connect".to_string()),

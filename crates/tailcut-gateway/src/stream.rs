@@ -50,7 +50,7 @@ async fn upstream(i: usize, up: Upstream, http: reqwest::Client, mut body: Value
     let resp = match req.send().await {
         Ok(r) => r,
         Err(e) => {
-            let _ = tx.send((i, Ev::Failed(e.without_url().to_string())));
+            let _ = tx.send((i, Ev::Failed(tailcut_providers::client::describe(e))));
             return;
         }
     };
@@ -64,7 +64,7 @@ async fn upstream(i: usize, up: Upstream, http: reqwest::Client, mut body: Value
         let chunk = match chunk {
             Ok(c) => c,
             Err(e) => {
-                let _ = tx.send((i, Ev::Failed(format!("stream broke: {}", e.without_url()))));
+                let _ = tx.send((i, Ev::Failed(format!("stream broke: {}", tailcut_providers::client::describe(e)))));
                 return;
             }
         };

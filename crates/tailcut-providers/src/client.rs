@@ -57,8 +57,26 @@ pub struct HttpClient {
 }
 
 fn transport(e: reqwest::Error) -> BackendError {
-    // Never echo URLs (they can carry endpoint ids) or headers (credentials).
-    BackendError::Transport(e.without_url().to_string())
+    BackendError::Transport(describe(e))
+}
+
+/// A transport error as one line: reqwest's message followed by its causes (so "error
+/// sending request" says *why*: refused, reset, too many open files…). Never echoes the
+/// URL (it can carry endpoint ids) or headers (credentials); the causes below reqwest are
+/// hyper and io errors, which carry neither.
+pub fn describe(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut line = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line
 }
 
 impl HttpClient {
@@ -67,7 +85,7 @@ impl HttpClient {
         let inner = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(Duration::from_secs(10))
-            .pool_max_idle_per_host(64)
+            .pool_max_idle_per_host(1024)
             .user_agent(concat!("tailcut/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(transport)?;
@@ -132,5 +150,22 @@ impl HttpClient {
             backoff = (backoff * 2).min(self.retry.max_backoff);
         }
         last.unwrap_or_else(|| Err(BackendError::Transport("no attempt made".into())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe;
+
+    #[tokio::test]
+    async fn transport_errors_name_their_cause_but_not_the_url() {
+        // A port that was just free: nothing listens there, so the connect is refused.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let url = format!("http://127.0.0.1:{port}/v2/secret-endpoint-id/run");
+        let err = reqwest::Client::new().get(&url).send().await.unwrap_err();
+        let line = describe(err);
+        assert!(line.starts_with("error sending request"), "{line}");
+        assert!(line.to_lowercase().contains("refused"), "the cause is missing: {line}");
+        assert!(!line.contains("secret-endpoint-id") && !line.contains(&port.to_string()), "URL leaked: {line}");
     }
 }

@@ -67,7 +67,7 @@ async fn run(cfg: OpenAi, body: Value, id: String) -> JobResult {
         Ok(r) => r,
         Err(e) => {
             return finish(
-                JobResult::bare(JobState::Failed, Some(BackendError::Transport(e.without_url().to_string()).to_string())),
+                JobResult::bare(JobState::Failed, Some(BackendError::Transport(crate::client::describe(e)).to_string())),
                 started,
             )
         }
@@ -76,7 +76,7 @@ async fn run(cfg: OpenAi, body: Value, id: String) -> JobResult {
     if !cfg.stream || cfg.route == Route::Embeddings || !status.is_success() {
         let bytes = match resp.bytes().await {
             Ok(b) => b,
-            Err(e) => return finish(JobResult::bare(JobState::Failed, Some(e.without_url().to_string())), started),
+            Err(e) => return finish(JobResult::bare(JobState::Failed, Some(crate::client::describe(e))), started),
         };
         if !status.is_success() {
             let text: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
@@ -99,7 +99,9 @@ async fn run(cfg: OpenAi, body: Value, id: String) -> JobResult {
     while let Some(chunk) = stream.next().await {
         let chunk = match chunk {
             Ok(c) => c,
-            Err(e) => return finish(JobResult::bare(JobState::Failed, Some(format!("stream broke: {}", e.without_url()))), started),
+            Err(e) => {
+                return finish(JobResult::bare(JobState::Failed, Some(format!("stream broke: {}", crate::client::describe(e)))), started)
+            }
         };
         buf.push_str(&String::from_utf8_lossy(&chunk));
         while let Some(pos) = buf.find('\n') {

@@ -88,13 +88,14 @@ fn logging() -> bool {
     *ON.get_or_init(|| std::env::var("TAILCUT_LOG").map_or(true, |v| v != "off"))
 }
 
-/// One JSON log line on stderr.
-pub(crate) fn log(event: &str, fields: Value) {
+/// One JSON log line on stderr. The fields are built only when logging is on, so a
+/// silenced gateway pays nothing for them on the request path.
+pub(crate) fn log(event: &str, fields: impl FnOnce() -> Value) {
     if !logging() {
         return;
     }
     let mut v = json!({"ts": tailcut_core::trace::now_rfc3339(), "event": event});
-    if let (Some(m), Value::Object(f)) = (v.as_object_mut(), fields) {
+    if let (Some(m), Value::Object(f)) = (v.as_object_mut(), fields()) {
         m.extend(f);
     }
     eprintln!("{v}");
@@ -194,7 +195,7 @@ impl AppState {
         let store = JobStore::open(config.gateway.store.as_deref()).map_err(|e| format!("job store: {e}"))?;
         let interrupted = store.mark_interrupted().map_err(|e| e.to_string())?;
         if interrupted > 0 {
-            log("jobs_interrupted", json!({"count": interrupted}));
+            log("jobs_interrupted", || json!({"count": interrupted}));
         }
         let max = config.gateway.max_in_flight;
         let runtime = Runtime::build(config)?;
@@ -342,7 +343,10 @@ async fn openai(st: Arc<AppState>, headers: HeaderMap, body: Bytes, ep: Endpoint
         Err(_) => "-".into(),
     };
     st.metrics.inc("tailcut_requests_total", &[("route", &route), ("status", status.as_str())]);
-    log("request", json!({"request_id": rid, "route": route, "status": status.as_u16(), "ms": started.elapsed().as_secs_f64() * 1000.0}));
+    log(
+        "request",
+        || json!({"request_id": rid, "route": route, "status": status.as_u16(), "ms": started.elapsed().as_secs_f64() * 1000.0}),
+    );
     match result {
         Ok(r) => r,
         Err(e) => with_headers(e.into_response(), &rid, None),
@@ -617,7 +621,7 @@ pub async fn serve(
         .with_graceful_shutdown(async move {
             shutdown.await;
             st.draining.store(true, Ordering::SeqCst);
-            log("draining", json!({}));
+            log("draining", || json!({}));
         })
         .await?;
     cleaner.abort();
@@ -629,6 +633,6 @@ pub async fn serve(
     for id in ids {
         let _ = wait_for(&state, &id, Duration::from_secs(30)).await;
     }
-    log("stopped", json!({}));
+    log("stopped", || json!({}));
     Ok(())
 }

@@ -237,7 +237,7 @@ pub(crate) async fn hedged_stream(
     }
     log(
         "stream_winner",
-        json!({"request_id": rid, "route": route.cfg.name, "winner": ups[winner].name, "attempts": attempts.len(), "ttft_ms": ttft.as_secs_f64() * 1000.0}),
+        || json!({"request_id": rid, "route": route.cfg.name, "winner": ups[winner].name, "attempts": attempts.len(), "ttft_ms": ttft.as_secs_f64() * 1000.0}),
     );
 
     let mut pending: VecDeque<String> = attempts[winner].buffered.drain(..).collect();

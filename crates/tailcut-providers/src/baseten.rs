@@ -49,10 +49,7 @@ impl Baseten {
     pub async fn queue_status(&self, http: &HttpClient) -> Result<Value, BackendError> {
         let url = format!("{}/environments/{}/async_queue_status", self.base, self.environment);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        reply.json()
+        reply.success_json()
     }
 }
 
@@ -73,10 +70,7 @@ impl Dialect for Baseten {
             body["webhook_endpoint"] = json!(w);
         }
         let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        let v = reply.json()?;
+        let v = reply.success_json()?;
         let id = v
             .get("request_id")
             .and_then(Value::as_str)
@@ -87,10 +81,7 @@ impl Dialect for Baseten {
     async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
         let url = format!("{}/async_request/{}", self.base, job.id);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        let v = reply.json()?;
+        let v = reply.success_json()?;
         let s = v.get("status").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("status without `status`".into()))?;
         let mut obs = Observation::state(state(s));
         if let Some(errs) = v.get("errors").and_then(Value::as_array).filter(|e| !e.is_empty()) {
@@ -105,20 +96,14 @@ impl Dialect for Baseten {
         };
         let url = template.replace("{request_id}", &job.id);
         let reply = http.idempotent(|c| c.get(&url)).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        let v = reply.json()?;
+        let v = reply.success_json()?;
         Ok(crate::polling::json_payload(v.get("data").unwrap_or(&v)))
     }
 
     async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {
         let url = format!("{}/async_request/{}", self.base, job.id);
         let reply = http.once(|c| self.auth(c.delete(&url))).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        let v = reply.json()?;
+        let v = reply.success_json()?;
         let canceled = v.get("canceled").and_then(Value::as_bool).unwrap_or(false);
         let message = v.get("message").and_then(Value::as_str).unwrap_or("").to_string();
         Ok(if canceled {

@@ -41,6 +41,15 @@ impl Reply {
         (200..300).contains(&self.status)
     }
 
+    /// The body as JSON if the status is 2xx, else a `Rejected` error: the usual reading
+    /// of a provider's reply.
+    pub fn success_json(&self) -> Result<serde_json::Value, BackendError> {
+        if !self.ok() {
+            return Err(self.rejected());
+        }
+        self.json()
+    }
+
     /// A `Rejected` error for this reply, with a short body excerpt.
     pub fn rejected(&self) -> BackendError {
         let text = String::from_utf8_lossy(&self.body);

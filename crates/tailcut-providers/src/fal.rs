@@ -56,10 +56,7 @@ impl Dialect for Fal {
         let url = format!("{}/{}", self.base, self.model);
         let body = request.input.as_ref().clone();
         let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        let v = reply.json()?;
+        let v = reply.success_json()?;
         let id = v
             .get("request_id")
             .and_then(Value::as_str)
@@ -76,10 +73,7 @@ impl Dialect for Fal {
     async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
         let url = self.url(job, "status_url");
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        let v = reply.json()?;
+        let v = reply.success_json()?;
         let status = v.get("status").and_then(Value::as_str).unwrap_or("");
         let mut obs = Observation::state(match status {
             "IN_QUEUE" => JobState::Queued,
@@ -104,10 +98,7 @@ impl Dialect for Fal {
     async fn fetch(&self, http: &HttpClient, job: &Remote, _obs: &Observation) -> Result<tailcut_core::Payload, BackendError> {
         let url = self.url(job, "response_url");
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        reply.json().map(|v| crate::polling::json_payload(&v))
+        reply.success_json().map(|v| crate::polling::json_payload(&v))
     }
 
     async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {

@@ -237,10 +237,7 @@ impl Dialect for Generic {
         let reply = http
             .once(|c| self.request(c, &call, "POST", "", Some(body.clone())).unwrap_or_else(|_| c.get("http://invalid.invalid")))
             .await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        let v = reply.json()?;
+        let v = reply.success_json()?;
         let id = path(&v, &self.spec.id_path)
             .and_then(|x| x.as_str().map(str::to_string).or_else(|| x.as_i64().map(|n| n.to_string())))
             .ok_or_else(|| BackendError::MalformedResponse(format!("no job id at `{}`", self.spec.id_path)))?;
@@ -254,10 +251,7 @@ impl Dialect for Generic {
         drop(self.request(http.raw(), call, "GET", &job.id, None)?);
         let reply =
             http.idempotent(|c| self.request(c, call, "GET", &job.id, None).unwrap_or_else(|_| c.get("http://invalid.invalid"))).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        let v = reply.json()?;
+        let v = reply.success_json()?;
         let raw = path(&v, &self.spec.state_path)
             .and_then(Value::as_str)
             .ok_or_else(|| BackendError::MalformedResponse(format!("no state at `{}`", self.spec.state_path)))?;
@@ -279,10 +273,7 @@ impl Dialect for Generic {
                 let reply = http
                     .idempotent(|c| self.request(c, call, "GET", &job.id, None).unwrap_or_else(|_| c.get("http://invalid.invalid")))
                     .await?;
-                if !reply.ok() {
-                    return Err(reply.rejected());
-                }
-                self.payload(&reply.json()?)
+                self.payload(&reply.success_json()?)
             }
         }
     }

@@ -35,10 +35,7 @@ impl Modal {
     pub async fn health(&self, http: &HttpClient) -> Result<Value, BackendError> {
         let url = format!("{}/health", self.base);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        reply.json()
+        reply.success_json()
     }
 }
 
@@ -56,10 +53,7 @@ impl Dialect for Modal {
         let url = format!("{}/submit", self.base);
         let body = request.input.as_ref().clone();
         let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        let v = reply.json()?;
+        let v = reply.success_json()?;
         let id =
             v.get("call_id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("reply without `call_id`".into()))?;
         Ok(Remote { id: id.to_string(), ..Remote::default() })
@@ -68,10 +62,7 @@ impl Dialect for Modal {
     async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
         let url = format!("{}/status/{}", self.base, job.id);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        let v = reply.json()?;
+        let v = reply.success_json()?;
         let s = v.get("status").and_then(Value::as_str).unwrap_or("");
         Ok(Observation::state(match s {
             "PENDING" => JobState::Pending,

@@ -72,10 +72,7 @@ impl Replicate {
     pub async fn account(&self, http: &HttpClient) -> Result<Value, BackendError> {
         let url = format!("{}/account", self.base);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        reply.json()
+        reply.success_json()
     }
 }
 
@@ -104,10 +101,7 @@ impl Dialect for Replicate {
                 r
             })
             .await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        let v = reply.json()?;
+        let v = reply.success_json()?;
         let id = v.get("id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("prediction without `id`".into()))?;
         Ok(Remote { id: id.to_string(), ..Remote::default() })
     }
@@ -115,10 +109,7 @@ impl Dialect for Replicate {
     async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
         let url = format!("{}/predictions/{}", self.base, job.id);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        observe(&reply.json()?, &self.name)
+        observe(&reply.success_json()?, &self.name)
     }
 
     async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {

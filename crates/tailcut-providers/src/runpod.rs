@@ -42,10 +42,7 @@ impl RunPod {
     pub async fn health(&self, http: &HttpClient) -> Result<Value, BackendError> {
         let url = format!("{}/health", self.base);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        reply.json()
+        reply.success_json()
     }
 
     /// Incremental output of a generator handler (`GET /stream/{id}`): the status and the
@@ -53,10 +50,7 @@ impl RunPod {
     pub async fn stream(&self, http: &HttpClient, job_id: &str) -> Result<(JobState, Vec<Value>), BackendError> {
         let url = format!("{}/stream/{job_id}", self.base);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        let v = reply.json()?;
+        let v = reply.success_json()?;
         let status = v.get("status").and_then(Value::as_str).map_or(JobState::Unknown, state);
         let items = v.get("stream").and_then(Value::as_array).cloned().unwrap_or_default();
         Ok((status, items))
@@ -88,10 +82,7 @@ impl Dialect for RunPod {
         let url = format!("{}/run", self.base);
         let body = json!({"input": request.input.as_ref()});
         let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        let v = reply.json()?;
+        let v = reply.success_json()?;
         let id = v.get("id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("submit reply without `id`".into()))?;
         Ok(Remote { id: id.to_string(), ..Remote::default() })
     }
@@ -99,10 +90,7 @@ impl Dialect for RunPod {
     async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
         let url = format!("{}/status/{}", self.base, job.id);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        let v = reply.json()?;
+        let v = reply.success_json()?;
         let status = v
             .get("status")
             .and_then(Value::as_str)

@@ -8,6 +8,11 @@ mod table;
 use clap::Parser;
 use std::process::ExitCode;
 
+/// mimalloc: the gateway's request path allocates many small, short-lived buffers, and
+/// glibc malloc cost ~20 % of its CPU under load (see docs/gateway-performance.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     match commands::dispatch(cli) {

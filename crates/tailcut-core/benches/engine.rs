@@ -62,7 +62,7 @@ impl Job for InstantJob {
         }
         let mut r = JobResult::bare(JobState::Completed, None);
         if self.answer == Answer::Valid {
-            r.payload = Some(Payload { bytes: b"ok".to_vec(), content_type: "text/plain".into() });
+            r.payload = Some(Payload { bytes: bytes::Bytes::from_static(b"ok"), content_type: "text/plain".into() });
         }
         r
     }

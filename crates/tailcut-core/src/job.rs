@@ -61,20 +61,29 @@ pub struct JobRequest {
     pub request_id: String,
     /// The job input, shared by every attempt.
     pub input: Arc<serde_json::Value>,
+    /// The input exactly as the caller sent it (JSON text), when the caller had it.
+    /// Adapters that forward the input unchanged send these bytes instead of
+    /// re-encoding `input`; anything that rewrites the input ignores them.
+    pub raw: Option<bytes::Bytes>,
 }
 
 impl JobRequest {
     /// A request with the given id and input.
     pub fn new(request_id: impl Into<String>, input: serde_json::Value) -> JobRequest {
-        JobRequest { request_id: request_id.into(), input: Arc::new(input) }
+        JobRequest { request_id: request_id.into(), input: Arc::new(input), raw: None }
+    }
+
+    /// A request whose input was parsed from `raw`; `raw` must be the JSON text of `input`.
+    pub fn with_raw(request_id: impl Into<String>, input: serde_json::Value, raw: bytes::Bytes) -> JobRequest {
+        JobRequest { request_id: request_id.into(), input: Arc::new(input), raw: Some(raw) }
     }
 }
 
 /// An opaque result payload: bytes plus a content type.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Payload {
-    /// Raw bytes (audio, JSON, an image, ...).
-    pub bytes: Vec<u8>,
+    /// Raw bytes (audio, JSON, an image, ...); cheap to clone.
+    pub bytes: bytes::Bytes,
     /// MIME type, e.g. `audio/wav` or `application/json`.
     pub content_type: String,
 }

@@ -231,8 +231,81 @@ fn parse_payload(result: &JobResult) -> Result<serde_json::Value, Validation> {
     serde_json::from_slice(&p.bytes).map_err(|e| Validation::invalid(format!("not JSON: {e}")))
 }
 
+/// Which of `keys` a JSON object has with a non-null value, found in one pass over the
+/// text without building a document (the common case: required top-level fields such
+/// as an OpenAI completion's `choices`). `Err` when the text is not JSON; `Ok(None)`
+/// when it is JSON but not an object.
+fn top_level_present(bytes: &[u8], keys: &[String]) -> Result<Option<Vec<bool>>, serde_json::Error> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+    struct Keys<'k>(&'k [String]);
+    impl<'de> Visitor<'de> for Keys<'_> {
+        type Value = Option<Vec<bool>>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut seen = vec![false; self.0.len()];
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                let present = map.next_value::<Option<IgnoredAny>>()?.is_some();
+                if let Some(i) = self.0.iter().position(|k| *k == key) {
+                    seen[i] = present; // the last duplicate wins, as in a parsed document
+                }
+            }
+            Ok(Some(seen))
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let out = (&mut de).deserialize_any(Keys(keys))?;
+    de.end()?;
+    Ok(out)
+}
+
+impl JsonValidator {
+    fn all_top_level(&self) -> bool {
+        self.required.iter().all(|p| !p.is_empty() && !p.contains('.') && !p.starts_with('$'))
+    }
+}
+
 impl Validator for JsonValidator {
     fn validate(&self, result: &JobResult) -> Validation {
+        if self.all_top_level() {
+            let Some(p) = result.payload.as_ref().filter(|p| !p.bytes.is_empty()) else {
+                return Validation::invalid("empty result");
+            };
+            return match top_level_present(&p.bytes, &self.required) {
+                Err(e) => Validation::invalid(format!("not JSON: {e}")),
+                Ok(seen) => Validation::from_reasons(
+                    self.required
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| !seen.as_ref().is_some_and(|s| s[*i]))
+                        .map(|(_, p)| format!("missing required field `{p}`"))
+                        .collect(),
+                ),
+            };
+        }
         let value = match parse_payload(result) {
             Ok(v) => v,
             Err(v) => return v,
@@ -416,7 +489,7 @@ mod tests {
 
     fn completed(bytes: &[u8]) -> JobResult {
         let mut r = JobResult::bare(JobState::Completed, None);
-        r.payload = Some(Payload { bytes: bytes.to_vec(), content_type: "application/octet-stream".into() });
+        r.payload = Some(Payload { bytes: bytes::Bytes::copy_from_slice(bytes), content_type: "application/octet-stream".into() });
         r
     }
 
@@ -447,6 +520,36 @@ mod tests {
         let bad = v.validate(&completed(br#"{"result":{},"items":[1]}"#));
         assert_eq!(bad.reasons.len(), 2);
         assert!(!v.validate(&completed(b"{not json")).valid);
+    }
+
+    #[test]
+    fn top_level_fast_path_agrees_with_the_document_path() {
+        // `choices` takes the one-pass scan; `$.choices` the same check on a parsed document.
+        let fast = JsonValidator::requiring(&["choices", "usage"]);
+        let slow = JsonValidator::requiring(&["$.choices", "$.usage"]);
+        assert!(fast.all_top_level() && !slow.all_top_level());
+        let cases: &[&[u8]] = &[
+            br#"{"choices":[],"usage":{}}"#,
+            br#"{"choices":[{"a":[1,{"b":null}]}],"usage":0}"#,
+            br#"{"choices":null,"usage":1}"#,
+            br#"{"usage":1}"#,
+            br#"{"choices":1,"usage":2,"choices":null}"#,
+            br#"{"choices":null,"usage":2,"choices":3}"#,
+            br#"{"ch\u006fices":1,"usage":2}"#,
+            br#"{"choices":1,"usage":2} trailing"#,
+            br#"{"choices":1,"usage":"#,
+            b"[1,2]",
+            b"\"choices\"",
+            b"null",
+            b"42",
+            b"",
+            b"  ",
+        ];
+        for case in cases {
+            let (a, b) = (fast.validate(&completed(case)), slow.validate(&completed(case)));
+            assert_eq!(a.valid, b.valid, "{}", String::from_utf8_lossy(case));
+            assert_eq!(a.reasons.len(), b.reasons.len(), "{}: {:?} vs {:?}", String::from_utf8_lossy(case), a.reasons, b.reasons);
+        }
     }
 
     #[test]

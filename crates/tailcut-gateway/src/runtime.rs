@@ -13,7 +13,7 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tailcut_config::{spec_providers, Adapter, Config, RouteConfig, RouteKind};
@@ -74,12 +74,20 @@ pub struct AppState {
     draining: AtomicBool,
     in_flight: Arc<Semaphore>,
     next_id: AtomicU64,
+    /// The body limit of the current configuration (read on every request).
+    max_body: AtomicUsize,
 }
 
 impl std::fmt::Debug for AppState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AppState").field("config_path", &self.config_path).finish_non_exhaustive()
     }
+}
+
+/// This process's id, read once (`getpid` is a system call on every use).
+fn process_id() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
 }
 
 /// Whether JSON logs are on (`TAILCUT_LOG=off` turns them off).
@@ -198,6 +206,7 @@ impl AppState {
             log("jobs_interrupted", || json!({"count": interrupted}));
         }
         let max = config.gateway.max_in_flight;
+        let max_body = AtomicUsize::new(config.gateway.max_body_bytes);
         let runtime = Runtime::build(config)?;
         Ok(Arc::new(AppState {
             config_path,
@@ -208,6 +217,7 @@ impl AppState {
             draining: AtomicBool::new(false),
             in_flight: Arc::new(Semaphore::new(max)),
             next_id: AtomicU64::new(1),
+            max_body,
         }))
     }
 
@@ -219,7 +229,9 @@ impl AppState {
     pub fn reload(&self) -> Result<(), String> {
         let Some(path) = &self.config_path else { return Err("no config file to reload".into()) };
         let config = Config::load(path).map_err(|e| e.to_string())?;
+        let max_body = config.gateway.max_body_bytes;
         let runtime = Runtime::build(config)?;
+        self.max_body.store(max_body, Ordering::Relaxed);
         if let Ok(mut r) = self.runtime.write() {
             *r = Arc::new(runtime);
         }
@@ -232,7 +244,7 @@ impl AppState {
             .and_then(|v| v.to_str().ok())
             .filter(|v| !v.is_empty() && v.len() <= 128)
             .map(str::to_string)
-            .unwrap_or_else(|| format!("req-{:x}-{}", std::process::id(), self.next_id.fetch_add(1, Ordering::Relaxed)))
+            .unwrap_or_else(|| format!("req-{:x}-{}", process_id(), self.next_id.fetch_add(1, Ordering::Relaxed)))
     }
 }
 
@@ -384,7 +396,8 @@ async fn openai_inner(st: &Arc<AppState>, headers: &HeaderMap, body: Bytes, ep: 
         Endpoint::Completions => &route.completions,
         Endpoint::Embeddings => &route.embeddings,
     };
-    let request = JobRequest::new(rid, v.clone());
+    // The body is forwarded as sent unless an adapter must rewrite it.
+    let request = JobRequest::with_raw(rid, v, body);
     let run = hedger.run(policy.as_ref(), request);
     let started = std::time::Instant::now();
     let outcome: Outcome = tokio::time::timeout(timeout, TENANT_LEDGER.scope(ledger, run))
@@ -394,12 +407,17 @@ async fn openai_inner(st: &Arc<AppState>, headers: &HeaderMap, body: Bytes, ep: 
     st.metrics.observe("tailcut_request_seconds", &[("route", &route.cfg.name)], started.elapsed().as_secs_f64());
     let (winner, attempts, reason) = (outcome.winner.clone(), outcome.attempts, hedge_reason(&outcome.decisions));
     let payload = outcome.result.as_ref().and_then(|r| r.payload.as_ref()).map(|p| p.bytes.clone());
-    let (st2, name) = (st.clone(), route.cfg.name.clone());
-    tokio::spawn(async move {
-        if let Some(t) = outcome.settled.wait().await {
-            record_metrics(&st2.metrics, &name, &t);
+    match outcome.settled.ready() {
+        Ok(t) => record_metrics(&st.metrics, &route.cfg.name, &t),
+        Err(pending) => {
+            let (st2, name) = (st.clone(), route.cfg.name.clone());
+            tokio::spawn(async move {
+                if let Some(t) = pending.wait().await {
+                    record_metrics(&st2.metrics, &name, &t);
+                }
+            });
         }
-    });
+    }
     let Some(bytes) = payload else {
         return Err(ApiError::Upstream(format!("no upstream returned a valid response ({attempts} attempt(s))")));
     };
@@ -467,7 +485,7 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
     let input = v.get("input").cloned().ok_or_else(|| ApiError::BadRequest("`input` is required".into()))?;
     let webhook = v.get("webhook").and_then(Value::as_str).map(str::to_string);
     let tenant = tenant(&rt, headers, &route.cfg.name)?;
-    let id = format!("job-{:x}-{}", std::process::id(), st.next_id.fetch_add(1, Ordering::Relaxed));
+    let id = format!("job-{:x}-{}", process_id(), st.next_id.fetch_add(1, Ordering::Relaxed));
     st.store.insert(&id, &route.cfg.name).map_err(|e| ApiError::Unavailable(format!("job store: {e}")))?;
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     if let Ok(mut r) = st.running.lock() {
@@ -567,7 +585,7 @@ async fn not_found() -> Response {
 }
 
 async fn too_large(State(st): State<Arc<AppState>>, req: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    let max = st.rt().config.gateway.max_body_bytes;
+    let max = st.max_body.load(Ordering::Relaxed);
     let declared = req.headers().get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > max) {
         return ApiError::TooLarge(max).into_response();
@@ -617,6 +635,10 @@ pub async fn serve(
             }
         })
     };
+    // Replies go out in one write; Nagle's algorithm would only hold them back.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;

@@ -51,7 +51,7 @@ impl Backend for Cerebrium {
                         Some(result) => {
                             let mut r = JobResult::bare(JobState::Completed, None);
                             r.payload = Some(Payload {
-                                bytes: serde_json::to_vec(result).unwrap_or_default(),
+                                bytes: serde_json::to_vec(result).unwrap_or_default().into(),
                                 content_type: "application/json".into(),
                             });
                             if let Some(ms) = v.get("run_time_ms") {

@@ -62,6 +62,7 @@ impl Reply {
 #[derive(Clone, Debug)]
 pub struct HttpClient {
     inner: reqwest::Client,
+    plain: crate::plain::PlainHttp,
     retry: RetryPolicy,
 }
 
@@ -98,7 +99,7 @@ impl HttpClient {
             .user_agent(concat!("tailcut/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(transport)?;
-        Ok(HttpClient { inner, retry })
+        Ok(HttpClient { inner, plain: crate::plain::PlainHttp::new(timeout), retry })
     }
 
     /// The default client: 30 s per request, 4 attempts for idempotent calls.
@@ -109,6 +110,11 @@ impl HttpClient {
     /// The underlying reqwest client (for streaming requests).
     pub fn raw(&self) -> &reqwest::Client {
         &self.inner
+    }
+
+    /// The lean client for plain-`http://` request-path calls (same timeout).
+    pub fn plain(&self) -> &crate::plain::PlainHttp {
+        &self.plain
     }
 
     /// Sends once (submits and cancels: never retried).

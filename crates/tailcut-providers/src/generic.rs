@@ -207,7 +207,7 @@ impl Generic {
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(b64)
                 .map_err(|e| BackendError::MalformedResponse(format!("bad base64 at `{p}`: {e}")))?;
-            return Ok(Payload { bytes, content_type: "application/octet-stream".into() });
+            return Ok(Payload { bytes: bytes.into(), content_type: "application/octet-stream".into() });
         }
         let p = self.spec.result_path.as_deref().unwrap_or("$");
         path(v, p).filter(|x| !x.is_null()).map(json_payload).ok_or_else(|| BackendError::MalformedResponse(format!("no result at `{p}`")))

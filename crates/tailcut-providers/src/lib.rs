@@ -20,6 +20,7 @@ pub mod fal;
 pub mod generic;
 pub mod modal;
 pub mod openai;
+pub mod plain;
 pub mod polling;
 pub mod replicate;
 pub mod runpod;

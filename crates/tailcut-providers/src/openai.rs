@@ -51,7 +51,22 @@ fn finish(mut r: JobResult, started: Instant) -> JobResult {
     r
 }
 
-async fn run(cfg: OpenAi, body: Value, id: String) -> JobResult {
+/// A whole (non-streamed) reply: a JSON document, or why not.
+fn whole_reply(status: u16, bytes: bytes::Bytes, started: Instant) -> JobResult {
+    if !(200..300).contains(&status) {
+        let text: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
+        return finish(JobResult::bare(JobState::Failed, Some(format!("HTTP {status}: {text}"))), started);
+    }
+    // Syntax only (no document is built): validators judge the content.
+    if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
+        return finish(JobResult::bare(JobState::Failed, Some("malformed response: not JSON".into())), started);
+    }
+    let mut r = JobResult::bare(JobState::Completed, None);
+    r.payload = Some(Payload { bytes, content_type: "application/json".into() });
+    finish(r, started)
+}
+
+async fn run(cfg: OpenAi, body: bytes::Bytes, id: String) -> JobResult {
     let started = Instant::now();
     let path = match cfg.route {
         Route::Chat => "chat/completions",
@@ -59,7 +74,13 @@ async fn run(cfg: OpenAi, body: Value, id: String) -> JobResult {
         Route::Embeddings => "embeddings",
     };
     let url = format!("{}/{path}", cfg.base.trim_end_matches('/'));
-    let mut req = cfg.http.raw().post(&url).header("X-Request-Id", &id).json(&body);
+    let streamed = cfg.stream && cfg.route != Route::Embeddings;
+    if !streamed && url.starts_with("http://") {
+        if let Ok(uri) = http::Uri::try_from(url.as_str()) {
+            return run_plain(&cfg, uri, body, &id, started).await;
+        }
+    }
+    let mut req = cfg.http.raw().post(&url).header("X-Request-Id", &id).header("content-type", "application/json").body(body);
     if let Some(k) = &cfg.key {
         req = req.bearer_auth(k.expose());
     }
@@ -73,21 +94,11 @@ async fn run(cfg: OpenAi, body: Value, id: String) -> JobResult {
         }
     };
     let status = resp.status();
-    if !cfg.stream || cfg.route == Route::Embeddings || !status.is_success() {
-        let bytes = match resp.bytes().await {
-            Ok(b) => b,
-            Err(e) => return finish(JobResult::bare(JobState::Failed, Some(crate::client::describe(e))), started),
+    if !streamed || !status.is_success() {
+        return match resp.bytes().await {
+            Ok(b) => whole_reply(status.as_u16(), b, started),
+            Err(e) => finish(JobResult::bare(JobState::Failed, Some(crate::client::describe(e))), started),
         };
-        if !status.is_success() {
-            let text: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
-            return finish(JobResult::bare(JobState::Failed, Some(format!("HTTP {}: {text}", status.as_u16()))), started);
-        }
-        if serde_json::from_slice::<Value>(&bytes).is_err() {
-            return finish(JobResult::bare(JobState::Failed, Some("malformed response: not JSON".into())), started);
-        }
-        let mut r = JobResult::bare(JobState::Completed, None);
-        r.payload = Some(Payload { bytes: bytes.to_vec(), content_type: "application/json".into() });
-        return finish(r, started);
     }
     let mut content = String::new();
     let mut ttft = None;
@@ -147,11 +158,30 @@ async fn run(cfg: OpenAi, body: Value, id: String) -> JobResult {
         }
     };
     let mut r = JobResult::bare(JobState::Completed, None);
-    r.payload = Some(Payload { bytes: serde_json::to_vec(&assembled).unwrap_or_default(), content_type: "application/json".into() });
+    r.payload = Some(Payload { bytes: serde_json::to_vec(&assembled).unwrap_or_default().into(), content_type: "application/json".into() });
     if let Some(t) = ttft {
         r.metrics.insert(format!("{}_ttft_ms", cfg.name), json!(t.as_secs_f64() * 1000.0));
     }
     finish(r, started)
+}
+
+/// The same exchange over the lean plain-HTTP client (no TLS to set up, no URL re-parse).
+async fn run_plain(cfg: &OpenAi, uri: http::Uri, body: bytes::Bytes, id: &str, started: Instant) -> JobResult {
+    let mut headers = Vec::with_capacity(3);
+    headers.push((http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json")));
+    if let Ok(v) = http::HeaderValue::from_str(id) {
+        headers.push((http::HeaderName::from_static("x-request-id"), v));
+    }
+    if let Some(k) = &cfg.key {
+        if let Ok(mut v) = http::HeaderValue::from_str(&format!("Bearer {}", k.expose())) {
+            v.set_sensitive(true);
+            headers.push((http::header::AUTHORIZATION, v));
+        }
+    }
+    match cfg.http.plain().post(uri, &headers, body).await {
+        Ok((status, bytes)) => whole_reply(status.as_u16(), bytes, started),
+        Err(e) => finish(JobResult::bare(JobState::Failed, Some(BackendError::Transport(e).to_string())), started),
+    }
 }
 
 #[async_trait]
@@ -161,19 +191,29 @@ impl Backend for OpenAi {
     }
 
     async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, BackendError> {
-        let mut body = request.input.as_ref().clone();
-        if !body.is_object() {
+        let input = request.input.as_ref();
+        if !input.is_object() {
             return Err(BackendError::Rejected { status: 400, message: "an OpenAI-compatible request must be a JSON object".into() });
         }
-        if body.get("model").is_none() {
-            if let Some(m) = &self.model {
-                body["model"] = json!(m);
+        let add_model = input.get("model").is_none() && self.model.is_some();
+        let streamed = self.stream && self.route != Route::Embeddings;
+        let body = match &request.raw {
+            // Forwarded as sent: nothing to rewrite, so nothing to re-encode.
+            Some(raw) if !add_model && !streamed => raw.clone(),
+            _ => {
+                let mut body = input.clone();
+                if add_model {
+                    if let Some(m) = &self.model {
+                        body["model"] = json!(m);
+                    }
+                }
+                if streamed {
+                    body["stream"] = json!(true);
+                    body["stream_options"] = json!({"include_usage": true});
+                }
+                serde_json::to_vec(&body).unwrap_or_default().into()
             }
-        }
-        if self.stream && self.route != Route::Embeddings {
-            body["stream"] = json!(true);
-            body["stream_options"] = json!({"include_usage": true});
-        }
+        };
         let id = correlation_id(&self.name);
         let fut = run(self.clone(), body, id.clone());
         Ok(Arc::new(ChannelJob::start(

@@ -287,7 +287,7 @@ impl<D: Dialect> Job for PollingJob<D> {
 
 /// A JSON value as a payload.
 pub fn json_payload(v: &Value) -> Payload {
-    Payload { bytes: serde_json::to_vec(v).unwrap_or_default(), content_type: "application/json".into() }
+    Payload { bytes: serde_json::to_vec(v).unwrap_or_default().into(), content_type: "application/json".into() }
 }
 
 /// Reads a dotted path (`a.b.0.c`) from JSON.

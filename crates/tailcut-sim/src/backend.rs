@@ -347,11 +347,11 @@ impl SimJob {
             SimOutput::Json => {
                 let body = serde_json::json!({"provider": self.backend.name, "job_id": self.id, "output": "ok"}).to_string();
                 let bytes = if self.draws.malformed { body.as_bytes()[..body.len() / 2].to_vec() } else { body.into_bytes() };
-                Payload { bytes, content_type: "application/json".into() }
+                Payload { bytes: bytes.into(), content_type: "application/json".into() }
             }
             SimOutput::Wav => {
                 let amplitude = if self.draws.malformed { 1e-6 } else { 0.3 };
-                Payload { bytes: sine_wav(1.0, 16_000, 220.0, amplitude), content_type: "audio/wav".into() }
+                Payload { bytes: sine_wav(1.0, 16_000, 220.0, amplitude).into(), content_type: "audio/wav".into() }
             }
         }
     }

@@ -307,7 +307,7 @@ impl Job for ScriptedJob {
                 let mut r = match self.script.output {
                     Output::Valid => {
                         let mut r = JobResult::bare(JobState::Completed, None);
-                        r.payload = Some(Payload { bytes: b"ok".to_vec(), content_type: "text/plain".into() });
+                        r.payload = Some(Payload { bytes: bytes::Bytes::from_static(b"ok"), content_type: "text/plain".into() });
                         r
                     }
                     Output::Invalid => JobResult::bare(JobState::Completed, None),

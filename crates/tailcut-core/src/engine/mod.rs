@@ -116,6 +116,14 @@ impl Settled {
             SettledInner::Pending(h) => h.await.ok(),
         }
     }
+
+    /// The record now if no loser needed cleanup, else `Err(self)` to wait on.
+    pub fn ready(self) -> Result<RequestTrace, Settled> {
+        match self.0 {
+            SettledInner::Ready(t) => Ok(*t),
+            pending => Err(Settled(pending)),
+        }
+    }
 }
 
 /// Runs policies over a fixed set of providers with one validator, budget and trace.

@@ -1,0 +1,135 @@
+//! A lean HTTP/1.1 client for plain `http://` upstreams on the request path: hyper's
+//! pooled client without reqwest's layers (URL re-parsing with IDNA, redirect and
+//! retry machinery, header rebuilding). In-cluster inference servers (vLLM, TGI,
+//! SGLang behind a Service) are reached this way; `https://` goes through reqwest.
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use std::time::Duration;
+
+/// Pooled keep-alive connections to plain-HTTP upstreams.
+#[derive(Clone, Debug)]
+pub struct PlainHttp {
+    client: Client<HttpConnector, Full<Bytes>>,
+    timeout: Duration,
+}
+
+/// Why a plain-HTTP exchange failed, as one line with its causes (never the URL).
+fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line
+}
+
+impl PlainHttp {
+    /// A client whose exchanges (connect, send, read the whole body) end after `timeout`.
+    pub fn new(timeout: Duration) -> PlainHttp {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(Duration::from_secs(10)));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_max_idle_per_host(1024)
+            .build(connector);
+        PlainHttp { client, timeout }
+    }
+
+    /// POSTs `body` and reads the whole reply: `(status, body)`, or a one-line error.
+    pub async fn post(&self, uri: Uri, headers: &[(HeaderName, HeaderValue)], body: Bytes) -> Result<(StatusCode, Bytes), String> {
+        let mut req = Request::post(uri);
+        if let Some(h) = req.headers_mut() {
+            h.reserve(headers.len() + 1);
+            h.insert(http::header::USER_AGENT, HeaderValue::from_static(concat!("tailcut/", env!("CARGO_PKG_VERSION"))));
+            for (k, v) in headers {
+                h.insert(k.clone(), v.clone());
+            }
+        }
+        let req = req.body(Full::new(body)).map_err(|e| format!("bad request: {e}"))?;
+        let exchange = async {
+            let resp = self.client.request(req).await.map_err(|e| format!("error sending request: {}", describe(&e)))?;
+            let status = resp.status();
+            let body = resp.into_body().collect().await.map_err(|e| format!("error reading response body: {}", describe(&e)))?;
+            Ok((status, body.to_bytes()))
+        };
+        match tokio::time::timeout(self.timeout, exchange).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("operation timed out after {:.1} s", self.timeout.as_secs_f64())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A one-connection HTTP/1.1 server that answers every request with `reply`.
+    async fn server(reply: &'static [u8]) -> String {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut buf = vec![0u8; 65536];
+            let mut seen = Vec::new();
+            loop {
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                if n == 0 {
+                    return;
+                }
+                seen.extend_from_slice(&buf[..n]);
+                // Headers and a small body arrive together here; answer once per request.
+                if seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    seen.clear();
+                    s.write_all(reply).await.unwrap();
+                }
+            }
+        });
+        format!("http://{addr}/v1/chat/completions")
+    }
+
+    #[tokio::test]
+    async fn posts_and_reads_the_reply_over_one_kept_alive_connection() {
+        let url = server(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
+        let c = PlainHttp::new(Duration::from_secs(5));
+        for _ in 0..3 {
+            let (status, body) = c.post(url.parse().unwrap(), &[], Bytes::from_static(b"{}")).await.unwrap();
+            assert_eq!((status.as_u16(), &body[..]), (200, &b"ok"[..]));
+        }
+    }
+
+    #[tokio::test]
+    async fn refused_connections_name_the_cause_but_not_the_url() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let c = PlainHttp::new(Duration::from_secs(5));
+        let uri: Uri = format!("http://127.0.0.1:{port}/v1/secret-endpoint").parse().unwrap();
+        let e = c.post(uri, &[], Bytes::new()).await.unwrap_err();
+        assert!(e.starts_with("error sending request") && e.to_lowercase().contains("refused"), "{e}");
+        assert!(!e.contains("secret-endpoint") && !e.contains(&port.to_string()), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_silent_upstream_times_out() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let _held = tokio::spawn(async move {
+            let (_s, _) = l.accept().await.unwrap();
+            std::future::pending::<()>().await;
+        });
+        let c = PlainHttp::new(Duration::from_millis(200));
+        let e = c.post(format!("http://{addr}/x").parse().unwrap(), &[], Bytes::new()).await.unwrap_err();
+        assert!(e.contains("timed out"), "{e}");
+    }
+}

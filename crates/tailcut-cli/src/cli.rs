@@ -588,4 +588,8 @@ pub struct ServeArgs {
     /// Listen address (overrides [gateway] listen; port 0 picks one and prints it).
     #[arg(long)]
     pub listen: Option<String>,
+    /// Request-serving threads, each with its own single-threaded runtime and its own
+    /// SO_REUSEPORT socket, as nginx runs a worker per core. Default: one per CPU core.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub workers: Option<u16>,
 }

@@ -246,3 +246,115 @@ policy = "chat"
     let v: serde_json::Value = r.json().await.unwrap();
     assert!(v["error"]["message"].as_str().unwrap().contains("budget"), "{v}");
 }
+
+/// Per-core serving (`--workers 2`): requests on both threads, SIGHUP swaps the
+/// configuration for every thread, SIGTERM cancels running jobs (receipts kept in the
+/// store, whose jobs a restarted gateway still serves) and exits cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_core_workers_reload_on_sighup_and_drain_jobs_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("gw.toml");
+    let store = dir.path().join("jobs.sqlite");
+    let write = |models: &str| {
+        std::fs::write(
+            &cfg,
+            format!(
+                r#"
+[budget]
+ledger = ":memory:"
+[gateway]
+store = "{}"
+[providers.slowsim]
+adapter = "sim"
+sim = {{ profile = "runpod", cold_fast_p = 0.0 }}
+[providers.up]
+adapter = "openai"
+base_url = "http://127.0.0.1:9/v1"
+rate_usd_per_s = 0.0
+[policies.slow]
+kind = "single"
+provider = "slowsim"
+[policies.chat]
+kind = "single"
+provider = "up"
+[routes.slowjobs]
+kind = "jobs"
+policy = "slow"
+[routes.chat]
+kind = "openai"
+models = [{models}]
+policy = "chat"
+"#,
+                store.display()
+            ),
+        )
+        .unwrap()
+    };
+    write(r#""m""#);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tailcut"))
+        .args(["serve", "--config", cfg.to_str().unwrap(), "--listen", "127.0.0.1:0", "--workers", "2"])
+        .env("TAILCUT_LOG", "off")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let base = line.trim().rsplit(' ').next().unwrap().to_string();
+    assert!(base.starts_with("http://"), "the gateway did not start: {line:?}");
+    let pid = child.id().to_string();
+    let mut gw = Gateway(child, base.clone());
+    // Separate connections (no pooling), so both worker sockets take some.
+    let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        let r = http.post(format!("{base}/v1/jobs")).json(&serde_json::json!({"route": "slowjobs", "input": {}})).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 202);
+        ids.push(r.json::<serde_json::Value>().await.unwrap()["id"].as_str().unwrap().to_string());
+    }
+
+    write(r#""m", "m2""#);
+    assert!(Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
+    let mut models = serde_json::Value::Null;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Several fresh connections: whichever thread serves them sees the new config.
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            let v: serde_json::Value = http.get(format!("{base}/v1/models")).send().await.unwrap().json().await.unwrap();
+            seen.push(v["data"].as_array().map_or(0, Vec::len));
+            models = v;
+        }
+        if seen.iter().all(|n| *n == 2) {
+            break;
+        }
+    }
+    assert_eq!(models["data"].as_array().map(Vec::len), Some(2), "reload not seen: {models}");
+    for id in &ids {
+        let v: serde_json::Value = http.get(format!("{base}/v1/jobs/{id}")).send().await.unwrap().json().await.unwrap();
+        assert_eq!(v["state"], "running", "{v}");
+    }
+
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = gw.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < until, "the gateway did not stop within 30 s of SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status}");
+    drop(gw);
+
+    // A restarted gateway reads the drained jobs back: cancelled, each with its receipt.
+    let again = start(&cfg);
+    for id in &ids {
+        let v: serde_json::Value = http.get(format!("{}/v1/jobs/{id}", again.1)).send().await.unwrap().json().await.unwrap();
+        assert_eq!(v["state"], "cancelled", "{v}");
+        let receipts = v["receipts"].as_array().unwrap_or_else(|| panic!("no receipts: {v}"));
+        assert_eq!(receipts.len(), 1, "{v}");
+        assert!(receipts[0]["leaked"] == false, "{v}");
+    }
+}

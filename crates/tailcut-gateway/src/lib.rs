@@ -18,8 +18,10 @@
 pub mod error;
 pub mod metrics;
 mod runtime;
+mod serving;
 pub mod store;
 mod stream;
 pub mod tenancy;
 
-pub use runtime::{router, serve, AppState};
+pub use runtime::{log_event, router, AppState};
+pub use serving::{serve, serve_per_core};

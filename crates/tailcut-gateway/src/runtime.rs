@@ -69,9 +69,9 @@ pub struct AppState {
     pub(crate) runtime: RwLock<Arc<Runtime>>,
     /// Metrics registry.
     pub metrics: Metrics,
-    store: JobStore,
-    running: Mutex<HashMap<String, oneshot::Sender<()>>>,
-    draining: AtomicBool,
+    pub(crate) store: JobStore,
+    pub(crate) running: Mutex<HashMap<String, oneshot::Sender<()>>>,
+    pub(crate) draining: AtomicBool,
     in_flight: Arc<Semaphore>,
     next_id: AtomicU64,
     /// The body limit of the current configuration (read on every request).
@@ -107,6 +107,11 @@ pub(crate) fn log(event: &str, fields: impl FnOnce() -> Value) {
         m.extend(f);
     }
     eprintln!("{v}");
+}
+
+/// One JSON log line for an event outside a request (e.g. from the `serve` command).
+pub fn log_event(event: &str, fields: Value) {
+    log(event, || fields);
 }
 
 fn openai_backend(name: &str, a: &tailcut_config::remote::RemoteAdapter, route: Route, timeout: Duration) -> Result<Arc<OpenAi>, String> {
@@ -452,7 +457,7 @@ struct WaitQuery {
     wait: Option<f64>,
 }
 
-async fn wait_for(st: &AppState, id: &str, max: Duration) -> Option<crate::store::JobRow> {
+pub(crate) async fn wait_for(st: &AppState, id: &str, max: Duration) -> Option<crate::store::JobRow> {
     let until = tokio::time::Instant::now() + max;
     loop {
         let row = st.store.get(id).ok().flatten();
@@ -614,47 +619,4 @@ pub fn router(state: Arc<AppState>) -> Router {
         .layer(DefaultBodyLimit::max(limit))
         .layer(axum::middleware::from_fn_with_state(state.clone(), too_large))
         .with_state(state)
-}
-
-/// Serves until `shutdown` resolves, then drains: stops accepting, lets in-flight
-/// requests finish, cancels running jobs (recording their receipts), and returns.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    state: Arc<AppState>,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let app = router(state.clone());
-    let st = state.clone();
-    let retention = state.rt().config.gateway.job_retention;
-    let cleaner = {
-        let st = state.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_secs(60)).await;
-                let _ = st.store.cleanup(retention);
-            }
-        })
-    };
-    // Replies go out in one write; Nagle's algorithm would only hold them back.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            st.draining.store(true, Ordering::SeqCst);
-            log("draining", || json!({}));
-        })
-        .await?;
-    cleaner.abort();
-    let ids: Vec<String> = state.running.lock().map(|r| r.keys().cloned().collect()).unwrap_or_default();
-    let stops: Vec<oneshot::Sender<()>> = state.running.lock().map(|mut r| r.drain().map(|(_, s)| s).collect()).unwrap_or_default();
-    for s in stops {
-        let _ = s.send(());
-    }
-    for id in ids {
-        let _ = wait_for(&state, &id, Duration::from_secs(30)).await;
-    }
-    log("stopped", || json!({}));
-    Ok(())
 }

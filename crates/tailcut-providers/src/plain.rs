@@ -11,11 +11,32 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::time::Duration;
 
-/// Pooled keep-alive connections to plain-HTTP upstreams.
+type Pool = Client<HttpConnector, Full<Bytes>>;
+
+/// Pooled keep-alive connections to plain-HTTP upstreams, one pool per thread: a
+/// connection's task runs on the runtime that opened it, so a per-core server
+/// (`serve_per_core`) keeps each exchange on its own thread.
 #[derive(Clone, Debug)]
 pub struct PlainHttp {
-    client: Client<HttpConnector, Full<Bytes>>,
+    id: u64,
     timeout: Duration,
+}
+
+static NEXT_POOL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+thread_local! {
+    static POOLS: std::cell::RefCell<std::collections::HashMap<u64, Pool>> = std::cell::RefCell::new(Default::default());
+}
+
+fn new_pool() -> Pool {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(Duration::from_secs(10)));
+    Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(1024)
+        .build(connector)
 }
 
 /// Why a plain-HTTP exchange failed, as one line with its causes (never the URL).
@@ -36,15 +57,12 @@ fn describe(e: &(dyn std::error::Error + 'static)) -> String {
 impl PlainHttp {
     /// A client whose exchanges (connect, send, read the whole body) end after `timeout`.
     pub fn new(timeout: Duration) -> PlainHttp {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(Duration::from_secs(10)));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(1024)
-            .build(connector);
-        PlainHttp { client, timeout }
+        PlainHttp { id: NEXT_POOL.fetch_add(1, std::sync::atomic::Ordering::Relaxed), timeout }
+    }
+
+    /// This client's pool on the current thread.
+    fn pool(&self) -> Pool {
+        POOLS.with(|p| p.borrow_mut().entry(self.id).or_insert_with(new_pool).clone())
     }
 
     /// POSTs `body` and reads the whole reply: `(status, body)`, or a one-line error.
@@ -59,7 +77,7 @@ impl PlainHttp {
         }
         let req = req.body(Full::new(body)).map_err(|e| format!("bad request: {e}"))?;
         let exchange = async {
-            let resp = self.client.request(req).await.map_err(|e| format!("error sending request: {}", describe(&e)))?;
+            let resp = self.pool().request(req).await.map_err(|e| format!("error sending request: {}", describe(&e)))?;
             let status = resp.status();
             let body = resp.into_body().collect().await.map_err(|e| format!("error reading response body: {}", describe(&e)))?;
             Ok((status, body.to_bytes()))

@@ -102,6 +102,18 @@ pub(crate) async fn listen_deep(addr: &str) -> std::io::Result<tokio::net::TcpLi
     for resolved in tokio::net::lookup_host(addr).await? {
         let socket = if resolved.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
         socket.set_reuseaddr(true)?;
+        // SO_REUSEPORT lets `serve --workers N` bind one socket per worker thread on this
+        // address. It would also let a second tailcut share a port that is already
+        // taken, so a plain bind first makes "address in use" an error as usual.
+        #[cfg(unix)]
+        if resolved.port() != 0 {
+            if let Err(e) = std::net::TcpListener::bind(resolved) {
+                last = e;
+                continue;
+            }
+        }
+        #[cfg(unix)]
+        socket.set_reuseport(true)?;
         match socket.bind(resolved).and_then(|()| socket.listen(4096)) {
             Ok(listener) => return Ok(listener),
             Err(e) => last = e,

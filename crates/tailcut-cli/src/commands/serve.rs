@@ -5,13 +5,41 @@ use crate::commands::BadInput;
 use std::io::Write;
 use std::process::ExitCode;
 
+/// Raises the open-file soft limit to the hard limit, as nginx's `worker_rlimit_nofile`
+/// does: each hedged request holds a client socket and one per live attempt, so the
+/// common soft default of 1024 caps a gateway at a few hundred requests in flight.
+/// Returns (before, after).
+#[cfg(unix)]
+fn raise_open_file_limit() -> Option<(u64, u64)> {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let lim = getrlimit(Resource::Nofile);
+    let before = lim.current?;
+    match lim.maximum {
+        Some(max) if max > before => {
+            let raised = rustix::process::Rlimit { current: Some(max), maximum: Some(max) };
+            Some((before, if setrlimit(Resource::Nofile, raised).is_ok() { max } else { before }))
+        }
+        // No hard limit (unlimited) or already at it.
+        _ => Some((before, before)),
+    }
+}
+
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let config = tailcut_config::Config::load(&args.config)?;
     if config.routes.is_empty() {
         return Err(BadInput(format!("{}: no [routes.*] configured; the gateway would serve nothing", config.source)).into());
     }
     let listen = args.listen.clone().unwrap_or_else(|| config.gateway.listen.clone());
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    #[cfg(unix)]
+    if let Some((before, after)) = raise_open_file_limit() {
+        if after > before {
+            tailcut_gateway::log_event("open_file_limit_raised", serde_json::json!({"from": before, "to": after}));
+        }
+    }
+    let workers = args.workers.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), usize::from);
+    // This runtime handles signals, the job cleaner and the drain; requests are served on
+    // `workers` per-core runtimes (tailcut_gateway::serve_per_core).
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async move {
         let state = tailcut_gateway::AppState::new(config, Some(args.config.clone())).map_err(BadInput)?;
         let listener = super::listen_deep(&listen).await.map_err(|e| BadInput(format!("cannot listen on {listen}: {e}")))?;
@@ -54,7 +82,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
                 let _ = tokio::signal::ctrl_c().await;
             }
         };
-        tailcut_gateway::serve(listener, state, shutdown).await?;
+        tailcut_gateway::serve_per_core(listener, state, shutdown, workers).await?;
         anyhow::Ok(ExitCode::SUCCESS)
     })
 }

@@ -1,0 +1,447 @@
+//! `tailcut serve` against an `nginx` `proxy_pass` baseline, each in its own process, on
+//! loopback, in front of the same instant upstream (an nginx `return 200` server, or
+//! `tailcut sim-provider --profile instant` where nginx is missing):
+//!
+//! 1. added latency (proxy − direct) p50/p99 at fixed open-loop rates (1k and 5k req/s),
+//!    with hedging enabled on the gateway (a 500 ms timer hedge that never fires);
+//!    latency counts from each request's scheduled send time (no coordinated omission);
+//! 2. maximum throughput, closed loop, 64 connections (`wrk` when installed), with the
+//!    proxy's CPU time per request read from /proc;
+//! 3. streaming: added time to the first content token, p50/p99.
+//!
+//! Every measurement runs in `ROUNDS` interleaved rounds (direct, tailcut, nginx, direct, …)
+//! and the median round is reported, with each round printed, because the load
+//! generator, the upstream and the proxy share the machine's cores.
+//!
+//! Run: `cargo bench -p tailcut-cli --bench gateway` (`-- --quick` for one short round).
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CHAT: &str = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
+const SSE: [&str; 4] = [
+    r#"data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+    r#"data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}"#,
+    r#"data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+    "data: [DONE]",
+];
+const BODY: &str = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+const STREAM_BODY: &str = r#"{"model":"s","messages":[{"role":"user","content":"hi"}],"stream":true}"#;
+
+type Http = Client<HttpConnector, Full<Bytes>>;
+
+/// Child processes, killed when the bench ends (also on panic).
+#[derive(Default)]
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+fn wait_for_port(port: u16) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("nothing listens on port {port}");
+}
+
+fn nginx_bin() -> Option<PathBuf> {
+    ["/usr/sbin/nginx", "/usr/bin/nginx"].into_iter().map(PathBuf::from).find(|p| p.exists())
+}
+
+fn start_nginx(bin: &Path, dir: &Path, name: &str, body: &str) -> Child {
+    let conf = format!("daemon off; pid {d}/{name}.pid; error_log {d}/{name}.err;\n{body}", d = dir.display());
+    let path = dir.join(format!("{name}.conf"));
+    std::fs::write(&path, conf).expect("write nginx config");
+    Command::new(bin)
+        .args(["-c", path.to_str().expect("utf-8 path"), "-p", dir.to_str().expect("utf-8 path")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nginx starts")
+}
+
+/// The instant upstream: JSON completions everywhere, an SSE stream under /sse/.
+fn upstream_conf(dir: &Path, port: u16) -> String {
+    let sse: String = SSE.iter().map(|l| format!("{l}\\n\\n")).collect();
+    format!(
+        "worker_processes 1;\nevents {{ worker_connections 16384; }}\n\
+         http {{ access_log off; client_body_temp_path {d};\n\
+           server {{ listen 127.0.0.1:{port} backlog=4096; keepalive_requests 10000000;\n\
+             location /sse/ {{ default_type text/event-stream; return 200 '{sse}'; }}\n\
+             location / {{ default_type application/json; return 200 '{CHAT}'; }} }} }}\n",
+        d = dir.display()
+    )
+}
+
+/// The baseline: nginx `proxy_pass` with upstream keep-alive, one worker per core.
+fn proxy_conf(dir: &Path, port: u16, upstream: u16) -> String {
+    format!(
+        "worker_processes auto;\nevents {{ worker_connections 16384; }}\n\
+         http {{ access_log off; client_body_temp_path {d}; proxy_temp_path {d};\n\
+           upstream up {{ server 127.0.0.1:{upstream}; keepalive 1024; keepalive_requests 10000000; }}\n\
+           server {{ listen 127.0.0.1:{port} backlog=4096; keepalive_requests 10000000;\n\
+             location / {{ proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; }} }} }}\n",
+        d = dir.display()
+    )
+}
+
+fn gateway_toml(upstream: &str) -> String {
+    let mut toml = String::from(
+        "[budget]\nledger = \":memory:\"\n[gateway]\nstore = \":memory:\"\nmax_in_flight = 100000\ntotal_timeout_s = 60\n\
+         hedge_budget_percent = 1000\nhedge_budget_burst = 100000\n",
+    );
+    for (p, base) in [
+        ("a", format!("{upstream}/v1")),
+        ("b", format!("{upstream}/v1")),
+        ("sa", format!("{upstream}/sse/v1")),
+        ("sb", format!("{upstream}/sse/v1")),
+    ] {
+        toml.push_str(&format!("[providers.{p}]\nadapter = \"openai\"\nbase_url = \"{base}\"\nrate_usd_per_s = 0.0\n"));
+    }
+    toml.push_str(
+        "[policies.h]\nkind = \"hedge\"\nprimary = \"a\"\nhedge = \"b\"\ndelay_ms = 500\n\
+         [policies.hs]\nkind = \"hedge\"\nprimary = \"sa\"\nhedge = \"sb\"\ndelay_ms = 500\n\
+         [routes.chat]\nkind = \"openai\"\nmodels = [\"m\"]\npolicy = \"h\"\nfirst_token_hedge_ms = 500\n\
+         [routes.stream]\nkind = \"openai\"\nmodels = [\"s\"]\npolicy = \"hs\"\nfirst_token_hedge_ms = 500\n",
+    );
+    toml
+}
+
+fn client() -> Http {
+    let mut c = HttpConnector::new();
+    c.set_nodelay(true);
+    Client::builder(TokioExecutor::new()).pool_timer(TokioTimer::new()).pool_max_idle_per_host(4096).build(c)
+}
+
+fn post(url: &str, body: &'static str) -> http::Request<Full<Bytes>> {
+    http::Request::post(url)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from_static(body.as_bytes())))
+        .expect("a valid request")
+}
+
+/// One request; true when it answered 200 with a body.
+async fn exchange(http: &Http, url: &str) -> bool {
+    match http.request(post(url, BODY)).await {
+        Ok(r) if r.status().is_success() => r.into_body().collect().await.is_ok(),
+        _ => false,
+    }
+}
+
+/// Open loop at `rate` req/s for `secs`: latencies (ms) from the scheduled send times.
+/// A dedicated thread paces the sends with `thread::sleep` (tokio's timer rounds up to
+/// whole milliseconds, which would blur sub-millisecond differences).
+async fn open_loop(http: &Http, url: &str, rate: u32, secs: f64) -> (Vec<f64>, usize) {
+    let total = (f64::from(rate) * secs) as usize;
+    let interval = Duration::from_secs_f64(1.0 / f64::from(rate));
+    let handle = tokio::runtime::Handle::current();
+    let (http, url) = (http.clone(), url.to_string());
+    let pacer = std::thread::spawn(move || {
+        let start = Instant::now() + Duration::from_millis(5);
+        let mut tasks = Vec::with_capacity(total);
+        for i in 0..total {
+            let at = start + interval.mul_f64(i as f64);
+            let now = Instant::now();
+            if at > now {
+                std::thread::sleep(at - now);
+            }
+            let (http, url) = (http.clone(), url.clone());
+            tasks.push(handle.spawn(async move {
+                let ok = exchange(&http, &url).await;
+                (at.elapsed().as_secs_f64() * 1000.0, ok)
+            }));
+        }
+        tasks
+    });
+    let tasks = loop {
+        if pacer.is_finished() {
+            break pacer.join().expect("the pacer thread");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let mut lat = Vec::with_capacity(total);
+    let mut errors = 0;
+    for t in tasks {
+        match t.await {
+            Ok((ms, true)) => lat.push(ms),
+            _ => errors += 1,
+        }
+    }
+    (lat, errors)
+}
+
+/// Closed loop, `conns` connections, `secs` seconds: requests per second.
+async fn closed_loop(http: &Http, url: &str, conns: usize, secs: f64) -> f64 {
+    let until = Instant::now() + Duration::from_secs_f64(secs);
+    let tasks: Vec<_> = (0..conns)
+        .map(|_| {
+            let (http, url) = (http.clone(), url.to_string());
+            tokio::spawn(async move {
+                let mut n = 0u64;
+                while Instant::now() < until {
+                    n += u64::from(exchange(&http, &url).await);
+                }
+                n
+            })
+        })
+        .collect();
+    let mut n = 0;
+    for t in tasks {
+        n += t.await.unwrap_or(0);
+    }
+    n as f64 / secs
+}
+
+/// `wrk` closed loop: requests per second.
+fn wrk(url: &str, conns: usize, secs: f64, dir: &Path) -> Option<f64> {
+    let script = dir.join("post.lua");
+    std::fs::write(&script, format!("wrk.method = \"POST\"\nwrk.body = '{BODY}'\nwrk.headers[\"Content-Type\"] = \"application/json\"\n"))
+        .ok()?;
+    let out = Command::new("wrk")
+        .args(["-t1", &format!("-c{conns}"), &format!("-d{}s", secs.round()), "-s", script.to_str()?, url])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if text.contains("Non-2xx") || text.contains("Socket errors") {
+        eprintln!("wrk reported errors against {url}:\n{text}");
+    }
+    text.lines().find(|l| l.starts_with("Requests/sec:"))?.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Time to the first content token of one streamed completion, ms.
+async fn first_token(http: &Http, url: &str) -> Option<f64> {
+    let t = Instant::now();
+    let resp = http.request(post(url, STREAM_BODY)).await.ok()?;
+    let mut body = resp.into_body();
+    let mut seen = Vec::new();
+    let mut at = None;
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.ok()?.into_data() {
+            seen.extend_from_slice(&data);
+            if at.is_none() && seen.windows(14).any(|w| w == b"\"content\":\"hi\"") {
+                at = Some(t.elapsed().as_secs_f64() * 1000.0);
+            }
+        }
+    }
+    at
+}
+
+/// CPU seconds used so far by a process and its children threads/processes.
+fn cpu_seconds(pids: &[u32]) -> f64 {
+    let tick = 100.0; // USER_HZ on Linux
+    pids.iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok())
+        .filter_map(|s| {
+            let fields: Vec<&str> = s.rsplit_once(')')?.1.split_whitespace().collect();
+            Some((fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?) / tick)
+        })
+        .sum()
+}
+
+/// Worker processes of an nginx master (its children), plus the master.
+fn nginx_pids(master: u32) -> Vec<u32> {
+    let mut pids = vec![master];
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
+            if ppid == Some(master) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+fn pct(v: &mut [f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[((q * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)]
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    pct(&mut v, 0.5)
+}
+
+struct Target {
+    name: &'static str,
+    base: String,
+    pids: Vec<u32>,
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let (rounds, secs) = if quick { (1, 2.0) } else { (3, 4.0) };
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let mut procs = Procs::default();
+    let nginx = nginx_bin();
+    let bin = env!("CARGO_BIN_EXE_tailcut");
+
+    // The instant upstream.
+    let up_port = free_port();
+    match &nginx {
+        Some(n) => procs.0.push(start_nginx(n, dir.path(), "upstream", &upstream_conf(dir.path(), up_port))),
+        None => {
+            eprintln!("nginx is not installed (apt-get install nginx): no baseline; the upstream is tailcut sim-provider");
+            procs.0.push(
+                Command::new(bin)
+                    .args(["sim-provider", "--profile", "instant", "--port", &up_port.to_string(), "--max-workers", "1000000"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("sim-provider starts"),
+            )
+        }
+    }
+    wait_for_port(up_port);
+    let upstream = format!("http://127.0.0.1:{up_port}");
+
+    // The gateway, as users run it.
+    let gw_port = free_port();
+    let cfg = dir.path().join("gateway.toml");
+    std::fs::write(&cfg, gateway_toml(&upstream)).expect("write gateway config");
+    let gw = Command::new(bin)
+        .args(["serve", "--config", cfg.to_str().expect("utf-8 path"), "--listen", &format!("127.0.0.1:{gw_port}")])
+        .env("TAILCUT_LOG", "off")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tailcut serve starts");
+    let gw_pid = gw.id();
+    procs.0.push(gw);
+    wait_for_port(gw_port);
+
+    let mut targets = vec![
+        Target { name: "direct", base: upstream.clone(), pids: vec![] },
+        Target { name: "tailcut", base: format!("http://127.0.0.1:{gw_port}"), pids: vec![gw_pid] },
+    ];
+    if let Some(n) = &nginx {
+        let px_port = free_port();
+        let child = start_nginx(n, dir.path(), "proxy", &proxy_conf(dir.path(), px_port, up_port));
+        let master = child.id();
+        procs.0.push(child);
+        wait_for_port(px_port);
+        std::thread::sleep(Duration::from_millis(200));
+        targets.push(Target { name: "nginx", base: format!("http://127.0.0.1:{px_port}"), pids: nginx_pids(master) });
+    }
+
+    // The load generator: one worker thread (plus the pacer), so it leaves the other core
+    // to the proxy under test.
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime");
+    rt.block_on(async {
+        let http = client();
+        for t in &targets {
+            let url = format!("{}/v1/chat/completions", t.base);
+            let (_, errors) = open_loop(&http, &url, 1000, 1.0).await;
+            assert_eq!(errors, 0, "{} failed during warm-up", t.name);
+        }
+
+        println!("added latency, open loop, {rounds} interleaved round(s) of {secs} s each; median round (rounds in brackets)");
+        println!("target     rate    p50 ms    p99 ms   added p50   added p99   errors   p99 by round");
+        for rate in [1000u32, 5000] {
+            let mut per: Vec<(Vec<f64>, Vec<f64>, usize)> = targets.iter().map(|_| (vec![], vec![], 0)).collect();
+            for _ in 0..rounds {
+                for (i, t) in targets.iter().enumerate() {
+                    let (mut lat, errors) = open_loop(&http, &format!("{}/v1/chat/completions", t.base), rate, secs).await;
+                    per[i].0.push(pct(&mut lat, 0.5));
+                    per[i].1.push(pct(&mut lat, 0.99));
+                    per[i].2 += errors;
+                }
+            }
+            let (d50, d99) = (median(per[0].0.clone()), median(per[0].1.clone()));
+            for (i, t) in targets.iter().enumerate() {
+                let (p50, p99) = (median(per[i].0.clone()), median(per[i].1.clone()));
+                let rounds: Vec<String> = per[i].1.iter().map(|v| format!("{v:.3}")).collect();
+                let (a50, a99) =
+                    if i == 0 { ("-".to_string(), "-".to_string()) } else { (format!("{:+.3}", p50 - d50), format!("{:+.3}", p99 - d99)) };
+                println!("{:9} {rate:5} {p50:9.3} {p99:9.3} {a50:>11} {a99:>11} {:8}   [{}]", t.name, per[i].2, rounds.join(", "));
+            }
+        }
+
+        let have_wrk = Command::new("wrk").arg("--version").output().is_ok();
+        println!(
+            "\nmax throughput, closed loop, 64 connections, {} ({rounds} interleaved round(s) of {secs} s; median)",
+            if have_wrk { "wrk -t1" } else { "in-process client (wrk not installed)" }
+        );
+        let mut rps: Vec<Vec<f64>> = targets.iter().map(|_| vec![]).collect();
+        let mut cpu_per_req: Vec<Vec<f64>> = targets.iter().map(|_| vec![]).collect();
+        for _ in 0..rounds {
+            for (i, t) in targets.iter().enumerate() {
+                let url = format!("{}/v1/chat/completions", t.base);
+                let before = cpu_seconds(&t.pids);
+                let r = if have_wrk { wrk(&url, 64, secs, dir.path()) } else { None };
+                let r = match r {
+                    Some(r) => r,
+                    None => closed_loop(&http, &url, 64, secs).await,
+                };
+                let used = cpu_seconds(&t.pids) - before;
+                rps[i].push(r);
+                cpu_per_req[i].push(used / (r * secs) * 1e6);
+            }
+        }
+        let tailcut = median(rps[1].clone());
+        for (i, t) in targets.iter().enumerate() {
+            let m = median(rps[i].clone());
+            let rounds: Vec<String> = rps[i].iter().map(|v| format!("{v:.0}")).collect();
+            let cpu =
+                if t.pids.is_empty() { String::new() } else { format!("   proxy CPU {:.1} µs/request", median(cpu_per_req[i].clone())) };
+            println!("{:9} {m:9.0} req/s{cpu}   [{}]", t.name, rounds.join(", "));
+        }
+        if targets.len() > 2 {
+            println!("tailcut / nginx = {:.2}", tailcut / median(rps[2].clone()));
+        }
+
+        let n = if quick { 300 } else { 2000 };
+        println!("\nstreaming: time to first content token, {n} sequential streams per round, {rounds} round(s); median round");
+        let mut ttft: Vec<(Vec<f64>, Vec<f64>)> = targets.iter().map(|_| (vec![], vec![])).collect();
+        for _ in 0..rounds {
+            for (i, t) in targets.iter().enumerate() {
+                // The gateway routes model `s` to the SSE upstream; the others go to it by path.
+                let url = if t.name == "tailcut" {
+                    format!("{}/v1/chat/completions", t.base)
+                } else {
+                    format!("{}/sse/v1/chat/completions", t.base)
+                };
+                let mut v = Vec::with_capacity(n);
+                for _ in 0..n {
+                    if let Some(ms) = first_token(&http, &url).await {
+                        v.push(ms);
+                    }
+                }
+                assert!(v.len() * 10 >= n * 9, "{}: only {} of {n} streams produced a token", t.name, v.len());
+                ttft[i].0.push(pct(&mut v, 0.5));
+                ttft[i].1.push(pct(&mut v, 0.99));
+            }
+        }
+        let (d50, d99) = (median(ttft[0].0.clone()), median(ttft[0].1.clone()));
+        for (i, t) in targets.iter().enumerate() {
+            let (p50, p99) = (median(ttft[i].0.clone()), median(ttft[i].1.clone()));
+            let added = if i == 0 { String::new() } else { format!("   added p50 {:+.3} ms, added p99 {:+.3} ms", p50 - d50, p99 - d99) };
+            println!("{:9} p50 {p50:.3} ms  p99 {p99:.3} ms{added}", t.name);
+        }
+    });
+    drop(procs);
+}

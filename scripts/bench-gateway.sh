@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# Gateway benchmarks on loopback.
-#  1. latency added at 1k/5k req/s, max throughput, streaming TTFT — gateway vs direct vs
-#     nginx proxy_pass (apt-get install nginx), all in one process;
-#  2. 10,000 concurrent hedged requests whose primary stalls before its first token, with
-#     the gateway and the two upstreams as separate processes (fd limits), peak RSS of the
-#     gateway from /usr/bin/time.
+# Gateway benchmarks on loopback (apt-get install nginx wrk for the baseline and the
+# closed-loop load generator):
+#  1. `cargo bench -p tailcut-cli --bench gateway`: added latency at 1k/5k req/s, max
+#     throughput and streaming time to first token, tailcut serve vs nginx proxy_pass,
+#     each in its own process, in interleaved rounds;
+#  2. 10,000 concurrent hedged requests whose primary stalls before its first token, in
+#     process, then with the gateway and the two upstreams as separate processes; peak
+#     RSS of the gateway from /proc.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Leftovers of an interrupted run would hold the ports or the CPU.
+pkill -f "tailcut serve" 2>/dev/null || true
+pkill -f "tailcut sim-provider" 2>/dev/null || true
+echo "== 1. latency, throughput, time to first token (tailcut vs nginx, separate processes)"
+cargo bench -p tailcut-cli --bench gateway 2>/dev/null | grep -v '^$'
 cargo build --release -p tailcut-cli >/dev/null 2>&1
 cargo build --release -p tailcut-gateway --benches >/dev/null 2>&1
 bench=$(ls -t target/release/deps/gateway_load-* | grep -v '\.d$' | head -1)
-echo "== in-process: latency, throughput, TTFT"
-TAILCUT_LOG=off "$bench" 2>/dev/null | sed '/^10,000/,$d'
+echo
+echo "== 2a. 10,000 concurrent hedged requests, gateway in process"
+TAILCUT_LOG=off "$bench" 2>/dev/null | grep -v '^$'
 work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 bin=target/release/tailcut
@@ -23,6 +31,7 @@ ledger = ":memory:"
 [gateway]
 store = ":memory:"
 max_in_flight = 100000
+admission_wait_ms = 30000
 total_timeout_s = 60
 hedge_budget_percent = 1000
 hedge_budget_burst = 100000
@@ -46,14 +55,12 @@ policy = "h"
 first_token_hedge_ms = 50
 TOML
 sleep 0.5
-TAILCUT_LOG=off /usr/bin/time -v $bin serve --config "$work/gw.toml" --listen 127.0.0.1:8100 >"$work/gw.out" 2>"$work/gw.time" &
+TAILCUT_LOG=off $bin serve --config "$work/gw.toml" --listen 127.0.0.1:8100 >"$work/gw.out" 2>&1 &
 gwpid=$!
 sleep 1
-echo "== 10,000 concurrent hedged requests through a separate gateway process"
-TAILCUT_GATEWAY_URL=http://127.0.0.1:8100 TAILCUT_LOG=off "$bench" --stall-only 2>/dev/null | tail -2
+echo
+echo "== 2b. 10,000 concurrent hedged requests through a separate gateway process ($(ulimit -Hn) open files allowed)"
+TAILCUT_GATEWAY_URL=http://127.0.0.1:8100 TAILCUT_LOG=off "$bench" 2>/dev/null | grep -v '^$' | tail -3
 curl -s http://127.0.0.1:8100/metrics | grep -E '^tailcut_(cancels|leaks|hedges|stream_hedges|wins)_total' || true
-# /usr/bin/time does not forward signals: stop the gateway itself so time can report.
-servepid=$(pgrep -P "$gwpid" || echo "$gwpid")
-grep -E "VmHWM" "/proc/$servepid/status" | sed 's/^/gateway peak RSS /' || true
-kill -TERM "$servepid"; wait "$gwpid" 2>/dev/null || true
-grep -E "Maximum resident" "$work/gw.time" | sed 's/^/gateway /' || true
+grep -E "VmHWM" "/proc/$gwpid/status" | sed 's/^/gateway peak RSS /' || true
+kill -TERM "$gwpid"; wait "$gwpid" 2>/dev/null || true

@@ -31,6 +31,7 @@ pub(crate) struct RawGateway {
     pub listen: Option<String>,
     pub max_body_bytes: Option<i64>,
     pub max_in_flight: Option<i64>,
+    pub admission_wait_ms: Option<i64>,
     pub total_timeout_s: Option<f64>,
     pub job_retention_s: Option<f64>,
     pub store: Option<String>,

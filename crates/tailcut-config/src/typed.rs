@@ -45,8 +45,10 @@ pub struct GatewayConfig {
     pub listen: String,
     /// Largest request body.
     pub max_body_bytes: usize,
-    /// Most requests in flight; more get 503.
+    /// Most requests in flight; more wait for a slot up to `admission_wait`, then get 503.
     pub max_in_flight: usize,
+    /// How long a request waits for an in-flight slot before a 503.
+    pub admission_wait: Duration,
     /// Deadline for a whole request.
     pub total_timeout: Duration,
     /// How long finished jobs are kept.
@@ -498,6 +500,11 @@ fn gateway(cx: &Ctx<'_>, raw: Option<toml::Table>) -> Result<GatewayConfig, Conf
         listen: g.listen.unwrap_or_else(|| "127.0.0.1:8080".into()),
         max_body_bytes: pos("max_body_bytes", g.max_body_bytes, 1 << 20)? as usize,
         max_in_flight: pos("max_in_flight", g.max_in_flight, 10_000)? as usize,
+        admission_wait: match g.admission_wait_ms {
+            None => Duration::from_millis(5000),
+            Some(ms) if (0..=600_000).contains(&ms) => Duration::from_millis(ms as u64),
+            Some(_) => return Err(cx.err("gateway.admission_wait_ms", "expected 0 to 600000 (milliseconds; 0 answers 503 at once)")),
+        },
         total_timeout: secs("total_timeout_s", g.total_timeout_s, 300.0)?,
         job_retention: secs("job_retention_s", g.job_retention_s, 86_400.0)?,
         store: match g.store.as_deref() {

@@ -1,21 +1,16 @@
-//! Gateway load benchmark on loopback, against an instant OpenAI-compatible upstream:
+//! 10,000 concurrent hedged requests whose primary stalls before its first token (half of
+//! them streamed): errors, hedges, receipts, leaks and peak memory. The gateway runs in
+//! this process, or, with `TAILCUT_GATEWAY_URL` set (scripts/bench-gateway.sh), as its
+//! own `tailcut serve` process.
 //!
-//! 1. added latency (gateway vs direct) p50/p99 at fixed open-loop rates (1k and 5k req/s),
-//!    with hedging enabled (a 500 ms timer hedge that never fires), and the same through
-//!    an nginx `proxy_pass` baseline when `nginx` is installed;
-//! 2. maximum throughput (closed loop, 64 connections) for direct, gateway and nginx;
-//! 3. streaming: added time to first token, p50/p99;
-//! 4. 10,000 concurrent hedged requests whose primary stalls: errors, leaks, receipts,
-//!    peak RSS.
+//! Added latency, throughput against nginx and streaming time to first token are measured
+//! by `cargo bench -p tailcut-cli --bench gateway`, with every party in its own process.
 //!
 //! Run: `cargo bench -p tailcut-gateway --bench gateway_load`
 
 use axum::response::IntoResponse;
 use axum::routing::post;
 use axum::Router;
-use futures::StreamExt;
-use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
 
@@ -45,6 +40,7 @@ ledger = ":memory:"
 [gateway]
 store = ":memory:"
 max_in_flight = 100000
+admission_wait_ms = 30000
 total_timeout_s = 60
 hedge_budget_percent = 1000
 hedge_budget_burst = 100000
@@ -76,114 +72,8 @@ first_token_hedge_ms = {first_token_ms}
     format!("http://{addr}")
 }
 
-fn nginx(upstream: &str, dir: &std::path::Path) -> Option<(std::process::Child, String)> {
-    let bin = ["/usr/sbin/nginx", "/usr/bin/nginx"].into_iter().find(|p| std::path::Path::new(p).exists())?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
-    let up = upstream.trim_start_matches("http://");
-    let conf = format!(
-        "worker_processes 1; daemon off; pid {d}/nginx.pid; error_log {d}/error.log;\n\
-         events {{ worker_connections 16384; }}\n\
-         http {{ access_log off; client_body_temp_path {d}; proxy_temp_path {d};\n\
-           upstream up {{ server {up}; keepalive 256; }}\n\
-           server {{ listen 127.0.0.1:{port}; location / {{ proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; }} }} }}\n",
-        d = dir.display()
-    );
-    let path = dir.join("nginx.conf");
-    std::fs::write(&path, conf).ok()?;
-    let child =
-        Command::new(bin).args(["-c", path.to_str()?, "-p", dir.to_str()?]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().ok()?;
-    std::thread::sleep(Duration::from_millis(300));
-    Some((child, format!("http://127.0.0.1:{port}")))
-}
-
-fn pct(v: &mut [f64], q: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v[((q * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)]
-}
-
 const BODY: &str = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
 const STREAM_BODY: &str = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}"#;
-
-/// Open loop at `rate` req/s for `secs`; latency from the scheduled send time, ms.
-async fn open_loop(client: &reqwest::Client, base: &str, rate: u32, secs: u64) -> (Vec<f64>, usize) {
-    let url = format!("{base}/v1/chat/completions");
-    let total = rate as u64 * secs;
-    let start = Instant::now();
-    let interval = Duration::from_secs_f64(1.0 / f64::from(rate));
-    let mut tasks = Vec::with_capacity(total as usize);
-    for i in 0..total {
-        let at = start + interval * i as u32;
-        let now = Instant::now();
-        if at > now {
-            tokio::time::sleep(at - now).await;
-        }
-        let (c, u) = (client.clone(), url.clone());
-        tasks.push(tokio::spawn(async move {
-            let r = c.post(&u).header("content-type", "application/json").body(BODY).send().await;
-            let ok = match r {
-                Ok(r) => r.status().is_success() && r.bytes().await.is_ok(),
-                Err(_) => false,
-            };
-            (at.elapsed().as_secs_f64() * 1000.0, ok)
-        }));
-    }
-    let mut lat = Vec::with_capacity(tasks.len());
-    let mut errors = 0;
-    for t in tasks {
-        match t.await {
-            Ok((l, true)) => lat.push(l),
-            _ => errors += 1,
-        }
-    }
-    (lat, errors)
-}
-
-async fn max_rps(client: &reqwest::Client, base: &str, conns: usize, secs: f64) -> f64 {
-    let url = format!("{base}/v1/chat/completions");
-    let deadline = Instant::now() + Duration::from_secs_f64(secs);
-    let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let tasks: Vec<_> = (0..conns)
-        .map(|_| {
-            let (c, u, d) = (client.clone(), url.clone(), done.clone());
-            tokio::spawn(async move {
-                while Instant::now() < deadline {
-                    if let Ok(r) = c.post(&u).header("content-type", "application/json").body(BODY).send().await {
-                        if r.bytes().await.is_ok() {
-                            d.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        let _ = t.await;
-    }
-    done.load(std::sync::atomic::Ordering::Relaxed) as f64 / secs
-}
-
-async fn ttft(client: &reqwest::Client, base: &str, n: usize) -> Vec<f64> {
-    let url = format!("{base}/v1/chat/completions");
-    let mut out = Vec::new();
-    for _ in 0..n {
-        let t = Instant::now();
-        let Ok(r) = client.post(&url).header("content-type", "application/json").body(STREAM_BODY).send().await else { continue };
-        let mut s = r.bytes_stream();
-        let mut seen = String::new();
-        while let Some(Ok(chunk)) = s.next().await {
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-            if seen.contains("\"content\":\"hi\"") {
-                out.push(t.elapsed().as_secs_f64() * 1000.0);
-                break;
-            }
-        }
-        while s.next().await.is_some() {}
-    }
-    out
-}
 
 fn rss_kb() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -195,67 +85,12 @@ fn rss_kb() -> u64 {
 fn main() {
     // Per-request JSON logs would measure stderr, not the gateway.
     std::env::set_var("TAILCUT_LOG", "off");
-    let only_stall = std::env::args().any(|a| a == "--stall-only");
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async {
-        let dir = std::env::temp_dir().join(format!("tailcut-bench-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
         let up = upstream().await;
         let client = reqwest::Client::builder().pool_max_idle_per_host(4096).build().unwrap();
-        if !only_stall {
-            latency_and_throughput(&client, &up, &dir).await;
-        }
         stalled(&client, &up).await;
-        let _ = std::fs::remove_dir_all(&dir);
     });
-}
-
-async fn latency_and_throughput(client: &reqwest::Client, up: &str, dir: &std::path::Path) {
-    {
-        let (client, up) = (client.clone(), up.to_string());
-        let gw = gateway(&up, &up, 500, 500).await;
-        let ngx = nginx(&up, dir);
-        // Warm up connection pools.
-        let _ = open_loop(&client, &up, 500, 1).await;
-        let _ = open_loop(&client, &gw, 500, 1).await;
-        if let Some((_, n)) = &ngx {
-            let _ = open_loop(&client, n, 500, 1).await;
-        }
-        println!("target          rate   p50 ms   p99 ms   added p50 ms   added p99 ms   errors");
-        for rate in [1000u32, 5000] {
-            let (mut d, de) = open_loop(&client, &up, rate, 4).await;
-            let (dp50, dp99) = (pct(&mut d, 0.5), pct(&mut d, 0.99));
-            println!("direct        {rate:6} {dp50:8.3} {dp99:8.3} {:>14} {:>14} {de:8}", "-", "-");
-            let mut targets = vec![("tailcut", gw.clone())];
-            if let Some((_, n)) = &ngx {
-                targets.push(("nginx", n.clone()));
-            }
-            for (name, base) in targets {
-                let (mut g, ge) = open_loop(&client, &base, rate, 4).await;
-                let (p50, p99) = (pct(&mut g, 0.5), pct(&mut g, 0.99));
-                println!("{name:13} {rate:6} {p50:8.3} {p99:8.3} {:14.3} {:14.3} {ge:8}", p50 - dp50, p99 - dp99);
-            }
-        }
-        println!("\nmax throughput (closed loop, 64 connections, 4 s)");
-        let direct = max_rps(&client, &up, 64, 4.0).await;
-        let via = max_rps(&client, &gw, 64, 4.0).await;
-        println!("direct   {direct:10.0} req/s");
-        println!("tailcut  {via:10.0} req/s");
-        if let Some((_, n)) = &ngx {
-            let nx = max_rps(&client, n, 64, 4.0).await;
-            println!("nginx    {nx:10.0} req/s   (tailcut / nginx = {:.2})", via / nx);
-        }
-        println!("\nstreaming time to first token (2,000 sequential streams)");
-        let mut d = ttft(&client, &up, 2000).await;
-        let mut g = ttft(&client, &gw, 2000).await;
-        let (d50, d99, g50, g99) = (pct(&mut d, 0.5), pct(&mut d, 0.99), pct(&mut g, 0.5), pct(&mut g, 0.99));
-        println!("direct   p50 {d50:.3} ms  p99 {d99:.3} ms");
-        println!("tailcut  p50 {g50:.3} ms  p99 {g99:.3} ms   added p50 {:.3} ms, added p99 {:.3} ms", g50 - d50, g99 - d99);
-
-        if let Some((mut child, _)) = ngx {
-            let _ = child.kill();
-        }
-    }
 }
 
 async fn stalled(client: &reqwest::Client, up: &str) {

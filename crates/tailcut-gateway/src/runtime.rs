@@ -278,6 +278,22 @@ fn tenant(rt: &Runtime, headers: &HeaderMap, route: &str) -> Result<Arc<Tenant>,
     Ok(t)
 }
 
+/// An in-flight slot: at once if one is free, else after waiting up to `wait` (a burst
+/// queues briefly instead of failing), else 503.
+async fn admit(st: &AppState, wait: Duration) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    if let Ok(p) = st.in_flight.clone().try_acquire_owned() {
+        return Ok(p);
+    }
+    let full = || ApiError::Unavailable("too many requests in flight".into());
+    if wait.is_zero() {
+        return Err(full());
+    }
+    match tokio::time::timeout(wait, st.in_flight.clone().acquire_owned()).await {
+        Ok(Ok(p)) => Ok(p),
+        _ => Err(full()),
+    }
+}
+
 fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
     let v: Value = serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("body is not valid JSON: {e}")))?;
     if !v.is_object() {
@@ -374,8 +390,8 @@ async fn openai_inner(st: &Arc<AppState>, headers: &HeaderMap, body: Bytes, ep: 
     if st.draining.load(Ordering::Relaxed) {
         return Err(ApiError::Unavailable("the gateway is draining".into()));
     }
-    let _permit = st.in_flight.clone().try_acquire_owned().map_err(|_| ApiError::Unavailable("too many requests in flight".into()))?;
     let rt = st.rt();
+    let permit = admit(st, rt.config.gateway.admission_wait).await?;
     let v = parse_json(&body)?;
     let model = v.get("model").and_then(Value::as_str).ok_or_else(|| ApiError::BadRequest("`model` is required".into()))?;
     let route = rt.models.get(model).cloned().ok_or_else(|| ApiError::NotFound(format!("model `{model}` is not served here")))?;
@@ -392,7 +408,7 @@ async fn openai_inner(st: &Arc<AppState>, headers: &HeaderMap, body: Bytes, ep: 
     let timeout = rt.config.gateway.total_timeout;
     let ledger = tenant.ledger.clone();
     if stream && ep != Endpoint::Embeddings {
-        let fut = crate::stream::hedged_stream(st.clone(), rt.clone(), route.clone(), v, rid.to_string(), ep == Endpoint::Chat);
+        let fut = crate::stream::hedged_stream(st.clone(), rt.clone(), route.clone(), v, rid.to_string(), ep == Endpoint::Chat, permit);
         let resp = tokio::time::timeout(timeout, TENANT_LEDGER.scope(ledger, fut)).await.map_err(|_| ApiError::Timeout)??;
         return Ok(resp);
     }
@@ -402,6 +418,7 @@ async fn openai_inner(st: &Arc<AppState>, headers: &HeaderMap, body: Bytes, ep: 
         Endpoint::Embeddings => &route.embeddings,
     };
     // The body is forwarded as sent unless an adapter must rewrite it.
+    let _slot = permit; // held until the response is built
     let request = JobRequest::with_raw(rid, v, body);
     let run = hedger.run(policy.as_ref(), request);
     let started = std::time::Instant::now();

@@ -108,6 +108,7 @@ pub(crate) async fn hedged_stream(
     body: Value,
     rid: String,
     chat: bool,
+    permit: tokio::sync::OwnedSemaphorePermit,
 ) -> Result<Response, ApiError> {
     let t0 = Instant::now();
     let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Ev)>();
@@ -278,6 +279,11 @@ pub(crate) async fn hedged_stream(
                 }
             }
         }
+    });
+    // The in-flight slot is held until the client's stream ends, not just to the first token.
+    let body = body.map(move |chunk| {
+        let _slot = &permit;
+        chunk
     });
     let mut resp = Response::builder()
         .status(StatusCode::OK)

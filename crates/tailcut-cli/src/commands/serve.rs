@@ -24,16 +24,37 @@ fn raise_open_file_limit() -> Option<(u64, u64)> {
     }
 }
 
+/// How many requests can be in flight within `open_files` descriptors: each admitted
+/// request holds its client socket and up to `max_live` upstream sockets, and as many
+/// clients again may be connected and waiting for a slot; 256 are kept for the rest
+/// (listeners, the store, logs).
+fn in_flight_that_fits(open_files: u64, max_live: usize) -> usize {
+    let per_request = max_live as u64 + 2;
+    (open_files.saturating_sub(256) / per_request).max(1) as usize
+}
+
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let config = tailcut_config::Config::load(&args.config)?;
     if config.routes.is_empty() {
         return Err(BadInput(format!("{}: no [routes.*] configured; the gateway would serve nothing", config.source)).into());
     }
     let listen = args.listen.clone().unwrap_or_else(|| config.gateway.listen.clone());
+    let mut config = config;
     #[cfg(unix)]
     if let Some((before, after)) = raise_open_file_limit() {
         if after > before {
             tailcut_gateway::log_event("open_file_limit_raised", serde_json::json!({"from": before, "to": after}));
+        }
+        let fits = in_flight_that_fits(after, config.race.max_live);
+        if config.gateway.max_in_flight > fits {
+            tailcut_gateway::log_event(
+                "max_in_flight_capped",
+                serde_json::json!({
+                    "configured": config.gateway.max_in_flight, "capped_to": fits, "open_file_limit": after,
+                    "why": "each admitted request holds its client socket and up to race.max_live upstream sockets; requests over the cap wait up to admission_wait_ms"
+                }),
+            );
+            config.gateway.max_in_flight = fits;
         }
     }
     let workers = args.workers.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), usize::from);
@@ -85,4 +106,19 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         tailcut_gateway::serve_per_core(listener, state, shutdown, workers).await?;
         anyhow::Ok(ExitCode::SUCCESS)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_flight_that_fits;
+
+    #[test]
+    fn in_flight_cap_leaves_sockets_for_upstreams_and_waiting_clients() {
+        // 20,000 descriptors, primary + hedge: 4,936 admitted (3 sockets each) plus as many
+        // waiting clients stay under the limit.
+        let n = in_flight_that_fits(20_000, 2);
+        assert_eq!(n, 4_936);
+        assert!(n as u64 * 3 + n as u64 + 256 <= 20_000);
+        assert_eq!(in_flight_that_fits(100, 2), 1, "never zero");
+    }
 }

@@ -1,0 +1,110 @@
+//! Admission control: `max_in_flight` slots, a bounded wait for one, and a streamed
+//! response holding its slot until the stream ends (not just to the first token).
+
+use std::time::{Duration, Instant};
+use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
+
+async fn gateway(upstream: &str, admission_wait_ms: u64) -> String {
+    let toml = format!(
+        r#"
+[budget]
+ledger = ":memory:"
+[gateway]
+store = ":memory:"
+max_in_flight = 1
+admission_wait_ms = {admission_wait_ms}
+[providers.up]
+adapter = "openai"
+base_url = "{upstream}/v1"
+rate_usd_per_s = 0.0
+[policies.one]
+kind = "single"
+provider = "up"
+[routes.chat]
+kind = "openai"
+models = ["m"]
+policy = "one"
+"#
+    );
+    let config = tailcut_config::Config::parse(&toml, "test").unwrap();
+    let state = tailcut_gateway::AppState::new(config, None).unwrap();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(tailcut_gateway::serve(l, state, futures::future::pending()));
+    format!("http://{addr}/v1/chat/completions")
+}
+
+fn body(stream: bool) -> serde_json::Value {
+    serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream})
+}
+
+/// An upstream that answers after ~300 ms, streaming 5 tokens 100 ms apart when asked to.
+async fn slow_upstream() -> MockServer {
+    MockServer::start(
+        Flavor::OpenAi,
+        Behaviour {
+            queue: Duration::from_millis(200),
+            run: Duration::from_millis(100),
+            token_interval: Duration::from_millis(100),
+            tokens: 5,
+            ..Behaviour::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_gateway_answers_503_at_once_without_a_wait() {
+    let up = slow_upstream().await;
+    let url = gateway(&up.url(), 0).await;
+    let http = reqwest::Client::new();
+    let first = tokio::spawn({
+        let (http, url) = (http.clone(), url.clone());
+        async move { http.post(&url).json(&body(false)).send().await.unwrap().status().as_u16() }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let t = Instant::now();
+    let second = http.post(&url).json(&body(false)).send().await.unwrap();
+    assert_eq!(second.status().as_u16(), 503);
+    assert!(t.elapsed() < Duration::from_millis(150), "a zero wait must not queue: {:?}", t.elapsed());
+    let v: serde_json::Value = second.json().await.unwrap();
+    assert!(v["error"]["message"].as_str().unwrap().contains("in flight"), "{v}");
+    assert_eq!(first.await.unwrap(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_waits_for_slots_instead_of_failing() {
+    let up = slow_upstream().await;
+    let url = gateway(&up.url(), 5_000).await;
+    let http = reqwest::Client::new();
+    let t = Instant::now();
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let (http, url) = (http.clone(), url.clone());
+            tokio::spawn(async move { http.post(&url).json(&body(false)).send().await.unwrap().status().as_u16() })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), 200);
+    }
+    // One slot: the four ran one after another.
+    assert!(t.elapsed() >= Duration::from_millis(4 * 250), "they did not queue: {:?}", t.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_holds_its_slot_until_it_ends() {
+    let up = slow_upstream().await;
+    let url = gateway(&up.url(), 0).await;
+    let http = reqwest::Client::new();
+    let streaming = http.post(&url).json(&body(true)).send().await.unwrap();
+    assert_eq!(streaming.status().as_u16(), 200, "headers come with the first token");
+    // Tokens are still flowing: the slot is taken.
+    let during = http.post(&url).json(&body(false)).send().await.unwrap();
+    assert_eq!(during.status().as_u16(), 503);
+    let text = streaming.text().await.unwrap();
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let after = http.post(&url).json(&body(false)).send().await.unwrap();
+    assert_eq!(after.status().as_u16(), 200, "the slot came back when the stream ended");
+}

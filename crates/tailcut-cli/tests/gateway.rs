@@ -245,6 +245,18 @@ policy = "chat"
     assert_eq!(r.status().as_u16(), 429, "over budget");
     let v: serde_json::Value = r.json().await.unwrap();
     assert!(v["error"]["message"].as_str().unwrap().contains("budget"), "{v}");
+    // Streams are charged before each launch too: over budget, nothing is submitted.
+    let submits = good.submits();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let stream_body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true});
+    let r = http.post(&url).bearer_auth("limited-key").json(&stream_body).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 429, "streaming over budget");
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert!(v["error"]["message"].as_str().unwrap().contains("budget"), "{v}");
+    assert_eq!(good.submits(), submits, "a refused stream reached the upstream");
+    let r = http.post(&url).bearer_auth("good-key").json(&stream_body).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(r.text().await.unwrap().contains("[DONE]"));
 }
 
 /// Per-core serving (`--workers 2`): requests on both threads, SIGHUP swaps the

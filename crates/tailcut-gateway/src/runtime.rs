@@ -34,6 +34,8 @@ pub(crate) struct Upstream {
     pub base: String,
     pub model: Option<String>,
     pub key: Option<Secret>,
+    /// Plain-HTTP connections for streams (per-thread pools).
+    pub plain: tailcut_providers::plain::PlainHttp,
 }
 
 pub(crate) struct OpenAiRoute {
@@ -155,6 +157,7 @@ impl Runtime {
                             base: a.base.clone(),
                             model: a.model.clone(),
                             key: a.key_env.as_deref().and_then(Secret::from_env),
+                            plain: tailcut_providers::plain::PlainHttp::new(timeout),
                         });
                         for (k, r) in [("chat", Route::Chat), ("completions", Route::Completions), ("embeddings", Route::Embeddings)] {
                             let backend = openai_backend(&name, a, r, timeout)?;
@@ -408,7 +411,8 @@ async fn openai_inner(st: &Arc<AppState>, headers: &HeaderMap, body: Bytes, ep: 
     let timeout = rt.config.gateway.total_timeout;
     let ledger = tenant.ledger.clone();
     if stream && ep != Endpoint::Embeddings {
-        let fut = crate::stream::hedged_stream(st.clone(), rt.clone(), route.clone(), v, rid.to_string(), ep == Endpoint::Chat, permit);
+        let fut =
+            crate::stream::hedged_stream(st.clone(), rt.clone(), route.clone(), v, body, rid.to_string(), ep == Endpoint::Chat, permit);
         let resp = tokio::time::timeout(timeout, TENANT_LEDGER.scope(ledger, fut)).await.map_err(|_| ApiError::Timeout)??;
         return Ok(resp);
     }

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use tailcut_core::receipt::{offset_ms, Receipt};
 use tailcut_core::trace::{now_rfc3339, AttemptTrace, Decisions, RequestTrace, Role, REQUEST_KIND, SCHEMA_VERSION};
 use tailcut_core::{CancelScope, JobState, MicroUsd};
+use tailcut_providers::plain::ByteStream;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -38,33 +39,64 @@ fn has_content(v: &Value) -> bool {
     c.and_then(Value::as_str).is_some_and(|s| !s.is_empty())
 }
 
-async fn upstream(i: usize, up: Upstream, http: reqwest::Client, mut body: Value, chat: bool, tx: mpsc::UnboundedSender<(usize, Ev)>) {
-    let path = if chat { "chat/completions" } else { "completions" };
-    if let Some(m) = &up.model {
-        body["model"] = json!(m);
+/// The request body an upstream gets: the client's bytes as sent, unless the upstream
+/// names its own model.
+fn body_for(up: &Upstream, raw: &bytes::Bytes, parsed: &Value) -> bytes::Bytes {
+    match &up.model {
+        None => raw.clone(),
+        Some(m) => {
+            let mut body = parsed.clone();
+            body["model"] = json!(m);
+            serde_json::to_vec(&body).unwrap_or_default().into()
+        }
     }
-    let mut req = http.post(format!("{}/{path}", up.base.trim_end_matches('/'))).json(&body);
+}
+
+/// Opens the upstream stream: the lean plain-HTTP client for `http://`, reqwest for TLS.
+async fn open(up: &Upstream, http: &reqwest::Client, url: String, body: bytes::Bytes) -> Result<(u16, ByteStream), String> {
+    if url.starts_with("http://") {
+        if let Ok(uri) = axum::http::Uri::try_from(url.as_str()) {
+            let mut headers = vec![(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"))];
+            if let Some(k) = &up.key {
+                if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", k.expose())) {
+                    v.set_sensitive(true);
+                    headers.push((axum::http::header::AUTHORIZATION, v));
+                }
+            }
+            let (status, stream) = up.plain.post_streaming(uri, &headers, body).await?;
+            return Ok((status.as_u16(), stream));
+        }
+    }
+    let mut req = http.post(url).header("content-type", "application/json").body(body);
     if let Some(k) = &up.key {
         req = req.bearer_auth(k.expose());
     }
-    let resp = match req.send().await {
-        Ok(r) => r,
+    let resp = req.send().await.map_err(tailcut_providers::client::describe)?;
+    let status = resp.status().as_u16();
+    let stream = resp.bytes_stream().map(|r| r.map_err(tailcut_providers::client::describe));
+    Ok((status, Box::pin(stream)))
+}
+
+async fn upstream(i: usize, up: Upstream, http: reqwest::Client, body: bytes::Bytes, chat: bool, tx: mpsc::UnboundedSender<(usize, Ev)>) {
+    let path = if chat { "chat/completions" } else { "completions" };
+    let url = format!("{}/{path}", up.base.trim_end_matches('/'));
+    let mut stream = match open(&up, &http, url, body).await {
+        Ok((status, _)) if !(200..300).contains(&status) => {
+            let _ = tx.send((i, Ev::Failed(format!("HTTP {status}"))));
+            return;
+        }
+        Ok((_, stream)) => stream,
         Err(e) => {
-            let _ = tx.send((i, Ev::Failed(tailcut_providers::client::describe(e))));
+            let _ = tx.send((i, Ev::Failed(e)));
             return;
         }
     };
-    if !resp.status().is_success() {
-        let _ = tx.send((i, Ev::Failed(format!("HTTP {}", resp.status().as_u16()))));
-        return;
-    }
-    let mut stream = resp.bytes_stream();
     let mut buf = String::new();
     while let Some(chunk) = stream.next().await {
         let chunk = match chunk {
             Ok(c) => c,
             Err(e) => {
-                let _ = tx.send((i, Ev::Failed(format!("stream broke: {}", tailcut_providers::client::describe(e)))));
+                let _ = tx.send((i, Ev::Failed(format!("stream broke: {e}"))));
                 return;
             }
         };
@@ -99,6 +131,7 @@ struct Attempt {
     started: Instant,
     buffered: Vec<String>,
     failed: Option<String>,
+    projected: MicroUsd,
 }
 
 pub(crate) async fn hedged_stream(
@@ -106,6 +139,7 @@ pub(crate) async fn hedged_stream(
     rt: Arc<Runtime>,
     route: Arc<OpenAiRoute>,
     body: Value,
+    raw: bytes::Bytes,
     rid: String,
     chat: bool,
     permit: tokio::sync::OwnedSemaphorePermit,
@@ -114,13 +148,18 @@ pub(crate) async fn hedged_stream(
     let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Ev)>();
     let mut attempts: Vec<Attempt> = Vec::new();
     let ups = route.upstreams.clone();
-    let launch = |i: usize, attempts: &mut Vec<Attempt>| {
-        let task = tokio::spawn(upstream(i, ups[i].clone(), rt.http.clone(), body.clone(), chat, tx.clone()));
-        attempts.push(Attempt { task, started: Instant::now(), buffered: Vec::new(), failed: None });
+    // Budgets are charged per launch, as in the engine: the same hedger's ledger.
+    let budget = if chat { &route.chat.0 } else { &route.completions.0 };
+    let mut budget_refusals = 0u32;
+    let launch = |i: usize, attempts: &mut Vec<Attempt>| -> Result<(), tailcut_core::ledger::LedgerError> {
+        let projected = budget.charge_launch(i, &rid, attempts.is_empty())?;
+        let task = tokio::spawn(upstream(i, ups[i].clone(), rt.http.clone(), body_for(&ups[i], &raw, &body), chat, tx.clone()));
+        attempts.push(Attempt { task, started: Instant::now(), buffered: Vec::new(), failed: None, projected });
+        Ok(())
     };
     use tailcut_core::engine::HedgeGate;
     route.gate.request_started();
-    launch(0, &mut attempts);
+    launch(0, &mut attempts).map_err(|e| ApiError::TooMany(format!("refused: {e}")))?;
     let mut reason = "none";
     let mut denied = 0u32;
     let mut hedge_at = Some(t0 + route.cfg.first_token_hedge);
@@ -155,8 +194,11 @@ pub(crate) async fn hedged_stream(
                         // A failure before the first token falls through to the next upstream now.
                         if attempts.len() < ups.len() && attempts.iter().filter(|a| a.failed.is_none()).count() < route.max_live {
                             if route.gate.try_extra() {
-                                reason = "upstream_error";
-                                launch(attempts.len(), &mut attempts);
+                                if launch(attempts.len(), &mut attempts).is_ok() {
+                                    reason = "upstream_error";
+                                } else {
+                                    budget_refusals += 1;
+                                }
                             } else {
                                 denied += 1;
                             }
@@ -167,8 +209,12 @@ pub(crate) async fn hedged_stream(
             () = sleep => {
                 hedge_at = Some(Instant::now() + route.cfg.first_token_hedge);
                 if route.gate.try_extra() {
-                    reason = "first_token_timeout";
-                    launch(attempts.len(), &mut attempts);
+                    if launch(attempts.len(), &mut attempts).is_ok() {
+                        reason = "first_token_timeout";
+                    } else {
+                        budget_refusals += 1;
+                        hedge_at = None;
+                    }
                 } else {
                     denied += 1;
                     hedge_at = None;
@@ -201,7 +247,7 @@ pub(crate) async fn hedged_stream(
             ups.iter().map(|u| u.name.as_str()).collect::<Vec<_>>().join("->"),
             route.cfg.first_token_hedge.as_millis()
         ),
-        decisions: Decisions { hedge_launched: attempts.len() > 1, hedges_denied: denied, ..Decisions::default() },
+        decisions: Decisions { hedge_launched: attempts.len() > 1, hedges_denied: denied, budget_refusals, ..Decisions::default() },
         attempts: attempts
             .iter()
             .enumerate()
@@ -217,7 +263,7 @@ pub(crate) async fn hedged_stream(
                 reasons: a.failed.iter().cloned().collect(),
                 wall_ms: (i == winner).then(|| offset_ms(a.started, Instant::now())),
                 metrics: serde_json::Map::new(),
-                projected_cost_micro_usd: MicroUsd::ZERO,
+                projected_cost_micro_usd: a.projected,
                 submit_error: None,
             })
             .collect(),
@@ -225,7 +271,7 @@ pub(crate) async fn hedged_stream(
         winner_valid_at_ms: Some(offset_ms(attempts[winner].started, Instant::now())),
         winner_total_ms: Some(offset_ms(t0, Instant::now())),
         receipts,
-        projected_cost_micro_usd: MicroUsd::ZERO,
+        projected_cost_micro_usd: attempts.iter().map(|a| a.projected).sum(),
     };
     record_metrics(&st.metrics, &route.cfg.name, &trace);
     if trace.decisions.hedge_launched {

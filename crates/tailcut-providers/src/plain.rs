@@ -89,6 +89,39 @@ impl PlainHttp {
     }
 }
 
+/// A streamed reply body: chunks as they arrive, or a one-line error.
+pub type ByteStream = std::pin::Pin<Box<dyn futures::Stream<Item = Result<Bytes, String>> + Send>>;
+
+impl PlainHttp {
+    /// POSTs `body` and returns at the response head (connect and head within the
+    /// timeout); the caller reads the body as it streams (server-sent events).
+    pub async fn post_streaming(
+        &self,
+        uri: Uri,
+        headers: &[(HeaderName, HeaderValue)],
+        body: Bytes,
+    ) -> Result<(StatusCode, ByteStream), String> {
+        let mut req = Request::post(uri);
+        if let Some(h) = req.headers_mut() {
+            h.insert(http::header::USER_AGENT, HeaderValue::from_static(concat!("tailcut/", env!("CARGO_PKG_VERSION"))));
+            for (k, v) in headers {
+                h.insert(k.clone(), v.clone());
+            }
+        }
+        let req = req.body(Full::new(body)).map_err(|e| format!("bad request: {e}"))?;
+        let resp = match tokio::time::timeout(self.timeout, self.pool().request(req)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(format!("error sending request: {}", describe(&e))),
+            Err(_) => return Err(format!("operation timed out after {:.1} s", self.timeout.as_secs_f64())),
+        };
+        let status = resp.status();
+        let stream = futures::StreamExt::map(resp.into_body().into_data_stream(), |r| {
+            r.map_err(|e| format!("error reading a body from connection: {}", describe(&e)))
+        });
+        Ok((status, Box::pin(stream)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,6 +159,19 @@ mod tests {
             let (status, body) = c.post(url.parse().unwrap(), &[], Bytes::from_static(b"{}")).await.unwrap();
             assert_eq!((status.as_u16(), &body[..]), (200, &b"ok"[..]));
         }
+    }
+
+    #[tokio::test]
+    async fn streams_a_chunked_reply_as_it_arrives() {
+        let url = server(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n").await;
+        let c = PlainHttp::new(Duration::from_secs(5));
+        let (status, mut body) = c.post_streaming(url.parse().unwrap(), &[], Bytes::from_static(b"{}")).await.unwrap();
+        assert_eq!(status.as_u16(), 200);
+        let mut all = Vec::new();
+        while let Some(chunk) = futures::StreamExt::next(&mut body).await {
+            all.extend_from_slice(&chunk.unwrap());
+        }
+        assert_eq!(all, b"hello world");
     }
 
     #[tokio::test]

@@ -16,7 +16,7 @@ mod race;
 pub use race::{AttemptId, LaunchError, Race, Wake};
 
 use crate::job::{JobRequest, JobResult};
-use crate::ledger::{BudgetGate, LedgerError};
+use crate::ledger::{BudgetGate, Charge, LedgerError};
 use crate::money::MicroUsd;
 use crate::policy::Policy;
 use crate::provider::ProviderEntry;
@@ -178,6 +178,17 @@ impl Hedger {
     /// The providers, in the order given.
     pub fn providers(&self) -> &[ProviderEntry] {
         &self.shared.providers
+    }
+
+    /// Charges provider `index`'s projected submission cost to this hedger's budget for a
+    /// launch made outside the engine (the gateway's first-token streaming hedger), with
+    /// the same rule as a race: nothing may be submitted unless this succeeds. Returns
+    /// the amount charged.
+    pub fn charge_launch(&self, index: usize, request_id: &str, opens_request: bool) -> Result<MicroUsd, LedgerError> {
+        let Some(entry) = self.shared.providers.get(index) else { return Ok(MicroUsd::ZERO) };
+        let amount = entry.pricing.projected_submission();
+        self.shared.budget.charge(&Charge { provider: &entry.name, request_id, amount, opens_request })?;
+        Ok(amount)
     }
 
     /// The race limits.

@@ -134,16 +134,27 @@ struct Attempt {
     projected: MicroUsd,
 }
 
+/// One streaming request as the handler admitted it.
+pub(crate) struct StreamRequest {
+    /// The parsed body.
+    pub body: Value,
+    /// The body as the client sent it.
+    pub raw: bytes::Bytes,
+    /// Request id.
+    pub rid: String,
+    /// Chat (`/v1/chat/completions`) or text completions.
+    pub chat: bool,
+    /// The in-flight slot, held until the client's stream ends.
+    pub permit: tokio::sync::OwnedSemaphorePermit,
+}
+
 pub(crate) async fn hedged_stream(
     st: Arc<AppState>,
     rt: Arc<Runtime>,
     route: Arc<OpenAiRoute>,
-    body: Value,
-    raw: bytes::Bytes,
-    rid: String,
-    chat: bool,
-    permit: tokio::sync::OwnedSemaphorePermit,
+    req: StreamRequest,
 ) -> Result<Response, ApiError> {
+    let StreamRequest { body, raw, rid, chat, permit } = req;
     let t0 = Instant::now();
     let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Ev)>();
     let mut attempts: Vec<Attempt> = Vec::new();

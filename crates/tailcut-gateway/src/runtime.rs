@@ -411,8 +411,8 @@ async fn openai_inner(st: &Arc<AppState>, headers: &HeaderMap, body: Bytes, ep: 
     let timeout = rt.config.gateway.total_timeout;
     let ledger = tenant.ledger.clone();
     if stream && ep != Endpoint::Embeddings {
-        let fut =
-            crate::stream::hedged_stream(st.clone(), rt.clone(), route.clone(), v, body, rid.to_string(), ep == Endpoint::Chat, permit);
+        let req = crate::stream::StreamRequest { body: v, raw: body, rid: rid.to_string(), chat: ep == Endpoint::Chat, permit };
+        let fut = crate::stream::hedged_stream(st.clone(), rt.clone(), route.clone(), req);
         let resp = tokio::time::timeout(timeout, TENANT_LEDGER.scope(ledger, fut)).await.map_err(|_| ApiError::Timeout)??;
         return Ok(resp);
     }

@@ -394,6 +394,7 @@ impl RemoteAdapter {
                 key: secret,
                 route: self.route,
                 stream: self.stream,
+                check_json: true,
                 http,
             }),
             RemoteKind::Http => Arc::new(PollingBackend::new(

@@ -116,10 +116,22 @@ pub fn log_event(event: &str, fields: Value) {
     log(event, || fields);
 }
 
+/// An OpenAI-compatible backend for the engine. Its replies are judged by a JSON
+/// validator requiring `choices`/`data`, which also rejects non-JSON, so the adapter's
+/// own syntax check would only scan each reply twice.
 fn openai_backend(name: &str, a: &tailcut_config::remote::RemoteAdapter, route: Route, timeout: Duration) -> Result<Arc<OpenAi>, String> {
     let http = HttpClient::new(timeout, tailcut_providers::client::RetryPolicy::default()).map_err(|e| e.to_string())?;
     let key = a.key_env.as_deref().and_then(Secret::from_env);
-    Ok(Arc::new(OpenAi { name: name.into(), base: a.base.clone(), model: a.model.clone(), key, route, stream: false, http }))
+    Ok(Arc::new(OpenAi {
+        name: name.into(),
+        base: a.base.clone(),
+        model: a.model.clone(),
+        key,
+        route,
+        stream: false,
+        check_json: false,
+        http,
+    }))
 }
 
 impl Runtime {
@@ -452,15 +464,15 @@ async fn openai_inner(st: &Arc<AppState>, headers: &HeaderMap, body: Bytes, ep: 
     Ok(with_headers(resp, rid, Some((winner.as_deref().unwrap_or("-"), attempts, reason))))
 }
 
-async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, RequestBody(body): RequestBody) -> Response {
     openai(st, headers, body, Endpoint::Chat).await
 }
 
-async fn completions(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn completions(State(st): State<Arc<AppState>>, headers: HeaderMap, RequestBody(body): RequestBody) -> Response {
     openai(st, headers, body, Endpoint::Completions).await
 }
 
-async fn embeddings(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn embeddings(State(st): State<Arc<AppState>>, headers: HeaderMap, RequestBody(body): RequestBody) -> Response {
     openai(st, headers, body, Endpoint::Embeddings).await
 }
 
@@ -489,7 +501,12 @@ pub(crate) async fn wait_for(st: &AppState, id: &str, max: Duration) -> Option<c
     }
 }
 
-async fn create_job(State(st): State<Arc<AppState>>, Query(q): Query<WaitQuery>, headers: HeaderMap, body: Bytes) -> Response {
+async fn create_job(
+    State(st): State<Arc<AppState>>,
+    Query(q): Query<WaitQuery>,
+    headers: HeaderMap,
+    RequestBody(body): RequestBody,
+) -> Response {
     let rid = st.request_id(&headers);
     match create_job_inner(&st, q, &headers, body, &rid).await {
         Ok(r) => with_headers(r, &rid, None),
@@ -610,17 +627,25 @@ async fn not_found() -> Response {
     ApiError::NotFound("no such route".into()).into_response()
 }
 
-async fn too_large(State(st): State<Arc<AppState>>, req: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    let max = st.max_body.load(Ordering::Relaxed);
-    let declared = req.headers().get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > max) {
-        return ApiError::TooLarge(max).into_response();
+/// A request body within `max_body_bytes`; over it (declared or streamed), an
+/// OpenAI-style 413, and any other read failure a 400, both as JSON bodies.
+pub(crate) struct RequestBody(pub Bytes);
+
+impl axum::extract::FromRequest<Arc<AppState>> for RequestBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, st: &Arc<AppState>) -> Result<Self, ApiError> {
+        let max = st.max_body.load(Ordering::Relaxed);
+        let declared = req.headers().get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+        if declared.is_some_and(|n| n > max) {
+            return Err(ApiError::TooLarge(max));
+        }
+        match Bytes::from_request(req, st).await {
+            Ok(b) => Ok(RequestBody(b)),
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::TooLarge(max)),
+            Err(e) => Err(ApiError::BadRequest(format!("could not read the request body: {}", e.body_text()))),
+        }
     }
-    let resp = next.run(req).await;
-    if resp.status() == StatusCode::PAYLOAD_TOO_LARGE && resp.headers().get("content-type").is_none_or(|c| c != "application/json") {
-        return ApiError::TooLarge(max).into_response();
-    }
-    resp
 }
 
 /// The gateway's routes.
@@ -638,6 +663,5 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(metrics))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), too_large))
         .with_state(state)
 }

@@ -1,5 +1,5 @@
-//! Admission control: `max_in_flight` slots, a bounded wait for one, and a streamed
-//! response holding its slot until the stream ends (not just to the first token).
+//! Admission control (`max_in_flight` slots, a bounded wait for one, a streamed response
+//! holding its slot until the stream ends) and replies that must never reach a client.
 
 use std::time::{Duration, Instant};
 use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
@@ -107,4 +107,45 @@ async fn a_stream_holds_its_slot_until_it_ends() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let after = http.post(&url).json(&body(false)).send().await.unwrap();
     assert_eq!(after.status().as_u16(), 200, "the slot came back when the stream ended");
+}
+
+/// The gateway's adapter skips its own JSON check (the route validator scans each reply
+/// once): a truncated reply must still be rejected, never passed to the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_upstream_reply_is_a_502_not_a_completion() {
+    let up = MockServer::start(
+        Flavor::OpenAi,
+        Behaviour { queue: Duration::from_millis(10), run: Duration::from_millis(10), malformed: true, ..Behaviour::default() },
+    )
+    .await
+    .unwrap();
+    let url = gateway(&up.url(), 0).await;
+    let r = reqwest::Client::new().post(&url).json(&body(false)).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 502);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert!(v["error"]["message"].as_str().unwrap().contains("no upstream returned a valid response"), "{v}");
+}
+
+/// A body over `max_body_bytes` gets an OpenAI-style JSON 413 whether its length was
+/// declared or it arrived chunked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_bodies_get_a_json_413_declared_or_chunked() {
+    let up = slow_upstream().await;
+    let url = gateway(&up.url(), 0).await;
+    let http = reqwest::Client::new();
+    let big = vec![b' '; 2 << 20];
+    let declared = http.post(&url).header("content-type", "application/json").body(big.clone()).send().await.unwrap();
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = big.chunks(64 << 10).map(|c| Ok(c.to_vec())).collect();
+    let chunked = http
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
+        .send()
+        .await
+        .unwrap();
+    for r in [declared, chunked] {
+        assert_eq!(r.status().as_u16(), 413);
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "request_too_large", "{v}");
+    }
 }

@@ -41,6 +41,9 @@ pub struct OpenAi {
     pub route: Route,
     /// Stream (SSE) and assemble.
     pub stream: bool,
+    /// Check that a whole reply is JSON before calling it completed. A caller whose
+    /// validator parses the reply anyway (the gateway's) turns this off to scan it once.
+    pub check_json: bool,
     /// Shared client.
     pub http: HttpClient,
 }
@@ -52,13 +55,13 @@ fn finish(mut r: JobResult, started: Instant) -> JobResult {
 }
 
 /// A whole (non-streamed) reply: a JSON document, or why not.
-fn whole_reply(status: u16, bytes: bytes::Bytes, started: Instant) -> JobResult {
+fn whole_reply(status: u16, bytes: bytes::Bytes, check_json: bool, started: Instant) -> JobResult {
     if !(200..300).contains(&status) {
         let text: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
         return finish(JobResult::bare(JobState::Failed, Some(format!("HTTP {status}: {text}"))), started);
     }
     // Syntax only (no document is built): validators judge the content.
-    if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
+    if check_json && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
         return finish(JobResult::bare(JobState::Failed, Some("malformed response: not JSON".into())), started);
     }
     let mut r = JobResult::bare(JobState::Completed, None);
@@ -96,7 +99,7 @@ async fn run(cfg: OpenAi, body: bytes::Bytes, id: String) -> JobResult {
     let status = resp.status();
     if !streamed || !status.is_success() {
         return match resp.bytes().await {
-            Ok(b) => whole_reply(status.as_u16(), b, started),
+            Ok(b) => whole_reply(status.as_u16(), b, cfg.check_json, started),
             Err(e) => finish(JobResult::bare(JobState::Failed, Some(crate::client::describe(e))), started),
         };
     }
@@ -179,7 +182,7 @@ async fn run_plain(cfg: &OpenAi, uri: http::Uri, body: bytes::Bytes, id: &str, s
         }
     }
     match cfg.http.plain().post(uri, &headers, body).await {
-        Ok((status, bytes)) => whole_reply(status.as_u16(), bytes, started),
+        Ok((status, bytes)) => whole_reply(status.as_u16(), bytes, cfg.check_json, started),
         Err(e) => finish(JobResult::bare(JobState::Failed, Some(BackendError::Transport(e).to_string())), started),
     }
 }

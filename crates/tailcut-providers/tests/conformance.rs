@@ -117,6 +117,7 @@ async fn setup(kind: Kind, b: Behaviour) -> (MockServer, Arc<dyn Backend>) {
             key: Some(key),
             route: Route::Chat,
             stream: true,
+            check_json: true,
             http: http(),
         }),
         Kind::Generic => {

@@ -13,7 +13,9 @@
 //! and the median round is reported, with each round printed, because the load
 //! generator, the upstream and the proxy share the machine's cores.
 //!
-//! Run: `cargo bench -p tailcut-cli --bench gateway` (`-- --quick` for one short round).
+//! Run: `cargo bench -p tailcut-cli --bench gateway` (`-- --quick` for one short round;
+//! `TAILCUT_BENCH_BASELINE=path/to/tailcut` adds another build, e.g. an older commit, as
+//! a fourth target `tailcut@base` measured in the same interleaved rounds).
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -320,23 +322,28 @@ fn main() {
     let upstream = format!("http://127.0.0.1:{up_port}");
 
     // The gateway, as users run it.
-    let gw_port = free_port();
     let cfg = dir.path().join("gateway.toml");
     std::fs::write(&cfg, gateway_toml(&upstream)).expect("write gateway config");
-    let gw = Command::new(bin)
-        .args(["serve", "--config", cfg.to_str().expect("utf-8 path"), "--listen", &format!("127.0.0.1:{gw_port}")])
-        .env("TAILCUT_LOG", "off")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("tailcut serve starts");
-    let gw_pid = gw.id();
-    procs.0.push(gw);
-    wait_for_port(gw_port);
+    let mut start_gateway = |bin: &str| -> (String, u32) {
+        let port = free_port();
+        let gw = Command::new(bin)
+            .args(["serve", "--config", cfg.to_str().expect("utf-8 path"), "--listen", &format!("127.0.0.1:{port}")])
+            .env("TAILCUT_LOG", "off")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("tailcut serve starts");
+        let pid = gw.id();
+        procs.0.push(gw);
+        wait_for_port(port);
+        (format!("http://127.0.0.1:{port}"), pid)
+    };
+    let (gw_base, gw_pid) = start_gateway(bin);
+    let baseline = std::env::var("TAILCUT_BENCH_BASELINE").ok().map(|b| start_gateway(&b));
 
     let mut targets = vec![
         Target { name: "direct", base: upstream.clone(), pids: vec![] },
-        Target { name: "tailcut", base: format!("http://127.0.0.1:{gw_port}"), pids: vec![gw_pid] },
+        Target { name: "tailcut", base: gw_base, pids: vec![gw_pid] },
     ];
     if let Some(n) = &nginx {
         let px_port = free_port();
@@ -346,6 +353,9 @@ fn main() {
         wait_for_port(px_port);
         std::thread::sleep(Duration::from_millis(200));
         targets.push(Target { name: "nginx", base: format!("http://127.0.0.1:{px_port}"), pids: nginx_pids(master) });
+    }
+    if let Some((base, pid)) = baseline {
+        targets.push(Target { name: "tailcut@base", base, pids: vec![pid] });
     }
 
     // The load generator: one worker thread (plus the pacer), so it leaves the other core
@@ -360,7 +370,7 @@ fn main() {
         }
 
         println!("added latency, open loop, {rounds} interleaved round(s) of {secs} s each; median round (rounds in brackets)");
-        println!("target     rate    p50 ms    p99 ms   added p50   added p99   errors   p99 by round");
+        println!("target        rate    p50 ms    p99 ms   added p50   added p99   errors   p99 by round");
         for rate in [1000u32, 5000] {
             let mut per: Vec<(Vec<f64>, Vec<f64>, usize)> = targets.iter().map(|_| (vec![], vec![], 0)).collect();
             for _ in 0..rounds {
@@ -377,7 +387,7 @@ fn main() {
                 let rounds: Vec<String> = per[i].1.iter().map(|v| format!("{v:.3}")).collect();
                 let (a50, a99) =
                     if i == 0 { ("-".to_string(), "-".to_string()) } else { (format!("{:+.3}", p50 - d50), format!("{:+.3}", p99 - d99)) };
-                println!("{:9} {rate:5} {p50:9.3} {p99:9.3} {a50:>11} {a99:>11} {:8}   [{}]", t.name, per[i].2, rounds.join(", "));
+                println!("{:12} {rate:5} {p50:9.3} {p99:9.3} {a50:>11} {a99:>11} {:8}   [{}]", t.name, per[i].2, rounds.join(", "));
             }
         }
 
@@ -408,10 +418,13 @@ fn main() {
             let rounds: Vec<String> = rps[i].iter().map(|v| format!("{v:.0}")).collect();
             let cpu =
                 if t.pids.is_empty() { String::new() } else { format!("   proxy CPU {:.1} µs/request", median(cpu_per_req[i].clone())) };
-            println!("{:9} {m:9.0} req/s{cpu}   [{}]", t.name, rounds.join(", "));
+            println!("{:12} {m:9.0} req/s{cpu}   [{}]", t.name, rounds.join(", "));
         }
-        if targets.len() > 2 {
-            println!("tailcut / nginx = {:.2}", tailcut / median(rps[2].clone()));
+        if let Some(i) = targets.iter().position(|t| t.name == "nginx") {
+            println!("tailcut / nginx = {:.2}", tailcut / median(rps[i].clone()));
+        }
+        if let Some(i) = targets.iter().position(|t| t.name == "tailcut@base") {
+            println!("tailcut / tailcut@base = {:.2}", tailcut / median(rps[i].clone()));
         }
 
         let n = if quick { 300 } else { 2000 };
@@ -420,7 +433,7 @@ fn main() {
         for _ in 0..rounds {
             for (i, t) in targets.iter().enumerate() {
                 // The gateway routes model `s` to the SSE upstream; the others go to it by path.
-                let url = if t.name == "tailcut" {
+                let url = if t.name.starts_with("tailcut") {
                     format!("{}/v1/chat/completions", t.base)
                 } else {
                     format!("{}/sse/v1/chat/completions", t.base)
@@ -440,7 +453,7 @@ fn main() {
         for (i, t) in targets.iter().enumerate() {
             let (p50, p99) = (median(ttft[i].0.clone()), median(ttft[i].1.clone()));
             let added = if i == 0 { String::new() } else { format!("   added p50 {:+.3} ms, added p99 {:+.3} ms", p50 - d50, p99 - d99) };
-            println!("{:9} p50 {p50:.3} ms  p99 {p99:.3} ms{added}", t.name);
+            println!("{:12} p50 {p50:.3} ms  p99 {p99:.3} ms{added}", t.name);
         }
     });
     drop(procs);

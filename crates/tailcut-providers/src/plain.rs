@@ -18,11 +18,26 @@ type Pool = Client<HttpConnector, Full<Bytes>>;
 /// (`serve_per_core`) keeps each exchange on its own thread.
 #[derive(Clone, Debug)]
 pub struct PlainHttp {
-    id: u64,
+    id: std::sync::Arc<PoolId>,
     timeout: Duration,
 }
 
+/// Names one client's pools; when the last clone of the client is dropped (a config
+/// reload replaced it), its id is retired and each thread drops its pool for it the next
+/// time that thread opens a new one.
+#[derive(Debug)]
+struct PoolId(u64);
+
+impl Drop for PoolId {
+    fn drop(&mut self) {
+        if let Ok(mut retired) = RETIRED.lock() {
+            retired.push(self.0);
+        }
+    }
+}
+
 static NEXT_POOL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+static RETIRED: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
 
 thread_local! {
     static POOLS: std::cell::RefCell<std::collections::HashMap<u64, Pool>> = std::cell::RefCell::new(Default::default());
@@ -57,12 +72,29 @@ fn describe(e: &(dyn std::error::Error + 'static)) -> String {
 impl PlainHttp {
     /// A client whose exchanges (connect, send, read the whole body) end after `timeout`.
     pub fn new(timeout: Duration) -> PlainHttp {
-        PlainHttp { id: NEXT_POOL.fetch_add(1, std::sync::atomic::Ordering::Relaxed), timeout }
+        PlainHttp { id: std::sync::Arc::new(PoolId(NEXT_POOL.fetch_add(1, std::sync::atomic::Ordering::Relaxed))), timeout }
     }
 
     /// This client's pool on the current thread.
     fn pool(&self) -> Pool {
-        POOLS.with(|p| p.borrow_mut().entry(self.id).or_insert_with(new_pool).clone())
+        POOLS.with(|pools| {
+            let mut pools = pools.borrow_mut();
+            if let Some(p) = pools.get(&self.id.0) {
+                return p.clone();
+            }
+            // A new pool on this thread (rare: first use, or after a reload): drop the
+            // pools of retired clients here first.
+            if let Ok(retired) = RETIRED.lock() {
+                pools.retain(|id, _| !retired.contains(id));
+            }
+            pools.entry(self.id.0).or_insert_with(new_pool).clone()
+        })
+    }
+
+    /// Pools alive on the current thread (tests).
+    #[cfg(test)]
+    fn pools_here() -> usize {
+        POOLS.with(|p| p.borrow().len())
     }
 
     /// POSTs `body` and reads the whole reply: `(status, body)`, or a one-line error.
@@ -172,6 +204,19 @@ mod tests {
             all.extend_from_slice(&chunk.unwrap());
         }
         assert_eq!(all, b"hello world");
+    }
+
+    #[tokio::test]
+    async fn a_replaced_client_s_pool_is_dropped_when_the_thread_opens_the_next() {
+        let url = server(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
+        let old = PlainHttp::new(Duration::from_secs(5));
+        old.post(url.parse().unwrap(), &[], Bytes::new()).await.unwrap();
+        let before = PlainHttp::pools_here();
+        drop(old);
+        let url2 = server(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
+        let new = PlainHttp::new(Duration::from_secs(5));
+        new.post(url2.parse().unwrap(), &[], Bytes::new()).await.unwrap();
+        assert_eq!(PlainHttp::pools_here(), before, "the retired pool was replaced, not kept beside the new one");
     }
 
     #[tokio::test]

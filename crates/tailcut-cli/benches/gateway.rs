@@ -44,7 +44,15 @@ struct Procs(Vec<Child>);
 
 impl Drop for Procs {
     fn drop(&mut self) {
+        // SIGTERM first: an nginx master killed outright leaves its workers running.
+        for c in &self.0 {
+            let _ = Command::new("kill").args(["-TERM", &c.id().to_string()]).status();
+        }
+        let until = Instant::now() + Duration::from_secs(3);
         for c in &mut self.0 {
+            while Instant::now() < until && matches!(c.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let _ = c.kill();
             let _ = c.wait();
         }

@@ -119,19 +119,9 @@ pub fn log_event(event: &str, fields: Value) {
 /// An OpenAI-compatible backend for the engine. Its replies are judged by a JSON
 /// validator requiring `choices`/`data`, which also rejects non-JSON, so the adapter's
 /// own syntax check would only scan each reply twice.
-fn openai_backend(name: &str, a: &tailcut_config::remote::RemoteAdapter, route: Route, timeout: Duration) -> Result<Arc<OpenAi>, String> {
-    let http = HttpClient::new(timeout, tailcut_providers::client::RetryPolicy::default()).map_err(|e| e.to_string())?;
+fn openai_backend(name: &str, a: &tailcut_config::remote::RemoteAdapter, route: Route, http: HttpClient) -> Arc<OpenAi> {
     let key = a.key_env.as_deref().and_then(Secret::from_env);
-    Ok(Arc::new(OpenAi {
-        name: name.into(),
-        base: a.base.clone(),
-        model: a.model.clone(),
-        key,
-        route,
-        stream: false,
-        check_json: false,
-        http,
-    }))
+    Arc::new(OpenAi { name: name.into(), base: a.base.clone(), model: a.model.clone(), key, route, stream: false, check_json: false, http })
 }
 
 impl Runtime {
@@ -164,15 +154,19 @@ impl Runtime {
                     for name in spec_providers(&spec) {
                         let p = config.provider(&name).ok_or_else(|| format!("no provider {name}"))?;
                         let Adapter::Remote(a) = &p.adapter else { return Err(format!("provider {name} is not an openai adapter")) };
+                        // One client per upstream for its three endpoints and its streams:
+                        // one connection pool per serving thread, not four.
+                        let http =
+                            HttpClient::new(timeout, tailcut_providers::client::RetryPolicy::default()).map_err(|e| e.to_string())?;
                         upstreams.push(Upstream {
                             name: name.clone(),
                             base: a.base.clone(),
                             model: a.model.clone(),
                             key: a.key_env.as_deref().and_then(Secret::from_env),
-                            plain: tailcut_providers::plain::PlainHttp::new(timeout),
+                            plain: http.plain().clone(),
                         });
                         for (k, r) in [("chat", Route::Chat), ("completions", Route::Completions), ("embeddings", Route::Embeddings)] {
-                            let backend = openai_backend(&name, a, r, timeout)?;
+                            let backend = openai_backend(&name, a, r, http.clone());
                             by_route.entry(k).or_default().push(ProviderEntry { name: name.clone(), backend, pricing: p.pricing });
                         }
                     }

@@ -4,7 +4,8 @@
 //!
 //! 1. added latency (proxy − direct) p50/p99 at fixed open-loop rates (1k and 5k req/s),
 //!    with hedging enabled on the gateway (a 500 ms timer hedge that never fires);
-//!    latency counts from each request's scheduled send time (no coordinated omission);
+//!    latency counts from each request's scheduled send time (no coordinated omission),
+//!    over at most 64 connections (a request waits for one, as behind a client pool);
 //! 2. maximum throughput, closed loop, 64 connections (`wrk` when installed), with the
 //!    proxy's CPU time per request read from /proc;
 //! 3. streaming: added time to the first content token, p50/p99.
@@ -158,6 +159,11 @@ async fn exchange(http: &Http, url: &str) -> bool {
     }
 }
 
+/// Connections the open-loop client may use, like a service's client pool (and wrk2's
+/// fixed connection count): a request waits for one, and its wait counts in its latency.
+/// Unbounded, a short stall would turn into a storm of new connections.
+const OPEN_LOOP_CONNECTIONS: usize = 64;
+
 /// Open loop at `rate` req/s for `secs`: latencies (ms) from the scheduled send times.
 /// A dedicated thread paces the sends with `thread::sleep` (tokio's timer rounds up to
 /// whole milliseconds, which would blur sub-millisecond differences).
@@ -166,6 +172,7 @@ async fn open_loop(http: &Http, url: &str, rate: u32, secs: f64) -> (Vec<f64>, u
     let interval = Duration::from_secs_f64(1.0 / f64::from(rate));
     let handle = tokio::runtime::Handle::current();
     let (http, url) = (http.clone(), url.to_string());
+    let connections = std::sync::Arc::new(tokio::sync::Semaphore::new(OPEN_LOOP_CONNECTIONS));
     let pacer = std::thread::spawn(move || {
         let start = Instant::now() + Duration::from_millis(5);
         let mut tasks = Vec::with_capacity(total);
@@ -175,8 +182,9 @@ async fn open_loop(http: &Http, url: &str, rate: u32, secs: f64) -> (Vec<f64>, u
             if at > now {
                 std::thread::sleep(at - now);
             }
-            let (http, url) = (http.clone(), url.clone());
+            let (http, url, connections) = (http.clone(), url.clone(), connections.clone());
             tasks.push(handle.spawn(async move {
+                let _connection = connections.acquire_owned().await;
                 let ok = exchange(&http, &url).await;
                 (at.elapsed().as_secs_f64() * 1000.0, ok)
             }));

@@ -18,8 +18,15 @@ impl Drop for Gateway {
 }
 
 fn start(config: &std::path::Path) -> Gateway {
+    start_with(config, &[])
+}
+
+/// `tailcut serve` on a free port with `extra` arguments; returns once it prints its URL.
+fn start_with(config: &std::path::Path, extra: &[&str]) -> Gateway {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tailcut"))
         .args(["serve", "--config", config.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .env("TAILCUT_LOG", "off")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -27,6 +34,7 @@ fn start(config: &std::path::Path) -> Gateway {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let url = line.trim().rsplit(' ').next().unwrap().to_string();
+    assert!(url.starts_with("http://"), "the gateway did not start: {line:?}");
     Gateway(child, url)
 }
 
@@ -303,19 +311,8 @@ policy = "chat"
         .unwrap()
     };
     write(r#""m""#);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tailcut"))
-        .args(["serve", "--config", cfg.to_str().unwrap(), "--listen", "127.0.0.1:0", "--workers", "2"])
-        .env("TAILCUT_LOG", "off")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let base = line.trim().rsplit(' ').next().unwrap().to_string();
-    assert!(base.starts_with("http://"), "the gateway did not start: {line:?}");
-    let pid = child.id().to_string();
-    let mut gw = Gateway(child, base.clone());
+    let mut gw = start_with(&cfg, &["--workers", "2"]);
+    let (base, pid) = (gw.1.clone(), gw.0.id().to_string());
     // Separate connections (no pooling), so both worker sockets take some.
     let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
 

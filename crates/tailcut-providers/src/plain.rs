@@ -57,19 +57,10 @@ fn new_pool() -> Pool {
         .build(connector)
 }
 
-/// Why a plain-HTTP exchange failed, as one line with its causes (never the URL).
+/// Why a plain-HTTP exchange failed, as one line with its causes. hyper's errors and
+/// their io causes never carry the URL or headers.
 fn describe(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !line.ends_with(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        cause = c.source();
-    }
-    line
+    crate::client::cause_chain(e)
 }
 
 impl PlainHttp {

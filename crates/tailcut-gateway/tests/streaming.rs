@@ -1,0 +1,126 @@
+//! Hedged streaming failure paths, against a local upstream that misbehaves on purpose:
+//! an error before the first token falls through to the next upstream at once; an error
+//! after it ends the client's stream with an error event and `[DONE]`.
+
+use axum::body::Body;
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+use std::time::{Duration, Instant};
+
+const ROLE: &str = r#"data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#;
+
+fn token(t: &str) -> String {
+    format!(r#"data: {{"choices":[{{"index":0,"delta":{{"content":"{t}"}}}}]}}"#)
+}
+
+/// Server-sent events, 20 ms apart; `Err` items break the connection mid-body.
+fn sse(events: Vec<Result<String, ()>>) -> Response {
+    let stream = futures::stream::unfold(events.into_iter(), |mut it| async move {
+        let next = it.next()?;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        Some((next.map(|e| bytes::Bytes::from(format!("{e}\n\n"))).map_err(|()| std::io::Error::other("cut")), it))
+    });
+    Response::builder().header("content-type", "text/event-stream").body(Body::from_stream(stream)).unwrap()
+}
+
+/// `/fail` answers 500; `/good` streams two tokens; `/error` sends a token then an error
+/// event; `/cut` sends a token then drops the connection.
+async fn upstream() -> String {
+    let app = Router::new()
+        .route("/fail/v1/chat/completions", post(|| async { Response::builder().status(500).body(Body::from("boom")).unwrap() }))
+        .route(
+            "/good/v1/chat/completions",
+            post(|| async { sse(vec![Ok(ROLE.into()), Ok(token("a")), Ok(token("b")), Ok("data: [DONE]".into())]) }),
+        )
+        .route(
+            "/error/v1/chat/completions",
+            post(|| async { sse(vec![Ok(ROLE.into()), Ok(token("x")), Ok(r#"data: {"error":{"message":"engine died"}}"#.into())]) }),
+        )
+        .route("/cut/v1/chat/completions", post(|| async { sse(vec![Ok(ROLE.into()), Ok(token("x")), Err(())]) }));
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await });
+    format!("http://{addr}")
+}
+
+/// A gateway whose route tries `primary` then `hedge` (a 5 s first-token hedge, so only a
+/// failure makes it move on early).
+async fn gateway(up: &str, primary: &str, hedge: &str) -> String {
+    let toml = format!(
+        r#"
+[budget]
+ledger = ":memory:"
+[gateway]
+store = ":memory:"
+[providers.p]
+adapter = "openai"
+base_url = "{up}/{primary}/v1"
+rate_usd_per_s = 0.0
+[providers.h]
+adapter = "openai"
+base_url = "{up}/{hedge}/v1"
+rate_usd_per_s = 0.0
+[policies.ph]
+kind = "hedge"
+primary = "p"
+hedge = "h"
+delay_ms = 5000
+[routes.chat]
+kind = "openai"
+models = ["m"]
+policy = "ph"
+first_token_hedge_ms = 5000
+"#
+    );
+    let config = tailcut_config::Config::parse(&toml, "test").unwrap();
+    let state = tailcut_gateway::AppState::new(config, None).unwrap();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(tailcut_gateway::serve(l, state, futures::future::pending()));
+    format!("http://{addr}/v1/chat/completions")
+}
+
+async fn stream(url: &str) -> (reqwest::header::HeaderMap, String) {
+    let body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true});
+    let r = reqwest::Client::new().post(url).json(&body).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let headers = r.headers().clone();
+    (headers, r.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_before_the_first_token_falls_through_at_once() {
+    let up = upstream().await;
+    let url = gateway(&up, "fail", "good").await;
+    let t = Instant::now();
+    let (headers, text) = stream(&url).await;
+    assert!(t.elapsed() < Duration::from_secs(2), "waited for the 5 s hedge instead of falling through: {:?}", t.elapsed());
+    assert_eq!(headers["x-tailcut-winner"], "h");
+    assert_eq!(headers["x-tailcut-hedge-reason"], "upstream_error");
+    assert!(text.contains(r#""content":"a""#) && text.contains(r#""content":"b""#), "{text}");
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    assert_eq!(text.matches(r#""role":"assistant""#).count(), 1, "one role chunk: {text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_event_after_the_first_token_ends_the_stream_with_an_error() {
+    let up = upstream().await;
+    let url = gateway(&up, "error", "good").await;
+    let (headers, text) = stream(&url).await;
+    assert_eq!(headers["x-tailcut-winner"], "p");
+    assert!(text.contains(r#""content":"x""#), "{text}");
+    assert!(text.contains("upstream failed mid-stream"), "{text}");
+    assert!(!text.contains(r#""content":"a""#), "tokens of another upstream leaked in: {text}");
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_cut_after_the_first_token_ends_the_stream_with_an_error() {
+    let up = upstream().await;
+    let url = gateway(&up, "cut", "good").await;
+    let (_, text) = stream(&url).await;
+    assert!(text.contains(r#""content":"x""#), "{text}");
+    assert!(text.contains("upstream failed mid-stream"), "{text}");
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+}

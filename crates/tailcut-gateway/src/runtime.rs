@@ -75,6 +75,8 @@ pub struct AppState {
     pub(crate) running: Mutex<HashMap<String, oneshot::Sender<()>>>,
     pub(crate) draining: AtomicBool,
     in_flight: Arc<Semaphore>,
+    /// Slots in `in_flight` (`max_in_flight` at start).
+    in_flight_limit: usize,
     next_id: AtomicU64,
     /// The body limit of the current configuration (read on every request).
     max_body: AtomicUsize,
@@ -230,6 +232,7 @@ impl AppState {
             running: Mutex::new(HashMap::new()),
             draining: AtomicBool::new(false),
             in_flight: Arc::new(Semaphore::new(max)),
+            in_flight_limit: max,
             next_id: AtomicU64::new(1),
             max_body,
         }))
@@ -293,12 +296,20 @@ async fn admit(st: &AppState, wait: Duration) -> Result<tokio::sync::OwnedSemaph
     if let Ok(p) = st.in_flight.clone().try_acquire_owned() {
         return Ok(p);
     }
-    let full = || ApiError::Unavailable("too many requests in flight".into());
+    let full = || {
+        st.metrics.inc("tailcut_admission_total", &[("outcome", "rejected")]);
+        ApiError::Unavailable("too many requests in flight".into())
+    };
     if wait.is_zero() {
         return Err(full());
     }
+    let started = std::time::Instant::now();
     match tokio::time::timeout(wait, st.in_flight.clone().acquire_owned()).await {
-        Ok(Ok(p)) => Ok(p),
+        Ok(Ok(p)) => {
+            st.metrics.inc("tailcut_admission_total", &[("outcome", "waited")]);
+            st.metrics.observe("tailcut_admission_wait_seconds", &[], started.elapsed().as_secs_f64());
+            Ok(p)
+        }
         _ => Err(full()),
     }
 }
@@ -614,7 +625,13 @@ async fn readyz(State(st): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics(State(st): State<Arc<AppState>>) -> Response {
-    ([("content-type", "text/plain; version=0.0.4")], st.metrics.render()).into_response()
+    let mut text = st.metrics.render();
+    let limit = st.in_flight_limit;
+    let in_flight = limit.saturating_sub(st.in_flight.available_permits());
+    text.push_str(&format!(
+        "# TYPE tailcut_in_flight gauge\ntailcut_in_flight {in_flight}\n# TYPE tailcut_in_flight_limit gauge\ntailcut_in_flight_limit {limit}\n"
+    ));
+    ([("content-type", "text/plain; version=0.0.4")], text).into_response()
 }
 
 async fn not_found() -> Response {

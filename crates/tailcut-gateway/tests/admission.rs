@@ -70,6 +70,9 @@ async fn a_full_gateway_answers_503_at_once_without_a_wait() {
     assert!(t.elapsed() < Duration::from_millis(150), "a zero wait must not queue: {:?}", t.elapsed());
     let v: serde_json::Value = second.json().await.unwrap();
     assert!(v["error"]["message"].as_str().unwrap().contains("in flight"), "{v}");
+    let m = metrics(&http, &url).await;
+    assert!(m.contains("tailcut_in_flight 1\n"), "the first request holds the slot: {m}");
+    assert!(m.contains("tailcut_admission_total{outcome=\"rejected\"} 1"), "{m}");
     assert_eq!(first.await.unwrap(), 200);
 }
 
@@ -90,6 +93,15 @@ async fn a_burst_waits_for_slots_instead_of_failing() {
     }
     // One slot: the four ran one after another.
     assert!(t.elapsed() >= Duration::from_millis(4 * 250), "they did not queue: {:?}", t.elapsed());
+    let m = metrics(&http, &url).await;
+    assert!(m.contains("tailcut_admission_total{outcome=\"waited\"} 3"), "{m}");
+    assert!(m.contains("tailcut_admission_wait_seconds_count{} 3"), "{m}");
+    assert!(m.contains("tailcut_in_flight 0\n") && m.contains("tailcut_in_flight_limit 1\n"), "{m}");
+}
+
+async fn metrics(http: &reqwest::Client, chat_url: &str) -> String {
+    let url = chat_url.replace("/v1/chat/completions", "/metrics");
+    http.get(url).send().await.unwrap().text().await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -56,13 +56,7 @@ fn body_for(up: &Upstream, raw: &bytes::Bytes, parsed: &Value) -> bytes::Bytes {
 async fn open(up: &Upstream, http: &reqwest::Client, url: String, body: bytes::Bytes) -> Result<(u16, ByteStream), String> {
     if url.starts_with("http://") {
         if let Ok(uri) = axum::http::Uri::try_from(url.as_str()) {
-            let mut headers = vec![(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"))];
-            if let Some(k) = &up.key {
-                if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", k.expose())) {
-                    v.set_sensitive(true);
-                    headers.push((axum::http::header::AUTHORIZATION, v));
-                }
-            }
+            let headers = tailcut_providers::plain::json_post_headers(None, up.key.as_ref());
             let (status, stream) = up.plain.post_streaming(uri, &headers, body).await?;
             return Ok((status.as_u16(), stream));
         }
@@ -91,7 +85,7 @@ async fn upstream(i: usize, up: Upstream, http: reqwest::Client, body: bytes::By
             return;
         }
     };
-    let mut buf = String::new();
+    let mut sse = tailcut_providers::sse::SseData::default();
     while let Some(chunk) = stream.next().await {
         let chunk = match chunk {
             Ok(c) => c,
@@ -100,16 +94,12 @@ async fn upstream(i: usize, up: Upstream, http: reqwest::Client, body: bytes::By
                 return;
             }
         };
-        buf.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(pos) = buf.find('\n') {
-            let line = buf[..pos].trim().to_string();
-            buf.drain(..=pos);
-            let Some(data) = line.strip_prefix("data:").map(str::trim) else { continue };
+        for data in sse.push(&chunk) {
             if data == "[DONE]" {
                 let _ = tx.send((i, Ev::Done));
                 return;
             }
-            let Ok(v) = serde_json::from_str::<Value>(data) else {
+            let Ok(v) = serde_json::from_str::<Value>(&data) else {
                 let _ = tx.send((i, Ev::Failed("malformed stream event".into())));
                 return;
             };

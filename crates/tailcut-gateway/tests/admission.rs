@@ -1,6 +1,8 @@
 //! Admission control (`max_in_flight` slots, a bounded wait for one, a streamed response
 //! holding its slot until the stream ends) and replies that must never reach a client.
 
+mod common;
+
 use std::time::{Duration, Instant};
 use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
 
@@ -26,12 +28,7 @@ models = ["m"]
 policy = "one"
 "#
     );
-    let config = tailcut_config::Config::parse(&toml, "test").unwrap();
-    let state = tailcut_gateway::AppState::new(config, None).unwrap();
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(tailcut_gateway::serve(l, state, futures::future::pending()));
-    format!("http://{addr}/v1/chat/completions")
+    common::serve_config(&toml).await
 }
 
 fn body(stream: bool) -> serde_json::Value {
@@ -144,20 +141,66 @@ async fn a_malformed_upstream_reply_is_a_502_not_a_completion() {
 async fn oversized_bodies_get_a_json_413_declared_or_chunked() {
     let up = slow_upstream().await;
     let url = gateway(&up.url(), 0).await;
-    let http = reqwest::Client::new();
-    let big = vec![b' '; 2 << 20];
-    let declared = http.post(&url).header("content-type", "application/json").body(big.clone()).send().await.unwrap();
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = big.chunks(64 << 10).map(|c| Ok(c.to_vec())).collect();
-    let chunked = http
-        .post(&url)
-        .header("content-type", "application/json")
-        .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
-        .send()
-        .await
-        .unwrap();
-    for r in [declared, chunked] {
-        assert_eq!(r.status().as_u16(), 413);
-        let v: serde_json::Value = r.json().await.unwrap();
-        assert_eq!(v["error"]["code"], "request_too_large", "{v}");
+    // Declared (2 MiB, over the default 1 MiB): only the head and one byte are sent.
+    let framing = format!("content-length: {}", 2 << 20);
+    let (status, declared) = raw_request(&url, &framing, |s| {
+        Box::pin(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = s.write_all(b"{").await;
+        })
+    })
+    .await;
+    assert_eq!(status, 413, "{declared}");
+    let v: serde_json::Value = serde_json::from_str(&declared).unwrap();
+    assert_eq!(v["error"]["code"], "request_too_large", "{v}");
+    // Chunked, 2 MiB: no declared length; the limit is found while reading.
+    let (status, chunked) = raw_request(&url, "transfer-encoding: chunked", |s| {
+        Box::pin(async move {
+            use tokio::io::AsyncWriteExt;
+            let chunk = format!("{:x}\r\n{}\r\n", 64 << 10, " ".repeat(64 << 10));
+            for _ in 0..32 {
+                // The gateway may answer and close before the upload ends.
+                if s.write_all(chunk.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+            let _ = s.write_all(b"0\r\n\r\n").await;
+        })
+    })
+    .await;
+    assert_eq!(status, 413, "{chunked}");
+    let v: serde_json::Value = serde_json::from_str(&chunked).unwrap();
+    assert_eq!(v["error"]["code"], "request_too_large", "{v}");
+}
+
+type Upload = for<'a> fn(&'a mut tokio::net::TcpStream) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
+
+/// Sends a request head with `framing` (a length or chunked header), lets `upload` write
+/// the body, then returns the answer's status and body. Raw TCP, so an early answer is
+/// read even when the gateway closes before the upload ends.
+async fn raw_request(url: &str, framing: &str, upload: Upload) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = url.trim_start_matches("http://").split('/').next().unwrap();
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!("POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n{framing}\r\n\r\n");
+    s.write_all(head.as_bytes()).await.unwrap();
+    upload(&mut s).await;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let read = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await;
+        let n = read.expect("no answer within 10 s").unwrap_or(0);
+        reply.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&reply).to_string();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap()));
+            if n == 0 || len.is_some_and(|len| body.len() >= len) {
+                let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+                return (status, body.to_string());
+            }
+        }
+        assert!(n > 0, "connection closed before an answer: {text:?}");
     }
 }

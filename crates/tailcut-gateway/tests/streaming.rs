@@ -2,6 +2,8 @@
 //! an error before the first token falls through to the next upstream at once; an error
 //! after it ends the client's stream with an error event and `[DONE]`.
 
+mod common;
+
 use axum::body::Body;
 use axum::response::Response;
 use axum::routing::post;
@@ -73,12 +75,7 @@ policy = "ph"
 first_token_hedge_ms = 5000
 "#
     );
-    let config = tailcut_config::Config::parse(&toml, "test").unwrap();
-    let state = tailcut_gateway::AppState::new(config, None).unwrap();
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    tokio::spawn(tailcut_gateway::serve(l, state, futures::future::pending()));
-    format!("http://{addr}/v1/chat/completions")
+    common::serve_config(&toml).await
 }
 
 async fn stream(url: &str) -> (reqwest::header::HeaderMap, String) {

@@ -25,6 +25,7 @@ pub mod polling;
 pub mod replicate;
 pub mod runpod;
 pub mod secret;
+pub mod sse;
 
 pub use client::HttpClient;
 pub use polling::{PollSettings, PollingBackend};

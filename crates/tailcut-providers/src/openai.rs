@@ -107,7 +107,7 @@ async fn run(cfg: OpenAi, body: bytes::Bytes, id: String) -> JobResult {
     let mut ttft = None;
     let mut usage = Value::Null;
     let mut finish_reason = Value::Null;
-    let mut buf = String::new();
+    let mut sse = crate::sse::SseData::default();
     let mut stream = resp.bytes_stream();
     let mut done = false;
     while let Some(chunk) = stream.next().await {
@@ -117,16 +117,12 @@ async fn run(cfg: OpenAi, body: bytes::Bytes, id: String) -> JobResult {
                 return finish(JobResult::bare(JobState::Failed, Some(format!("stream broke: {}", crate::client::describe(e)))), started)
             }
         };
-        buf.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(pos) = buf.find('\n') {
-            let line = buf[..pos].trim().to_string();
-            buf.drain(..=pos);
-            let Some(data) = line.strip_prefix("data:").map(str::trim) else { continue };
+        for data in sse.push(&chunk) {
             if data == "[DONE]" {
                 done = true;
                 break;
             }
-            let Ok(v) = serde_json::from_str::<Value>(data) else {
+            let Ok(v) = serde_json::from_str::<Value>(&data) else {
                 return finish(JobResult::bare(JobState::Failed, Some("malformed stream event".into())), started);
             };
             if let Some(err) = v.get("error") {
@@ -170,17 +166,7 @@ async fn run(cfg: OpenAi, body: bytes::Bytes, id: String) -> JobResult {
 
 /// The same exchange over the lean plain-HTTP client (no TLS to set up, no URL re-parse).
 async fn run_plain(cfg: &OpenAi, uri: http::Uri, body: bytes::Bytes, id: &str, started: Instant) -> JobResult {
-    let mut headers = Vec::with_capacity(3);
-    headers.push((http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json")));
-    if let Ok(v) = http::HeaderValue::from_str(id) {
-        headers.push((http::HeaderName::from_static("x-request-id"), v));
-    }
-    if let Some(k) = &cfg.key {
-        if let Ok(mut v) = http::HeaderValue::from_str(&format!("Bearer {}", k.expose())) {
-            v.set_sensitive(true);
-            headers.push((http::header::AUTHORIZATION, v));
-        }
-    }
+    let headers = crate::plain::json_post_headers(Some(id), cfg.key.as_ref());
     match cfg.http.plain().post(uri, &headers, body).await {
         Ok((status, bytes)) => whole_reply(status.as_u16(), bytes, cfg.check_json, started),
         Err(e) => finish(JobResult::bare(JobState::Failed, Some(BackendError::Transport(e).to_string())), started),

@@ -63,6 +63,34 @@ fn describe(e: &(dyn std::error::Error + 'static)) -> String {
     crate::client::cause_chain(e)
 }
 
+/// A POST with tailcut's user agent and `headers`.
+fn post_request(uri: Uri, headers: &[(HeaderName, HeaderValue)], body: Bytes) -> Result<Request<Full<Bytes>>, String> {
+    let mut req = Request::post(uri);
+    if let Some(h) = req.headers_mut() {
+        h.reserve(headers.len() + 1);
+        h.insert(http::header::USER_AGENT, HeaderValue::from_static(concat!("tailcut/", env!("CARGO_PKG_VERSION"))));
+        for (k, v) in headers {
+            h.insert(k.clone(), v.clone());
+        }
+    }
+    req.body(Full::new(body)).map_err(|e| format!("bad request: {e}"))
+}
+
+/// The headers of a JSON POST to an upstream: the content type, the request id when
+/// there is one, and the bearer key, marked sensitive so it never shows in debug output.
+pub fn json_post_headers(request_id: Option<&str>, key: Option<&crate::secret::Secret>) -> Vec<(HeaderName, HeaderValue)> {
+    let mut headers = Vec::with_capacity(3);
+    headers.push((http::header::CONTENT_TYPE, HeaderValue::from_static("application/json")));
+    if let Some(v) = request_id.and_then(|id| HeaderValue::from_str(id).ok()) {
+        headers.push((HeaderName::from_static("x-request-id"), v));
+    }
+    if let Some(mut v) = key.and_then(|k| HeaderValue::from_str(&format!("Bearer {}", k.expose())).ok()) {
+        v.set_sensitive(true);
+        headers.push((http::header::AUTHORIZATION, v));
+    }
+    headers
+}
+
 impl PlainHttp {
     /// A client whose exchanges (connect, send, read the whole body) end after `timeout`.
     pub fn new(timeout: Duration) -> PlainHttp {
@@ -93,15 +121,7 @@ impl PlainHttp {
 
     /// POSTs `body` and reads the whole reply: `(status, body)`, or a one-line error.
     pub async fn post(&self, uri: Uri, headers: &[(HeaderName, HeaderValue)], body: Bytes) -> Result<(StatusCode, Bytes), String> {
-        let mut req = Request::post(uri);
-        if let Some(h) = req.headers_mut() {
-            h.reserve(headers.len() + 1);
-            h.insert(http::header::USER_AGENT, HeaderValue::from_static(concat!("tailcut/", env!("CARGO_PKG_VERSION"))));
-            for (k, v) in headers {
-                h.insert(k.clone(), v.clone());
-            }
-        }
-        let req = req.body(Full::new(body)).map_err(|e| format!("bad request: {e}"))?;
+        let req = post_request(uri, headers, body)?;
         let exchange = async {
             let resp = self.pool().request(req).await.map_err(|e| format!("error sending request: {}", describe(&e)))?;
             let status = resp.status();
@@ -127,14 +147,7 @@ impl PlainHttp {
         headers: &[(HeaderName, HeaderValue)],
         body: Bytes,
     ) -> Result<(StatusCode, ByteStream), String> {
-        let mut req = Request::post(uri);
-        if let Some(h) = req.headers_mut() {
-            h.insert(http::header::USER_AGENT, HeaderValue::from_static(concat!("tailcut/", env!("CARGO_PKG_VERSION"))));
-            for (k, v) in headers {
-                h.insert(k.clone(), v.clone());
-            }
-        }
-        let req = req.body(Full::new(body)).map_err(|e| format!("bad request: {e}"))?;
+        let req = post_request(uri, headers, body)?;
         let resp = match tokio::time::timeout(self.timeout, self.pool().request(req)).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return Err(format!("error sending request: {}", describe(&e))),

@@ -141,6 +141,17 @@ pub(crate) struct Shared {
     pub(crate) hedge_gate: Option<Arc<dyn HedgeGate>>,
 }
 
+impl Shared {
+    /// Charges provider `index`'s projected submission cost; nothing may be submitted
+    /// unless this succeeds. Returns the amount charged.
+    pub(crate) fn charge_launch(&self, index: usize, request_id: &str, opens_request: bool) -> Result<MicroUsd, LedgerError> {
+        let Some(entry) = self.providers.get(index) else { return Ok(MicroUsd::ZERO) };
+        let amount = entry.pricing.projected_submission();
+        self.budget.charge(&Charge { provider: &entry.name, request_id, amount, opens_request })?;
+        Ok(amount)
+    }
+}
+
 impl fmt::Debug for Hedger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Hedger")
@@ -185,10 +196,7 @@ impl Hedger {
     /// the same rule as a race: nothing may be submitted unless this succeeds. Returns
     /// the amount charged.
     pub fn charge_launch(&self, index: usize, request_id: &str, opens_request: bool) -> Result<MicroUsd, LedgerError> {
-        let Some(entry) = self.shared.providers.get(index) else { return Ok(MicroUsd::ZERO) };
-        let amount = entry.pricing.projected_submission();
-        self.shared.budget.charge(&Charge { provider: &entry.name, request_id, amount, opens_request })?;
-        Ok(amount)
+        self.shared.charge_launch(index, request_id, opens_request)
     }
 
     /// The race limits.

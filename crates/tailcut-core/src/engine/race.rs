@@ -3,7 +3,7 @@
 
 use super::{Outcome, Settled, SettledInner, Shared};
 use crate::job::{JobRequest, JobResult, JobState};
-use crate::ledger::{Charge, LedgerError};
+use crate::ledger::LedgerError;
 use crate::money::MicroUsd;
 use crate::provider::{CancelContext, Job};
 use crate::receipt::{offset_ms, Receipt};
@@ -227,15 +227,8 @@ impl Race {
         if live >= self.shared.settings.max_live {
             return Err(LaunchError::AtCapacity(self.shared.settings.max_live));
         }
-        let entry = &self.shared.providers[provider];
-        let projected = entry.pricing.projected_submission();
-        self.shared.budget.charge(&Charge {
-            provider: &entry.name,
-            request_id: &self.request.request_id,
-            amount: projected,
-            opens_request: self.attempts.is_empty(),
-        })?;
-        let backend = entry.backend.clone();
+        let projected = self.shared.charge_launch(provider, &self.request.request_id, self.attempts.is_empty())?;
+        let backend = self.shared.providers[provider].backend.clone();
         let submit_started = Instant::now();
         let submitted = AssertUnwindSafe(backend.submit(&self.request)).catch_unwind().await;
         let submit_returned = Instant::now();

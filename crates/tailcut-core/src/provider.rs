@@ -117,3 +117,10 @@ pub struct ProviderEntry {
     /// How it charges.
     pub pricing: Pricing,
 }
+
+impl ProviderEntry {
+    /// The charge a submission to this provider must clear first: its projected cost.
+    pub fn projected_charge<'a>(&'a self, request_id: &'a str, opens_request: bool) -> crate::ledger::Charge<'a> {
+        crate::ledger::Charge { provider: &self.name, request_id, amount: self.pricing.projected_submission(), opens_request }
+    }
+}

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tailcut_config::{Adapter, Config, PolicySpec};
 use tailcut_core::engine::Hedger;
-use tailcut_core::ledger::{BudgetGate, Charge, MemoryLedger, SqliteLedger};
+use tailcut_core::ledger::{BudgetGate, MemoryLedger, SqliteLedger};
 use tailcut_core::trace::{now_rfc3339, TraceWriter};
 use tailcut_core::validate::{judge, Validator, ValidatorRegistry};
 use tailcut_core::{CancelContext, JobRequest, JobState, ProviderEntry};
@@ -324,12 +324,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             let started = now_rfc3339();
             let request = JobRequest::new(format!("bench-{round}"), input.clone());
             for e in &entries {
-                ledger.charge(&Charge {
-                    provider: &e.name,
-                    request_id: &request.request_id,
-                    amount: e.pricing.projected_submission(),
-                    opens_request: true,
-                })?;
+                ledger.charge(&e.projected_charge(&request.request_id, true))?;
             }
             let arms = futures::future::join_all(entries.iter().map(|e| one_arm(e, validator.as_ref(), &request, config.race.cap))).await;
             let mut providers = serde_json::Map::new();
@@ -398,12 +393,7 @@ pub fn cancel_audit(args: &CancelAuditArgs) -> anyhow::Result<ExitCode> {
                     }
                     first = false;
                     let request = JobRequest::new(format!("audit-{}-{phase}-{attempt}", e.name), json!({"text": "cancel audit"}));
-                    ledger.charge(&Charge {
-                        provider: &e.name,
-                        request_id: &request.request_id,
-                        amount: e.pricing.projected_submission(),
-                        opens_request: true,
-                    })?;
+                    ledger.charge(&e.projected_charge(&request.request_id, true))?;
                     let t0 = Instant::now();
                     let job = match e.backend.submit(&request).await {
                         Ok(j) => j,

@@ -16,7 +16,7 @@ mod race;
 pub use race::{AttemptId, LaunchError, Race, Wake};
 
 use crate::job::{JobRequest, JobResult};
-use crate::ledger::{BudgetGate, Charge, LedgerError};
+use crate::ledger::{BudgetGate, LedgerError};
 use crate::money::MicroUsd;
 use crate::policy::Policy;
 use crate::provider::ProviderEntry;
@@ -146,9 +146,9 @@ impl Shared {
     /// unless this succeeds. Returns the amount charged.
     pub(crate) fn charge_launch(&self, index: usize, request_id: &str, opens_request: bool) -> Result<MicroUsd, LedgerError> {
         let Some(entry) = self.providers.get(index) else { return Ok(MicroUsd::ZERO) };
-        let amount = entry.pricing.projected_submission();
-        self.budget.charge(&Charge { provider: &entry.name, request_id, amount, opens_request })?;
-        Ok(amount)
+        let charge = entry.projected_charge(request_id, opens_request);
+        self.budget.charge(&charge)?;
+        Ok(charge.amount)
     }
 }
 

@@ -46,6 +46,8 @@ pub(crate) struct OpenAiRoute {
     pub upstreams: Vec<Upstream>,
     pub gate: Arc<SlidingHedgeGate>,
     pub max_live: usize,
+    /// The route's name as a response header value.
+    pub route_header: HeaderValue,
 }
 
 pub(crate) struct JobRoute {
@@ -187,6 +189,7 @@ impl Runtime {
                         upstreams,
                         gate: gate.clone(),
                         max_live: config.race.max_live,
+                        route_header: HeaderValue::from_str(&route.name).unwrap_or(HeaderValue::from_static("-")),
                     };
                     let r = Arc::new(r);
                     for m in &route.models {
@@ -255,13 +258,20 @@ impl AppState {
         Ok(())
     }
 
+    /// A new id, `{kind}-{pid in hex}-{sequence}`, unique within this process's life.
+    fn new_id(&self, kind: &str) -> String {
+        use std::fmt::Write;
+        let mut id = String::with_capacity(32);
+        let _ = write!(id, "{kind}-{:x}-{}", process_id(), self.next_id.fetch_add(1, Ordering::Relaxed));
+        id
+    }
+
     fn request_id(&self, headers: &HeaderMap) -> String {
         headers
-            .get("x-request-id")
+            .get(names::REQUEST_ID)
             .and_then(|v| v.to_str().ok())
             .filter(|v| !v.is_empty() && v.len() <= 128)
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("req-{:x}-{}", process_id(), self.next_id.fetch_add(1, Ordering::Relaxed)))
+            .map_or_else(|| self.new_id("req"), str::to_string)
     }
 }
 
@@ -359,19 +369,33 @@ pub(crate) fn record_metrics(m: &Metrics, route: &str, trace: &tailcut_core::tra
     }
 }
 
-fn with_headers(mut resp: Response, request_id: &str, outcome: Option<(&str, usize, &str)>) -> Response {
+/// The gateway's response header names, built at compile time (a name given as a
+/// string is parsed and checked on every insert).
+pub(crate) mod names {
+    use axum::http::HeaderName;
+    /// The request id, propagated or generated.
+    pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+    /// The upstream whose reply the client got.
+    pub const WINNER: HeaderName = HeaderName::from_static("x-tailcut-winner");
+    /// Attempts launched for the request.
+    pub const ATTEMPTS: HeaderName = HeaderName::from_static("x-tailcut-attempts");
+    /// Why a hedge launched (`none` when none did).
+    pub const HEDGE_REASON: HeaderName = HeaderName::from_static("x-tailcut-hedge-reason");
+    /// The route that served the request.
+    pub const ROUTE: HeaderName = HeaderName::from_static("x-tailcut-route");
+}
+
+fn with_headers(mut resp: Response, request_id: &str, outcome: Option<(&str, usize, &'static str)>) -> Response {
     let h = resp.headers_mut();
     if let Ok(v) = HeaderValue::from_str(request_id) {
-        h.insert("x-request-id", v);
+        h.insert(names::REQUEST_ID, v);
     }
     if let Some((winner, attempts, reason)) = outcome {
         if let Ok(v) = HeaderValue::from_str(winner) {
-            h.insert("x-tailcut-winner", v);
+            h.insert(names::WINNER, v);
         }
-        h.insert("x-tailcut-attempts", HeaderValue::from(attempts as u64));
-        if let Ok(v) = HeaderValue::from_str(reason) {
-            h.insert("x-tailcut-hedge-reason", v);
-        }
+        h.insert(names::ATTEMPTS, HeaderValue::from(attempts as u64));
+        h.insert(names::HEDGE_REASON, HeaderValue::from_static(reason));
     }
     resp
 }
@@ -387,26 +411,29 @@ async fn openai(st: Arc<AppState>, headers: HeaderMap, body: Bytes, ep: Endpoint
     let rid = st.request_id(&headers);
     let started = std::time::Instant::now();
     let result = openai_inner(&st, &headers, body, ep, &rid).await;
-    let status = match &result {
-        Ok(r) => r.status(),
-        Err(e) => e.status(),
+    let (status, route) = match &result {
+        Ok((r, route)) => (r.status(), route.cfg.name.as_str()),
+        Err(e) => (e.status(), "-"),
     };
-    let route = match &result {
-        Ok(r) => r.headers().get("x-tailcut-route").and_then(|v| v.to_str().ok()).unwrap_or("-").to_string(),
-        Err(_) => "-".into(),
-    };
-    st.metrics.inc("tailcut_requests_total", &[("route", &route), ("status", status.as_str())]);
+    st.metrics.inc("tailcut_requests_total", &[("route", route), ("status", status.as_str())]);
     log(
         "request",
         || json!({"request_id": rid, "route": route, "status": status.as_u16(), "ms": started.elapsed().as_secs_f64() * 1000.0}),
     );
     match result {
-        Ok(r) => r,
+        Ok((r, _)) => r,
         Err(e) => with_headers(e.into_response(), &rid, None),
     }
 }
 
-async fn openai_inner(st: &Arc<AppState>, headers: &HeaderMap, body: Bytes, ep: Endpoint, rid: &str) -> Result<Response, ApiError> {
+/// Serves one OpenAI-style request; the route that served it comes back with the response.
+async fn openai_inner(
+    st: &Arc<AppState>,
+    headers: &HeaderMap,
+    body: Bytes,
+    ep: Endpoint,
+    rid: &str,
+) -> Result<(Response, Arc<OpenAiRoute>), ApiError> {
     if st.draining.load(Ordering::Relaxed) {
         return Err(ApiError::Unavailable("the gateway is draining".into()));
     }
@@ -431,7 +458,7 @@ async fn openai_inner(st: &Arc<AppState>, headers: &HeaderMap, body: Bytes, ep: 
         let req = crate::stream::StreamRequest { body: v, raw: body, rid: rid.to_string(), chat: ep == Endpoint::Chat, permit };
         let fut = crate::stream::hedged_stream(st.clone(), rt.clone(), route.clone(), req);
         let resp = tokio::time::timeout(timeout, TENANT_LEDGER.scope(ledger, fut)).await.map_err(|_| ApiError::Timeout)??;
-        return Ok(resp);
+        return Ok((resp, route));
     }
     let (hedger, policy) = match ep {
         Endpoint::Chat => &route.chat,
@@ -465,8 +492,8 @@ async fn openai_inner(st: &Arc<AppState>, headers: &HeaderMap, body: Bytes, ep: 
         return Err(ApiError::Upstream(format!("no upstream returned a valid response ({attempts} attempt(s))")));
     };
     let mut resp = (StatusCode::OK, [("content-type", "application/json")], bytes).into_response();
-    resp.headers_mut().insert("x-tailcut-route", HeaderValue::from_str(&route.cfg.name).unwrap_or(HeaderValue::from_static("-")));
-    Ok(with_headers(resp, rid, Some((winner.as_deref().unwrap_or("-"), attempts, reason))))
+    resp.headers_mut().insert(names::ROUTE, route.route_header.clone());
+    Ok((with_headers(resp, rid, Some((winner.as_deref().unwrap_or("-"), attempts, reason))), route))
 }
 
 async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, RequestBody(body): RequestBody) -> Response {
@@ -533,7 +560,7 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
     let input = v.get("input").cloned().ok_or_else(|| ApiError::BadRequest("`input` is required".into()))?;
     let webhook = v.get("webhook").and_then(Value::as_str).map(str::to_string);
     let tenant = tenant(&rt, headers, &route.cfg.name)?;
-    let id = format!("job-{:x}-{}", process_id(), st.next_id.fetch_add(1, Ordering::Relaxed));
+    let id = st.new_id("job");
     st.store.insert(&id, &route.cfg.name).map_err(|e| ApiError::Unavailable(format!("job store: {e}")))?;
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     if let Ok(mut r) = st.running.lock() {

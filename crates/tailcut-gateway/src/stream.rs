@@ -8,7 +8,7 @@
 //! streams interleaved. An error after the first token ends the stream with an error event.
 
 use crate::error::ApiError;
-use crate::runtime::{log, record_metrics, AppState, OpenAiRoute, Runtime, Upstream};
+use crate::runtime::{log, names, record_metrics, AppState, OpenAiRoute, Runtime, Upstream};
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
@@ -339,16 +339,12 @@ pub(crate) async fn hedged_stream(
         .body(Body::from_stream(body))
         .map_err(|e| ApiError::Upstream(e.to_string()))?;
     let h = resp.headers_mut();
-    for (k, v) in [
-        ("x-request-id", rid.as_str()),
-        ("x-tailcut-winner", ups[winner].name.as_str()),
-        ("x-tailcut-hedge-reason", reason),
-        ("x-tailcut-route", route.cfg.name.as_str()),
-    ] {
+    for (k, v) in [(names::REQUEST_ID, rid.as_str()), (names::WINNER, ups[winner].name.as_str()), (names::HEDGE_REASON, reason)] {
         if let Ok(v) = HeaderValue::from_str(v) {
             h.insert(k, v);
         }
     }
-    h.insert("x-tailcut-attempts", HeaderValue::from(attempts.len() as u64));
+    h.insert(names::ROUTE, route.route_header.clone());
+    h.insert(names::ATTEMPTS, HeaderValue::from(attempts.len() as u64));
     Ok(resp)
 }

@@ -1,0 +1,329 @@
+//! HTTP/1.1 on one connection: encoding a request, reading the reply head, and reading
+//! the body in its framing (`Content-Length`, `chunked`, or until the server closes).
+//! Parsing is httparse's (hyper's parser); this module only frames.
+
+use bytes::{Bytes, BytesMut};
+use http::{HeaderName, HeaderValue, StatusCode};
+use std::io;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+/// The longest reply head accepted.
+const MAX_HEAD: usize = 64 * 1024;
+/// The longest chunk-size or trailer line accepted.
+const MAX_LINE: usize = 4 * 1024;
+/// Free space kept in the read buffer before each read.
+const READ_SPACE: usize = 8 * 1024;
+
+/// A failed exchange, split by whether the request may be sent again elsewhere.
+#[derive(Debug)]
+pub(super) enum WireError {
+    /// The connection ended or failed before any byte of a reply arrived. On a
+    /// connection taken from the pool this is the server's idle close racing our
+    /// request, so the request is retried once on a fresh connection.
+    NothingBack(io::Error),
+    /// Anything else: no retry.
+    Failed(String),
+}
+
+impl WireError {
+    pub(super) fn describe(self) -> String {
+        match self {
+            WireError::NothingBack(e) => crate::client::cause_chain(&e),
+            WireError::Failed(m) => m,
+        }
+    }
+}
+
+/// How the body after a head is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// Exactly this many bytes remain.
+    Length(u64),
+    /// Chunked transfer coding, at this point of the chunk grammar.
+    Chunked(Chunk),
+    /// Everything until the server closes.
+    ToClose,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chunk {
+    /// Expecting a chunk-size line.
+    Size,
+    /// Inside a chunk's data, with this many bytes left.
+    Data(u64),
+    /// Expecting the CRLF after a chunk's data.
+    DataEnd,
+    /// After the last chunk: trailer lines up to an empty line.
+    Trailers,
+}
+
+/// One kept-alive connection and the bytes read from it but not yet used.
+#[derive(Debug)]
+pub(super) struct Conn {
+    pub(super) stream: TcpStream,
+    buf: BytesMut,
+}
+
+/// A reply's status and how to read its body.
+#[derive(Debug)]
+pub(super) struct Head {
+    pub(super) status: StatusCode,
+    framing: Option<Framing>,
+    keep_alive: bool,
+}
+
+/// Appends a POST's head (request line and headers, `content-length` last) to `out`.
+pub(super) fn encode_post(out: &mut Vec<u8>, path: &str, authority: &str, headers: &[(HeaderName, HeaderValue)], body_len: usize) {
+    out.extend_from_slice(b"POST ");
+    out.extend_from_slice(path.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+    out.extend_from_slice(authority.as_bytes());
+    out.extend_from_slice(concat!("\r\nuser-agent: tailcut/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes());
+    for (name, value) in headers {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"content-length: ");
+    out.extend_from_slice(body_len.to_string().as_bytes());
+    out.extend_from_slice(b"\r\n\r\n");
+}
+
+fn header_has_token(value: &[u8], token: &str) -> bool {
+    value.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
+impl Conn {
+    pub(super) fn new(stream: TcpStream) -> Conn {
+        Conn { stream, buf: BytesMut::new() }
+    }
+
+    /// Whether bytes are waiting that no request asked for (a connection back from the
+    /// pool must have none).
+    pub(super) fn has_unread(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// Reads more bytes into the buffer; `Ok(0)` at end of stream.
+    async fn fill(&mut self) -> io::Result<usize> {
+        if self.buf.capacity() - self.buf.len() < READ_SPACE / 2 {
+            self.buf.reserve(READ_SPACE);
+        }
+        // `read_buf` (not `try_read`) so that tokio clears the socket's readiness after
+        // a short read: an idle connection then shows readable again only when the
+        // server sends or closes, which is how the pool spots dead ones for free.
+        self.stream.read_buf(&mut self.buf).await
+    }
+
+    /// Reads the reply head, skipping interim (1xx) replies.
+    pub(super) async fn read_head(&mut self) -> Result<Head, WireError> {
+        let mut received_any = false;
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; 64];
+            let mut reply = httparse::Response::new(&mut headers);
+            match reply.parse(&self.buf) {
+                Ok(httparse::Status::Complete(len)) => {
+                    let code = reply.code.unwrap_or(0);
+                    let status = StatusCode::from_u16(code).map_err(|_| WireError::Failed(format!("invalid status {code}")))?;
+                    if status.is_informational() {
+                        if code == 101 {
+                            return Err(WireError::Failed("the upstream switched protocols".into()));
+                        }
+                        let _ = self.buf.split_to(len);
+                        received_any = true;
+                        continue;
+                    }
+                    let head = head_of(status, reply.version.unwrap_or(1), reply.headers)?;
+                    let _ = self.buf.split_to(len);
+                    return Ok(head);
+                }
+                Ok(httparse::Status::Partial) if self.buf.len() > MAX_HEAD => {
+                    return Err(WireError::Failed(format!("reply head over {} KiB", MAX_HEAD / 1024)));
+                }
+                Ok(httparse::Status::Partial) => {}
+                Err(e) => return Err(WireError::Failed(format!("malformed reply head: {e}"))),
+            }
+            received_any |= !self.buf.is_empty();
+            match self.fill().await {
+                Ok(0) if received_any => return Err(WireError::Failed("connection closed before the reply head ended".into())),
+                Ok(0) => {
+                    return Err(WireError::NothingBack(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "connection closed before message completed",
+                    )))
+                }
+                Ok(_) => {}
+                Err(e) if received_any => return Err(WireError::Failed(crate::client::cause_chain(&e))),
+                Err(e) => return Err(WireError::NothingBack(e)),
+            }
+        }
+    }
+
+    /// The next piece of the body, `None` at its end.
+    pub(super) async fn next_data(&mut self, head: &mut Head) -> Result<Option<Bytes>, String> {
+        loop {
+            let Some(framing) = head.framing else { return Ok(None) };
+            match framing {
+                Framing::Length(0) => {
+                    head.framing = None;
+                    return Ok(None);
+                }
+                Framing::Length(left) => {
+                    if let Some(data) = self.take(left) {
+                        head.framing = Some(Framing::Length(left - data.len() as u64));
+                        return Ok(Some(data));
+                    }
+                    self.fill_or(format!("reply ended {left} bytes before its declared length")).await?;
+                }
+                Framing::ToClose => {
+                    if let Some(data) = self.take(u64::MAX) {
+                        return Ok(Some(data));
+                    }
+                    if self.fill().await.map_err(|e| crate::client::cause_chain(&e))? == 0 {
+                        head.framing = None;
+                        head.keep_alive = false;
+                        return Ok(None);
+                    }
+                }
+                Framing::Chunked(Chunk::Size) => match httparse::parse_chunk_size(&self.buf) {
+                    Ok(httparse::Status::Complete((len, 0))) => {
+                        let _ = self.buf.split_to(len);
+                        head.framing = Some(Framing::Chunked(Chunk::Trailers));
+                    }
+                    Ok(httparse::Status::Complete((len, size))) => {
+                        let _ = self.buf.split_to(len);
+                        head.framing = Some(Framing::Chunked(Chunk::Data(size)));
+                    }
+                    Ok(httparse::Status::Partial) if self.buf.len() > MAX_LINE => return Err("chunk-size line too long".into()),
+                    Ok(httparse::Status::Partial) => self.fill_or("reply ended inside a chunk size".into()).await?,
+                    Err(_) => return Err("invalid chunk size".into()),
+                },
+                Framing::Chunked(Chunk::Data(left)) => {
+                    if let Some(data) = self.take(left) {
+                        let left = left - data.len() as u64;
+                        head.framing = Some(Framing::Chunked(if left == 0 { Chunk::DataEnd } else { Chunk::Data(left) }));
+                        return Ok(Some(data));
+                    }
+                    self.fill_or("reply ended inside a chunk".into()).await?;
+                }
+                Framing::Chunked(Chunk::DataEnd) => {
+                    if self.buf.len() >= 2 {
+                        if &self.buf[..2] != b"\r\n" {
+                            return Err("chunk data not followed by CRLF".into());
+                        }
+                        let _ = self.buf.split_to(2);
+                        head.framing = Some(Framing::Chunked(Chunk::Size));
+                    } else {
+                        self.fill_or("reply ended after a chunk".into()).await?;
+                    }
+                }
+                Framing::Chunked(Chunk::Trailers) => match self.buf.windows(2).position(|w| w == b"\r\n") {
+                    Some(0) => {
+                        let _ = self.buf.split_to(2);
+                        head.framing = None;
+                        return Ok(None);
+                    }
+                    Some(end) => {
+                        let _ = self.buf.split_to(end + 2);
+                    }
+                    None if self.buf.len() > MAX_LINE => return Err("trailer line too long".into()),
+                    None => self.fill_or("reply ended inside its trailers".into()).await?,
+                },
+            }
+        }
+    }
+
+    /// The whole body (up to `limit` bytes); the common single-read case is not copied.
+    pub(super) async fn read_body(&mut self, head: &mut Head, limit: usize) -> Result<Bytes, String> {
+        let Some(first) = self.next_data(head).await? else { return Ok(Bytes::new()) };
+        let Some(second) = self.next_data(head).await? else { return Ok(first) };
+        let mut all = BytesMut::with_capacity(first.len() + second.len());
+        all.extend_from_slice(&first);
+        all.extend_from_slice(&second);
+        while let Some(more) = self.next_data(head).await? {
+            if all.len() + more.len() > limit {
+                return Err(format!("reply body over {} MiB", limit >> 20));
+            }
+            all.extend_from_slice(&more);
+        }
+        if all.len() > limit {
+            return Err(format!("reply body over {} MiB", limit >> 20));
+        }
+        Ok(all.freeze())
+    }
+
+    /// Up to `max` buffered bytes, if any are buffered.
+    fn take(&mut self, max: u64) -> Option<Bytes> {
+        if self.buf.is_empty() {
+            return None;
+        }
+        let n = usize::try_from(max).unwrap_or(usize::MAX).min(self.buf.len());
+        Some(self.buf.split_to(n).freeze())
+    }
+
+    async fn fill_or(&mut self, at_eof: String) -> Result<(), String> {
+        match self.fill().await {
+            Ok(0) => Err(at_eof),
+            Ok(_) => Ok(()),
+            Err(e) => Err(crate::client::cause_chain(&e)),
+        }
+    }
+}
+
+impl Head {
+    /// Whether the body has been read to its end and the connection may carry another
+    /// request.
+    pub(super) fn reusable(&self) -> bool {
+        self.framing.is_none() && self.keep_alive
+    }
+}
+
+/// The framing and persistence of a reply, from its status, version and headers.
+fn head_of(status: StatusCode, minor_version: u8, headers: &[httparse::Header<'_>]) -> Result<Head, WireError> {
+    let mut keep_alive = minor_version >= 1;
+    let mut chunked = false;
+    let mut other_coding = false;
+    let mut length: Option<u64> = None;
+    for h in headers {
+        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = h.value.rsplit(|&b| b == b',').next().is_some_and(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            // A final coding other than chunked is delimited by the close (RFC 9112 §6.3).
+            other_coding = !chunked;
+        } else if h.name.eq_ignore_ascii_case("content-length") {
+            let n = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| WireError::Failed("invalid content-length in reply".into()))?;
+            if length.is_some_and(|m| m != n) {
+                return Err(WireError::Failed("conflicting content-length values in reply".into()));
+            }
+            length = Some(n);
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            if header_has_token(h.value, "close") {
+                keep_alive = false;
+            } else if header_has_token(h.value, "keep-alive") {
+                keep_alive = true;
+            }
+        }
+    }
+    let framing = if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+        None
+    } else if other_coding {
+        keep_alive = false;
+        Some(Framing::ToClose)
+    } else if chunked {
+        if length.is_some() {
+            // Both framings (RFC 9112 §6.3): chunked wins, and the connection is not reused.
+            keep_alive = false;
+        }
+        Some(Framing::Chunked(Chunk::Size))
+    } else if let Some(n) = length {
+        Some(Framing::Length(n))
+    } else {
+        keep_alive = false;
+        Some(Framing::ToClose)
+    };
+    Ok(Head { status, framing, keep_alive })
+}

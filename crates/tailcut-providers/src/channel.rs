@@ -29,12 +29,27 @@ pub struct ChannelJob {
     rx: watch::Receiver<Option<JobResult>>,
     closed: AtomicBool,
     note: String,
+    /// When the request is sure to have ended by itself (its client's own timeout).
+    ends_by: Option<Instant>,
 }
 
 impl ChannelJob {
     /// Starts `request` in a task. `note` goes into cancel receipts (what the provider
     /// does on disconnect).
     pub fn start(provider: &str, id: String, request: BoxFuture<'static, JobResult>, note: &str) -> ChannelJob {
+        ChannelJob::start_bounded(provider, id, request, note, None)
+    }
+
+    /// Like [`ChannelJob::start`] for a request sure to end by `ends_by` (its HTTP
+    /// client's timeout): a wait for its result whose deadline is no earlier then needs
+    /// no timer of its own.
+    pub fn start_bounded(
+        provider: &str,
+        id: String,
+        request: BoxFuture<'static, JobResult>,
+        note: &str,
+        ends_by: Option<Instant>,
+    ) -> ChannelJob {
         let (tx, rx) = watch::channel(None);
         let task = tokio::spawn(async move {
             let r = request.await;
@@ -47,6 +62,7 @@ impl ChannelJob {
             rx,
             closed: AtomicBool::new(false),
             note: note.to_string(),
+            ends_by,
         }
     }
 
@@ -70,6 +86,8 @@ impl Job for ChannelJob {
 
     async fn result(&self, deadline: Instant) -> JobResult {
         let mut rx = self.rx.clone();
+        // The request ends (with its own timeout error) before the deadline could fire.
+        let timer_needed = self.ends_by.is_none_or(|end| end > deadline);
         loop {
             if self.closed.load(Ordering::SeqCst) {
                 return JobResult::bare(JobState::Cancelled, Some("request closed by the client".into()));
@@ -77,13 +95,20 @@ impl Job for ChannelJob {
             if let Some(r) = rx.borrow().clone() {
                 return r;
             }
+            let sleep = async {
+                if timer_needed {
+                    tokio::time::sleep_until(deadline).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            };
             tokio::select! {
                 changed = rx.changed() => {
                     if changed.is_err() {
                         return JobResult::bare(JobState::Cancelled, Some("request closed by the client".into()));
                     }
                 }
-                () = tokio::time::sleep_until(deadline) => return JobResult::timed_out(),
+                () = sleep => return JobResult::timed_out(),
             }
         }
     }
@@ -105,5 +130,53 @@ impl Job for ChannelJob {
         receipt.record_channel_closed(ctx.ms(Instant::now()));
         receipt.note.clone_from(&self.note);
         Ok(receipt)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt;
+    use std::time::Duration;
+
+    fn after(d: Duration, state: JobState) -> BoxFuture<'static, JobResult> {
+        async move {
+            tokio::time::sleep(d).await;
+            JobResult::bare(state, None)
+        }
+        .boxed()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_deadline_still_cuts_a_request_that_may_outlive_it() {
+        let t0 = Instant::now();
+        let job = ChannelJob::start_bounded(
+            "p",
+            "id".into(),
+            after(Duration::from_secs(60), JobState::Completed),
+            "",
+            Some(t0 + Duration::from_secs(61)),
+        );
+        let r = job.result(t0 + Duration::from_secs(5)).await;
+        assert_eq!(r.state, JobState::TimedOut);
+        assert_eq!(Instant::now() - t0, Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_bounded_before_the_deadline_resolves_itself() {
+        let t0 = Instant::now();
+        // The request's own timeout (here: a failure at 60 s) comes first.
+        let job = ChannelJob::start_bounded(
+            "p",
+            "id".into(),
+            after(Duration::from_secs(60), JobState::Failed),
+            "",
+            Some(t0 + Duration::from_secs(61)),
+        );
+        let r = job.result(t0 + Duration::from_secs(300)).await;
+        assert_eq!(r.state, JobState::Failed);
+        assert_eq!(Instant::now() - t0, Duration::from_secs(60));
+        let unbounded = ChannelJob::start("p", "id".into(), after(Duration::from_secs(600), JobState::Completed), "");
+        assert_eq!(unbounded.result(t0 + Duration::from_secs(300)).await.state, JobState::TimedOut);
     }
 }

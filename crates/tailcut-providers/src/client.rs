@@ -117,6 +117,11 @@ impl HttpClient {
         &self.inner
     }
 
+    /// The per-request timeout: no exchange through this client lasts longer.
+    pub fn timeout(&self) -> Duration {
+        self.plain.timeout()
+    }
+
     /// The lean client for plain-`http://` request-path calls (same timeout).
     pub fn plain(&self) -> &crate::plain::PlainHttp {
         &self.plain

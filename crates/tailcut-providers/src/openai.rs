@@ -204,12 +204,15 @@ impl Backend for OpenAi {
             }
         };
         let id = correlation_id(&self.name);
+        // Both clients end the exchange at their timeout, so the request bounds itself.
+        let ends_by = Instant::now() + self.http.timeout() + std::time::Duration::from_secs(1);
         let fut = run(self.clone(), body, id.clone());
-        Ok(Arc::new(ChannelJob::start(
+        Ok(Arc::new(ChannelJob::start_bounded(
             &self.name,
             id,
             fut.boxed(),
             "connection closed: vLLM and TGI abort the request at once, SGLang within ~4 s",
+            Some(ends_by),
         )))
     }
 }

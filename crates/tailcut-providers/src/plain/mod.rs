@@ -82,6 +82,11 @@ impl PlainHttp {
         PlainHttp { id: Arc::new(pool::PoolId::fresh()), timeout }
     }
 
+    /// The timeout of each exchange.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// A new connection to `authority` (`host:port`; port 80 when absent).
     async fn connect(authority: &str) -> Result<Conn, WireError> {
         let addr = if authority.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) && !authority.ends_with(']') {

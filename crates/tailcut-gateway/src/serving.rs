@@ -24,6 +24,26 @@ fn spawn_cleaner(state: &Arc<AppState>) -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// Keeps tokio's timer driver from waking itself for every request timer. The driver
+/// writes to its eventfd (one system call, and one more `epoll_wait` return) whenever a
+/// new timer is due before the wake-up it planned when it last parked, and on a busy
+/// thread that is most of the three timers a request sets (the total timeout, the
+/// hedge delay, the upstream client's timeout): 0.9 wake-ups per request at full load
+/// (`perf stat`), against nginx's none. A timer re-armed every `HEARTBEAT` keeps the
+/// planned wake-up at most that far away, so timers longer than it register without a
+/// system call. It costs ten wake-ups a second on an idle thread.
+const HEARTBEAT: Duration = Duration::from_millis(100);
+
+fn spawn_heartbeat() -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async {
+        let mut tick = tokio::time::interval(HEARTBEAT);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+        }
+    })
+}
+
 /// Serves `listener` with `app` until `stop` resolves, then lets in-flight requests finish.
 async fn accept_loop(
     listener: tokio::net::TcpListener,
@@ -34,7 +54,10 @@ async fn accept_loop(
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    axum::serve(listener, router(state)).with_graceful_shutdown(stop).await
+    let heartbeat = spawn_heartbeat();
+    let served = axum::serve(listener, router(state)).with_graceful_shutdown(stop).await;
+    heartbeat.abort();
+    served
 }
 
 /// Cancels running jobs and waits (up to 30 s each) for their receipts.

@@ -60,22 +60,47 @@ pub struct JobRequest {
     /// Caller-visible id, also written to the trace.
     pub request_id: String,
     /// The job input, shared by every attempt.
-    pub input: Arc<serde_json::Value>,
-    /// The input exactly as the caller sent it (JSON text), when the caller had it.
-    /// Adapters that forward the input unchanged send these bytes instead of
-    /// re-encoding `input`; anything that rewrites the input ignores them.
-    pub raw: Option<bytes::Bytes>,
+    input: Arc<Input>,
+}
+
+/// A request's input: the document, the text the caller sent, or both. Given only the
+/// text, the document is parsed the first time an adapter asks for it, so a request
+/// forwarded as sent (the gateway's) is never parsed into a document at all.
+#[derive(Debug)]
+struct Input {
+    document: std::sync::OnceLock<serde_json::Value>,
+    raw: Option<bytes::Bytes>,
 }
 
 impl JobRequest {
     /// A request with the given id and input.
     pub fn new(request_id: impl Into<String>, input: serde_json::Value) -> JobRequest {
-        JobRequest { request_id: request_id.into(), input: Arc::new(input), raw: None }
+        JobRequest { request_id: request_id.into(), input: Arc::new(Input { document: input.into(), raw: None }) }
     }
 
     /// A request whose input was parsed from `raw`; `raw` must be the JSON text of `input`.
     pub fn with_raw(request_id: impl Into<String>, input: serde_json::Value, raw: bytes::Bytes) -> JobRequest {
-        JobRequest { request_id: request_id.into(), input: Arc::new(input), raw: Some(raw) }
+        JobRequest { request_id: request_id.into(), input: Arc::new(Input { document: input.into(), raw: Some(raw) }) }
+    }
+
+    /// A request whose input is the JSON text `raw`, parsed only if an adapter needs
+    /// the document. The caller has checked that `raw` is JSON; if it is not, the
+    /// document reads as `null`.
+    pub fn from_raw(request_id: impl Into<String>, raw: bytes::Bytes) -> JobRequest {
+        JobRequest { request_id: request_id.into(), input: Arc::new(Input { document: std::sync::OnceLock::new(), raw: Some(raw) }) }
+    }
+
+    /// The input document every provider receives.
+    pub fn input(&self) -> &serde_json::Value {
+        let Input { document, raw } = self.input.as_ref();
+        document.get_or_init(|| raw.as_deref().and_then(|r| serde_json::from_slice(r).ok()).unwrap_or_default())
+    }
+
+    /// The input exactly as the caller sent it (JSON text), when the caller had it.
+    /// Adapters that forward the input unchanged send these bytes instead of
+    /// re-encoding [`JobRequest::input`]; anything that rewrites the input ignores them.
+    pub fn raw(&self) -> Option<&bytes::Bytes> {
+        self.input.raw.as_ref()
     }
 }
 

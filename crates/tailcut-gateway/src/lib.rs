@@ -17,6 +17,7 @@
 
 pub mod error;
 pub mod metrics;
+mod probe;
 mod runtime;
 mod serving;
 pub mod store;

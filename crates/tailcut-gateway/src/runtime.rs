@@ -2,6 +2,7 @@
 
 use crate::error::ApiError;
 use crate::metrics::Metrics;
+use crate::probe::Field;
 use crate::store::JobStore;
 use crate::tenancy::{sha256_hex, SlidingHedgeGate, Tenant, TenantGate, TENANT_LEDGER};
 use axum::body::Bytes;
@@ -439,22 +440,23 @@ async fn openai_inner(
     }
     let rt = st.rt();
     let permit = admit(st, rt.config.gateway.admission_wait).await?;
-    let v = parse_json(&body)?;
-    let model = v.get("model").and_then(Value::as_str).ok_or_else(|| ApiError::BadRequest("`model` is required".into()))?;
-    let route = rt.models.get(model).cloned().ok_or_else(|| ApiError::NotFound(format!("model `{model}` is not served here")))?;
+    let fields = crate::probe::probe(&body)?;
+    let Field::Str(model) = &fields.model else { return Err(ApiError::BadRequest("`model` is required".into())) };
+    let route = rt.models.get(model.as_ref()).cloned().ok_or_else(|| ApiError::NotFound(format!("model `{model}` is not served here")))?;
     let tenant = tenant(&rt, headers, &route.cfg.name)?;
     match ep {
-        Endpoint::Chat if v.get("messages").and_then(Value::as_array).is_none() => {
-            return Err(ApiError::BadRequest("`messages` is required".into()))
-        }
-        Endpoint::Completions if v.get("prompt").is_none() => return Err(ApiError::BadRequest("`prompt` is required".into())),
-        Endpoint::Embeddings if v.get("input").is_none() => return Err(ApiError::BadRequest("`input` is required".into())),
+        Endpoint::Chat if fields.messages != Field::Array => return Err(ApiError::BadRequest("`messages` is required".into())),
+        Endpoint::Completions if fields.prompt == Field::Absent => return Err(ApiError::BadRequest("`prompt` is required".into())),
+        Endpoint::Embeddings if fields.input == Field::Absent => return Err(ApiError::BadRequest("`input` is required".into())),
         _ => {}
     }
-    let stream = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let stream = fields.stream == Field::Bool(true);
+    drop(fields);
     let timeout = rt.config.gateway.total_timeout;
     let ledger = tenant.ledger.clone();
     if stream && ep != Endpoint::Embeddings {
+        // The streaming hedger rewrites the body per upstream, so it wants the document.
+        let v = parse_json(&body)?;
         let req = crate::stream::StreamRequest { body: v, raw: body, rid: rid.to_string(), chat: ep == Endpoint::Chat, permit };
         let fut = crate::stream::hedged_stream(st.clone(), rt.clone(), route.clone(), req);
         let resp = tokio::time::timeout(timeout, TENANT_LEDGER.scope(ledger, fut)).await.map_err(|_| ApiError::Timeout)??;
@@ -467,7 +469,7 @@ async fn openai_inner(
     };
     // The body is forwarded as sent unless an adapter must rewrite it.
     let _slot = permit; // held until the response is built
-    let request = JobRequest::with_raw(rid, v, body);
+    let request = JobRequest::from_raw(rid, body);
     let run = hedger.run(policy.as_ref(), request);
     let started = std::time::Instant::now();
     let outcome: Outcome = tokio::time::timeout(timeout, TENANT_LEDGER.scope(ledger, run))

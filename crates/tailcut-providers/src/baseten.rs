@@ -65,7 +65,7 @@ impl Dialect for Baseten {
 
     async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError> {
         let url = format!("{}/environments/{}/async_predict", self.base, self.environment);
-        let mut body = json!({"model_input": request.input.as_ref()});
+        let mut body = json!({"model_input": request.input()});
         if let Some(w) = &self.webhook {
             body["webhook_endpoint"] = json!(w);
         }

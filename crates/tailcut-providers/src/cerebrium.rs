@@ -37,7 +37,7 @@ impl Backend for Cerebrium {
     async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, BackendError> {
         let id = correlation_id(&self.name);
         let (http, url, token, name, body, rid) =
-            (self.http.clone(), self.url.clone(), self.token.clone(), self.name.clone(), request.input.as_ref().clone(), id.clone());
+            (self.http.clone(), self.url.clone(), self.token.clone(), self.name.clone(), request.input().clone(), id.clone());
         let fut = async move {
             let reply = http.once(|c| c.post(&url).bearer_auth(token.expose()).header("X-Request-Id", &rid).json(&body)).await;
             let finished = Instant::now();

@@ -54,7 +54,7 @@ impl Dialect for Fal {
 
     async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError> {
         let url = format!("{}/{}", self.base, self.model);
-        let body = request.input.as_ref().clone();
+        let body = request.input().clone();
         let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
         let v = reply.success_json()?;
         let id = v

@@ -230,7 +230,7 @@ impl Dialect for Generic {
     }
 
     async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError> {
-        let body = self.spec.submit.body.as_ref().map_or_else(|| request.input.as_ref().clone(), |b| fill(b, &request.input));
+        let body = self.spec.submit.body.as_ref().map_or_else(|| request.input().clone(), |b| fill(b, request.input()));
         let call = self.spec.submit.clone();
         // Validate the template (methods, ${ENV}) once, so the retry closure cannot fail.
         drop(self.request(http.raw(), &call, "POST", "", Some(body.clone()))?);

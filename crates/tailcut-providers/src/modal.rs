@@ -51,7 +51,7 @@ impl Dialect for Modal {
 
     async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError> {
         let url = format!("{}/submit", self.base);
-        let body = request.input.as_ref().clone();
+        let body = request.input().clone();
         let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
         let v = reply.success_json()?;
         let id =

@@ -180,27 +180,36 @@ impl Backend for OpenAi {
     }
 
     async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, BackendError> {
-        let input = request.input.as_ref();
-        if !input.is_object() {
-            return Err(BackendError::Rejected { status: 400, message: "an OpenAI-compatible request must be a JSON object".into() });
-        }
-        let add_model = input.get("model").is_none() && self.model.is_some();
         let streamed = self.stream && self.route != Route::Embeddings;
-        let body = match &request.raw {
-            // Forwarded as sent: nothing to rewrite, so nothing to re-encode.
-            Some(raw) if !add_model && !streamed => raw.clone(),
-            _ => {
-                let mut body = input.clone();
-                if add_model {
-                    if let Some(m) = &self.model {
-                        body["model"] = json!(m);
+        let body = match request.raw() {
+            // Forwarded as sent: nothing to rewrite, so the input is neither parsed nor
+            // re-encoded (a body that is not a JSON object is the server's to refuse).
+            Some(raw) if self.model.is_none() && !streamed && raw.trim_ascii_start().starts_with(b"{") => raw.clone(),
+            raw => {
+                let input = request.input();
+                if !input.is_object() {
+                    return Err(BackendError::Rejected {
+                        status: 400,
+                        message: "an OpenAI-compatible request must be a JSON object".into(),
+                    });
+                }
+                let add_model = input.get("model").is_none() && self.model.is_some();
+                match raw {
+                    Some(raw) if !add_model && !streamed => raw.clone(),
+                    _ => {
+                        let mut body = input.clone();
+                        if add_model {
+                            if let Some(m) = &self.model {
+                                body["model"] = json!(m);
+                            }
+                        }
+                        if streamed {
+                            body["stream"] = json!(true);
+                            body["stream_options"] = json!({"include_usage": true});
+                        }
+                        serde_json::to_vec(&body).unwrap_or_default().into()
                     }
                 }
-                if streamed {
-                    body["stream"] = json!(true);
-                    body["stream_options"] = json!({"include_usage": true});
-                }
-                serde_json::to_vec(&body).unwrap_or_default().into()
             }
         };
         let id = correlation_id(&self.name);

@@ -88,9 +88,9 @@ impl Dialect for Replicate {
 
     async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError> {
         let (url, body) = match &self.target {
-            Target::Version(v) => (format!("{}/predictions", self.base), json!({"version": v, "input": request.input.as_ref()})),
-            Target::Model(m) => (format!("{}/models/{m}/predictions", self.base), json!({"input": request.input.as_ref()})),
-            Target::Deployment(d) => (format!("{}/deployments/{d}/predictions", self.base), json!({"input": request.input.as_ref()})),
+            Target::Version(v) => (format!("{}/predictions", self.base), json!({"version": v, "input": request.input()})),
+            Target::Model(m) => (format!("{}/models/{m}/predictions", self.base), json!({"input": request.input()})),
+            Target::Deployment(d) => (format!("{}/deployments/{d}/predictions", self.base), json!({"input": request.input()})),
         };
         let reply = http
             .once(|c| {

@@ -80,7 +80,7 @@ impl Dialect for RunPod {
 
     async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError> {
         let url = format!("{}/run", self.base);
-        let body = json!({"input": request.input.as_ref()});
+        let body = json!({"input": request.input()});
         let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
         let v = reply.success_json()?;
         let id = v.get("id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("submit reply without `id`".into()))?;

@@ -36,13 +36,17 @@ fn write_key(buf: &mut String, name: &str, pairs: &[(&str, &str)]) {
         }
         buf.push_str(k);
         buf.push_str("=\"");
-        for c in v.chars() {
-            match c {
-                '\\' => buf.push_str("\\\\"),
-                '"' => buf.push_str("\\\""),
-                '\n' => buf.push_str("\\n"),
-                c => buf.push(c),
+        if v.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+            for c in v.chars() {
+                match c {
+                    '\\' => buf.push_str("\\\\"),
+                    '"' => buf.push_str("\\\""),
+                    '\n' => buf.push_str("\\n"),
+                    c => buf.push(c),
+                }
             }
+        } else {
+            buf.push_str(v);
         }
         buf.push('"');
     }

@@ -493,7 +493,8 @@ async fn openai_inner(
     let Some(bytes) = payload else {
         return Err(ApiError::Upstream(format!("no upstream returned a valid response ({attempts} attempt(s))")));
     };
-    let mut resp = (StatusCode::OK, [("content-type", "application/json")], bytes).into_response();
+    let mut resp =
+        (StatusCode::OK, [(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], bytes).into_response();
     resp.headers_mut().insert(names::ROUTE, route.route_header.clone());
     Ok((with_headers(resp, rid, Some((winner.as_deref().unwrap_or("-"), attempts, reason))), route))
 }

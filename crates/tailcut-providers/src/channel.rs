@@ -14,10 +14,18 @@ use tokio::time::Instant;
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A correlation id this client controls (sent to the provider with the request).
+/// `tailcut-{provider}-{process start, ns since the epoch, hex}-{sequence}`: unique
+/// across restarts without reading the clock per request.
 pub fn correlation_id(provider: &str) -> String {
+    use std::fmt::Write;
+    static STARTED: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
+    let t = *STARTED.get_or_init(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
     let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    format!("tailcut-{provider}-{t:x}-{n}")
+    let mut id = String::with_capacity(provider.len() + 48);
+    id.push_str("tailcut-");
+    id.push_str(provider);
+    let _ = write!(id, "-{t:x}-{n}");
+    id
 }
 
 /// One in-flight request.

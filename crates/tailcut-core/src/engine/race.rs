@@ -152,7 +152,7 @@ impl Race {
             request,
             policy,
             t0: Instant::now(),
-            attempts: Vec::new(),
+            attempts: Vec::with_capacity(2),
             results: FuturesUnordered::new(),
             cancels: FuturesUnordered::new(),
             winner: None,

@@ -117,7 +117,8 @@ async fn stalled(client: &reqwest::Client, up: &str) {
                 let u = format!("{gw2}/v1/chat/completions");
                 let body = if i % 2 == 0 { BODY } else { STREAM_BODY };
                 tokio::spawn(async move {
-                    match c.post(&u).header("content-type", "application/json").body(body).send().await {
+                    let sent = Instant::now();
+                    let r = match c.post(&u).header("content-type", "application/json").body(body).send().await {
                         Ok(r) if r.status().is_success() => match r.bytes().await {
                             Ok(_) => Ok(()),
                             Err(_) => Err("body cut".to_string()),
@@ -135,18 +136,30 @@ async fn stalled(client: &reqwest::Client, up: &str) {
                         Err(e) if e.is_connect() => Err("connect".to_string()),
                         Err(e) if e.is_timeout() => Err("timeout".to_string()),
                         Err(_) => Err("other transport".to_string()),
-                    }
+                    };
+                    (i % 2 == 1, sent.elapsed().as_secs_f64(), r)
                 })
             })
             .collect();
         let mut ok = 0;
         let mut failures: std::collections::BTreeMap<String, usize> = Default::default();
+        let mut latency: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
         for t in tasks {
             match t.await {
-                Ok(Ok(())) => ok += 1,
-                Ok(Err(kind)) => *failures.entry(kind).or_default() += 1,
+                Ok((streamed, secs, r)) => {
+                    latency[usize::from(streamed)].push(secs);
+                    match r {
+                        Ok(()) => ok += 1,
+                        Err(kind) => *failures.entry(kind).or_default() += 1,
+                    }
+                }
                 Err(_) => *failures.entry("task panicked".to_string()).or_default() += 1,
             }
+        }
+        for (name, mut l) in ["whole", "streamed"].into_iter().zip(latency) {
+            l.sort_by(f64::total_cmp);
+            let at = |q: f64| l.get(((l.len() as f64 * q) as usize).min(l.len().saturating_sub(1))).copied().unwrap_or(0.0);
+            println!("{name}: latency p50 {:.3} s, p99 {:.3} s, max {:.3} s", at(0.5), at(0.99), at(1.0));
         }
         if !failures.is_empty() {
             println!("failures by kind: {failures:?}");

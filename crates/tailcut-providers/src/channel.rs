@@ -6,9 +6,9 @@
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
 use tailcut_core::{BackendError, CancelContext, CancelScope, Job, JobResult, JobState, Receipt};
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -34,11 +34,49 @@ pub struct ChannelJob {
     provider: String,
     id: String,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    rx: watch::Receiver<Option<JobResult>>,
+    published: Arc<Published>,
     closed: AtomicBool,
     note: String,
     /// When the request is sure to have ended by itself (its client's own timeout).
     ends_by: Option<Instant>,
+}
+
+/// Where the request's task leaves its result, and who is waiting for it: one lock and
+/// a waker list, lighter than a watch channel (eight notifiers) for one value sent once.
+#[derive(Debug, Default)]
+struct Published(Mutex<Slot>);
+
+#[derive(Debug, Default)]
+struct Slot {
+    result: Option<JobResult>,
+    /// The task is gone (finished, aborted by a cancel, or panicked).
+    ended: bool,
+    waiters: Vec<Waker>,
+}
+
+impl Published {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Slot> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Marks the task ended and wakes the waiters however the task stops, so a cancelled or
+/// panicked request never leaves a waiter hanging.
+struct EndGuard(Arc<Published>);
+
+impl Drop for EndGuard {
+    fn drop(&mut self) {
+        let waiters = {
+            let mut slot = self.0.slot();
+            slot.ended = true;
+            std::mem::take(&mut slot.waiters)
+        };
+        waiters.into_iter().for_each(Waker::wake);
+    }
+}
+
+fn closed_result() -> JobResult {
+    JobResult::bare(JobState::Cancelled, Some("request closed by the client".into()))
 }
 
 impl ChannelJob {
@@ -58,16 +96,18 @@ impl ChannelJob {
         note: &str,
         ends_by: Option<Instant>,
     ) -> ChannelJob {
-        let (tx, rx) = watch::channel(None);
+        let published = Arc::new(Published::default());
+        let guard = EndGuard(published.clone());
         let task = tokio::spawn(async move {
             let r = request.await;
-            let _ = tx.send(Some(r));
+            guard.0.slot().result = Some(r);
+            drop(guard);
         });
         ChannelJob {
             provider: provider.to_string(),
             id,
             task: Mutex::new(Some(task)),
-            rx,
+            published,
             closed: AtomicBool::new(false),
             note: note.to_string(),
             ends_by,
@@ -75,7 +115,24 @@ impl ChannelJob {
     }
 
     fn finished(&self) -> Option<JobResult> {
-        self.rx.borrow().clone()
+        self.published.slot().result.clone()
+    }
+
+    /// Waits for the task's result with no deadline.
+    fn outcome(&self) -> impl std::future::Future<Output = JobResult> + '_ {
+        std::future::poll_fn(move |cx| {
+            let mut slot = self.published.slot();
+            if let Some(r) = &slot.result {
+                return Poll::Ready(r.clone());
+            }
+            if slot.ended || self.closed.load(Ordering::SeqCst) {
+                return Poll::Ready(closed_result());
+            }
+            if !slot.waiters.iter().any(|w| w.will_wake(cx.waker())) {
+                slot.waiters.push(cx.waker().clone());
+            }
+            Poll::Pending
+        })
     }
 }
 
@@ -93,31 +150,16 @@ impl Job for ChannelJob {
     }
 
     async fn result(&self, deadline: Instant) -> JobResult {
-        let mut rx = self.rx.clone();
+        if self.closed.load(Ordering::SeqCst) {
+            return closed_result();
+        }
         // The request ends (with its own timeout error) before the deadline could fire.
-        let timer_needed = self.ends_by.is_none_or(|end| end > deadline);
-        loop {
-            if self.closed.load(Ordering::SeqCst) {
-                return JobResult::bare(JobState::Cancelled, Some("request closed by the client".into()));
-            }
-            if let Some(r) = rx.borrow().clone() {
-                return r;
-            }
-            let sleep = async {
-                if timer_needed {
-                    tokio::time::sleep_until(deadline).await;
-                } else {
-                    std::future::pending::<()>().await;
-                }
-            };
-            tokio::select! {
-                changed = rx.changed() => {
-                    if changed.is_err() {
-                        return JobResult::bare(JobState::Cancelled, Some("request closed by the client".into()));
-                    }
-                }
-                () = sleep => return JobResult::timed_out(),
-            }
+        if self.ends_by.is_some_and(|end| end <= deadline) {
+            return self.outcome().await;
+        }
+        tokio::select! {
+            r = self.outcome() => r,
+            () = tokio::time::sleep_until(deadline) => JobResult::timed_out(),
         }
     }
 
@@ -186,5 +228,27 @@ mod tests {
         assert_eq!(Instant::now() - t0, Duration::from_secs(60));
         let unbounded = ChannelJob::start("p", "id".into(), after(Duration::from_secs(600), JobState::Completed), "");
         assert_eq!(unbounded.result(t0 + Duration::from_secs(300)).await.state, JobState::TimedOut);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancel_wakes_every_waiter_and_a_finished_request_is_seen_by_all() {
+        let job = std::sync::Arc::new(ChannelJob::start("p", "id".into(), after(Duration::from_secs(600), JobState::Completed), "closed"));
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let job = job.clone();
+                tokio::spawn(async move { job.result(Instant::now() + Duration::from_secs(900)).await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        let ctx = CancelContext { reason: "lost".into(), epoch: Instant::now(), sent_at: Instant::now(), state_before: None };
+        assert_eq!(job.cancel(ctx).await.unwrap().note, "closed");
+        for w in waiters {
+            assert_eq!(tokio::time::timeout(Duration::from_secs(1), w).await.unwrap().unwrap().state, JobState::Cancelled);
+        }
+        let done = std::sync::Arc::new(ChannelJob::start("p", "id".into(), after(Duration::from_secs(1), JobState::Completed), ""));
+        let (a, b) =
+            tokio::join!(done.result(Instant::now() + Duration::from_secs(9)), done.result(Instant::now() + Duration::from_secs(9)));
+        assert_eq!((a.state, b.state), (JobState::Completed, JobState::Completed));
+        assert_eq!(done.status().await.unwrap(), JobState::Completed);
     }
 }

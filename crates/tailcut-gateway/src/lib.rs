@@ -15,6 +15,7 @@
 //! - **Operations**: `/metrics`, `/healthz`, `/readyz`, JSON logs with request ids,
 //!   config reload on SIGHUP, graceful drain on SIGTERM.
 
+mod dispatch;
 pub mod error;
 pub mod metrics;
 mod probe;

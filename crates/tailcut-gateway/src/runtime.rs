@@ -6,7 +6,7 @@ use crate::probe::Field;
 use crate::store::JobStore;
 use crate::tenancy::{sha256_hex, SlidingHedgeGate, Tenant, TenantGate, TENANT_LEDGER};
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -401,14 +401,19 @@ fn with_headers(mut resp: Response, request_id: &str, outcome: Option<(&str, usi
     resp
 }
 
+/// The OpenAI-style endpoints.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Endpoint {
+pub(crate) enum Endpoint {
+    /// `/v1/chat/completions`.
     Chat,
+    /// `/v1/completions`.
     Completions,
+    /// `/v1/embeddings`.
     Embeddings,
 }
 
-async fn openai(st: Arc<AppState>, headers: HeaderMap, body: Bytes, ep: Endpoint) -> Response {
+/// Serves one OpenAI-style request, with its metrics, log line and headers.
+pub(crate) async fn openai(st: Arc<AppState>, headers: HeaderMap, body: Bytes, ep: Endpoint) -> Response {
     let rid = st.request_id(&headers);
     let started = std::time::Instant::now();
     let result = openai_inner(&st, &headers, body, ep, &rid).await;
@@ -668,30 +673,37 @@ async fn not_found() -> Response {
     ApiError::NotFound("no such route".into()).into_response()
 }
 
-/// A request body within `max_body_bytes`; over it (declared or streamed), an
-/// OpenAI-style 413, and any other read failure a 400, both as JSON bodies.
+/// Reads a request body within `max_body_bytes` (the current configuration's: a reload
+/// applies at once); over it (declared or streamed), an OpenAI-style 413, and any other
+/// read failure a 400, both as JSON bodies.
+pub(crate) async fn read_body(st: &AppState, headers: &HeaderMap, body: axum::body::Body) -> Result<Bytes, ApiError> {
+    use http_body_util::BodyExt;
+    let max = st.max_body.load(Ordering::Relaxed);
+    let declared = headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(ApiError::TooLarge(max));
+    }
+    match http_body_util::Limited::new(body, max).collect().await {
+        Ok(b) => Ok(b.to_bytes()),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(ApiError::TooLarge(max)),
+        Err(e) => Err(ApiError::BadRequest(format!("could not read the request body: {e}"))),
+    }
+}
+
+/// A request body, read by [`read_body`].
 pub(crate) struct RequestBody(pub Bytes);
 
 impl axum::extract::FromRequest<Arc<AppState>> for RequestBody {
     type Rejection = ApiError;
 
     async fn from_request(req: axum::extract::Request, st: &Arc<AppState>) -> Result<Self, ApiError> {
-        let max = st.max_body.load(Ordering::Relaxed);
-        let declared = req.headers().get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
-        if declared.is_some_and(|n| n > max) {
-            return Err(ApiError::TooLarge(max));
-        }
-        match Bytes::from_request(req, st).await {
-            Ok(b) => Ok(RequestBody(b)),
-            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::TooLarge(max)),
-            Err(e) => Err(ApiError::BadRequest(format!("could not read the request body: {}", e.body_text()))),
-        }
+        let (parts, body) = req.into_parts();
+        read_body(st, &parts.headers, body).await.map(RequestBody)
     }
 }
 
 /// The gateway's routes.
 pub fn router(state: Arc<AppState>) -> Router {
-    let limit = state.rt().config.gateway.max_body_bytes;
     Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
@@ -703,6 +715,5 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }

@@ -3,7 +3,7 @@
 //! stop accepting, let in-flight requests finish, cancel running jobs (recording their
 //! receipts), then return.
 
-use crate::runtime::{log, router, wait_for, AppState};
+use crate::runtime::{log, wait_for, AppState};
 use serde_json::json;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -55,7 +55,7 @@ async fn accept_loop(
         let _ = tcp.set_nodelay(true);
     });
     let heartbeat = spawn_heartbeat();
-    let served = axum::serve(listener, router(state)).with_graceful_shutdown(stop).await;
+    let served = axum::serve(listener, crate::dispatch::Gateway::new(state)).with_graceful_shutdown(stop).await;
     heartbeat.abort();
     served
 }

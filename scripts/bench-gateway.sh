@@ -62,5 +62,6 @@ echo
 echo "== 2b. 10,000 concurrent hedged requests through a separate gateway process ($(ulimit -Hn) open files allowed)"
 TAILCUT_GATEWAY_URL=http://127.0.0.1:8100 TAILCUT_LOG=off "$bench" 2>/dev/null | grep -v '^$' | tail -3
 curl -s http://127.0.0.1:8100/metrics | grep -E '^tailcut_(cancels|leaks|hedges|stream_hedges|wins)_total' || true
+echo "connections still open to the stalled upstream: $(ss -Htn state established "( dport = :8101 )" | wc -l)"
 grep -E "VmHWM" "/proc/$gwpid/status" | sed 's/^/gateway peak RSS /' || true
 kill -TERM "$gwpid"; wait "$gwpid" 2>/dev/null || true

@@ -204,3 +204,34 @@ async fn raw_request(url: &str, framing: &str, upload: Upload) -> (u16, String) 
         assert!(n > 0, "connection closed before an answer: {text:?}");
     }
 }
+
+#[tokio::test]
+async fn a_reload_changes_the_body_limit_at_once() {
+    let up = slow_upstream().await;
+    let dir = std::env::temp_dir().join(format!("tailcut-body-limit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("gateway.toml");
+    let config = |limit: usize| {
+        format!(
+            "[budget]\nledger = \":memory:\"\n[gateway]\nstore = \":memory:\"\nmax_body_bytes = {limit}\n\
+             [providers.up]\nadapter = \"openai\"\nbase_url = \"{}/v1\"\nrate_usd_per_s = 0.0\n\
+             [policies.one]\nkind = \"single\"\nprovider = \"up\"\n\
+             [routes.chat]\nkind = \"openai\"\nmodels = [\"m\"]\npolicy = \"one\"\n",
+            up.url()
+        )
+    };
+    std::fs::write(&path, config(200)).unwrap();
+    let state = tailcut_gateway::AppState::new(tailcut_config::Config::load(&path).unwrap(), Some(path.clone())).unwrap();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1/chat/completions", l.local_addr().unwrap());
+    tokio::spawn(tailcut_gateway::serve(l, state.clone(), futures::future::pending()));
+    let body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "x".repeat(400)}]});
+    let http = reqwest::Client::new();
+    let before = http.post(&url).json(&body).send().await.unwrap();
+    assert_eq!(before.status().as_u16(), 413);
+    std::fs::write(&path, config(4096)).unwrap();
+    state.reload().unwrap();
+    let after = http.post(&url).json(&body).send().await.unwrap();
+    assert_ne!(after.status().as_u16(), 413, "the reloaded limit applies to the next request");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,9 +1,13 @@
 //! A small Prometheus registry: labelled counters and fixed-bucket histograms, rendered
-//! in the text exposition format at `/metrics`.
+//! in the text exposition format at `/metrics`. Each thread records into its own shard,
+//! so serving threads never contend for a lock or pass a cache line back and forth on
+//! the request path; a scrape sums the shards.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 const BUCKETS: [f64; 16] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0];
 
@@ -11,7 +15,7 @@ const BUCKETS: [f64; 16] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 /// so one metric's series stay together in the map's order.
 type Key = String;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Histogram {
     counts: [u64; BUCKETS.len()],
     sum: f64,
@@ -19,10 +23,37 @@ struct Histogram {
 }
 
 /// Counters and histograms by name and label set.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
+    /// Tells this registry's shards apart in the threads' shard lists.
+    id: u64,
+    /// Every thread's shard, for scrapes (a thread's counts outlive the thread).
+    shards: Mutex<Vec<Arc<Shard>>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Metrics { id: NEXT.fetch_add(1, Ordering::Relaxed), shards: Mutex::new(Vec::new()) }
+    }
+}
+
+/// One thread's series. Its locks are taken by that thread and, rarely, a scrape.
+#[derive(Debug, Default)]
+struct Shard {
     counters: Mutex<BTreeMap<Key, f64>>,
     histograms: Mutex<BTreeMap<Key, Histogram>>,
+}
+
+/// A thread's key buffer (reused, so a known series costs no allocation) and its shard
+/// of each registry it has recorded into.
+struct Local {
+    key: String,
+    shards: Vec<(u64, Arc<Shard>)>,
+}
+
+thread_local! {
+    static LOCAL: RefCell<Local> = RefCell::new(Local { key: String::with_capacity(128), shards: Vec::new() });
 }
 
 /// Writes a series key into `buf` (reused, so a known series costs no allocation).
@@ -52,34 +83,46 @@ fn write_key(buf: &mut String, name: &str, pairs: &[(&str, &str)]) {
     }
 }
 
-/// Runs `f` with the series key in a per-thread buffer.
-fn with_key<R>(name: &str, pairs: &[(&str, &str)], f: impl FnOnce(&str) -> R) -> R {
-    thread_local! {
-        static BUF: std::cell::RefCell<String> = std::cell::RefCell::new(String::with_capacity(128));
-    }
-    BUF.with(|b| match b.try_borrow_mut() {
-        Ok(mut buf) => {
-            write_key(&mut buf, name, pairs);
-            f(&buf)
-        }
-        Err(_) => {
-            let mut own = String::new();
-            write_key(&mut own, name, pairs);
-            f(&own)
-        }
-    })
-}
-
 /// A series key's metric name and rendered labels.
 fn split(key: &str) -> (&str, &str) {
     key.split_once('\0').unwrap_or((key, ""))
 }
 
 impl Metrics {
+    /// Runs `f` on this thread's shard with the series key.
+    fn record(&self, name: &str, pairs: &[(&str, &str)], f: impl FnOnce(&Shard, &str)) {
+        LOCAL.with(|local| {
+            let Ok(mut local) = local.try_borrow_mut() else {
+                // Re-entered from inside `f` (never done): a shard of its own, still counted.
+                let mut key = String::new();
+                write_key(&mut key, name, pairs);
+                return f(&self.new_shard(), &key);
+            };
+            let Local { key, shards } = &mut *local;
+            write_key(key, name, pairs);
+            let at = match shards.iter().position(|(id, _)| *id == self.id) {
+                Some(i) => i,
+                None => {
+                    shards.push((self.id, self.new_shard()));
+                    shards.len() - 1
+                }
+            };
+            f(&shards[at].1, key);
+        });
+    }
+
+    fn new_shard(&self) -> Arc<Shard> {
+        let shard = Arc::new(Shard::default());
+        if let Ok(mut all) = self.shards.lock() {
+            all.push(shard.clone());
+        }
+        shard
+    }
+
     /// Adds to a counter.
     pub fn add(&self, name: &'static str, pairs: &[(&str, &str)], v: f64) {
-        with_key(name, pairs, |key| {
-            if let Ok(mut c) = self.counters.lock() {
+        self.record(name, pairs, |shard, key| {
+            if let Ok(mut c) = shard.counters.lock() {
                 match c.get_mut(key) {
                     Some(x) => *x += v,
                     None => {
@@ -97,8 +140,8 @@ impl Metrics {
 
     /// Records an observation in seconds.
     pub fn observe(&self, name: &'static str, pairs: &[(&str, &str)], seconds: f64) {
-        with_key(name, pairs, |key| {
-            if let Ok(mut h) = self.histograms.lock() {
+        self.record(name, pairs, |shard, key| {
+            if let Ok(mut h) = shard.histograms.lock() {
                 if !h.contains_key(key) {
                     h.insert(key.to_string(), Histogram::default());
                 }
@@ -115,15 +158,42 @@ impl Metrics {
         });
     }
 
-    /// A counter's value (tests).
+    /// A counter's value, summed over threads (tests).
     pub fn get(&self, name: &'static str, pairs: &[(&str, &str)]) -> f64 {
-        with_key(name, pairs, |key| self.counters.lock().ok().and_then(|c| c.get(key).copied())).unwrap_or(0.0)
+        let mut key = String::new();
+        write_key(&mut key, name, pairs);
+        self.merged().0.get(&key).copied().unwrap_or(0.0)
+    }
+
+    /// Every thread's series, summed.
+    fn merged(&self) -> (BTreeMap<Key, f64>, BTreeMap<Key, Histogram>) {
+        let shards: Vec<Arc<Shard>> = self.shards.lock().map(|s| s.clone()).unwrap_or_default();
+        let (mut counters, mut histograms) = (BTreeMap::<Key, f64>::new(), BTreeMap::<Key, Histogram>::new());
+        for shard in shards {
+            if let Ok(c) = shard.counters.lock() {
+                for (k, v) in c.iter() {
+                    *counters.entry(k.clone()).or_default() += v;
+                }
+            }
+            if let Ok(h) = shard.histograms.lock() {
+                for (k, v) in h.iter() {
+                    let sum = histograms.entry(k.clone()).or_default();
+                    for (total, n) in sum.counts.iter_mut().zip(v.counts) {
+                        *total += n;
+                    }
+                    sum.sum += v.sum;
+                    sum.count += v.count;
+                }
+            }
+        }
+        (counters, histograms)
     }
 
     /// Prometheus text format.
     pub fn render(&self) -> String {
         let mut s = String::new();
-        if let Ok(c) = self.counters.lock() {
+        let (c, h) = self.merged();
+        {
             let mut last = "";
             for (key, v) in c.iter() {
                 let (name, l) = split(key);
@@ -134,7 +204,7 @@ impl Metrics {
                 let _ = writeln!(s, "{name}{{{l}}} {v}");
             }
         }
-        if let Ok(h) = self.histograms.lock() {
+        {
             let mut last = "";
             for (key, hist) in h.iter() {
                 let (name, l) = split(key);
@@ -152,5 +222,37 @@ impl Metrics {
             }
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_recorded_on_many_threads_are_summed_in_a_scrape() {
+        let m = Arc::new(Metrics::default());
+        let other = Metrics::default();
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..250 {
+                        m.inc("t_requests_total", &[("route", "a\"b")]);
+                        m.observe("t_seconds", &[("route", "a")], 0.003);
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        other.inc("t_requests_total", &[("route", "a\"b")]);
+        assert_eq!(m.get("t_requests_total", &[("route", "a\"b")]), 1000.0);
+        assert_eq!(other.get("t_requests_total", &[("route", "a\"b")]), 1.0, "registries do not share shards");
+        let text = m.render();
+        assert!(text.contains("t_requests_total{route=\"a\\\"b\"} 1000\n"), "{text}");
+        assert!(text.contains("t_seconds_bucket{route=\"a\",le=\"0.0025\"} 0\n"), "{text}");
+        assert!(text.contains("t_seconds_bucket{route=\"a\",le=\"0.005\"} 1000\n"), "{text}");
+        assert!(text.contains("t_seconds_count{route=\"a\"} 1000\n"), "{text}");
+        assert_eq!(text.matches("# TYPE t_requests_total counter").count(), 1);
     }
 }

@@ -14,8 +14,10 @@ use tokio::time::Instant;
 
 /// Idle connections kept per thread, client and upstream.
 pub(super) const MAX_IDLE: usize = 256;
-/// An idle connection older than this is closed instead of reused.
-pub(super) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// An idle connection older than this is closed instead of reused: under uvicorn's 5 s
+/// keep-alive (vLLM's and SGLang's server), the shortest common default among inference
+/// servers, so the server's close of an idle connection rarely races a request.
+pub(super) const IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Names one client's pools; when the last clone of the client is dropped (a config
 /// reload replaced it), its id is retired and each thread drops its pools for it the
@@ -58,8 +60,8 @@ thread_local! {
 
 /// Whether an idle connection is still worth a request: the server has neither closed
 /// it nor sent anything unasked. Reads the readiness the runtime already has; no
-/// system call. A close that the runtime has not seen yet is caught by the caller's
-/// retry.
+/// system call. A close the runtime has not seen yet fails that one request (as with
+/// hyper's pool); it is not sent again.
 fn looks_alive(conn: &Conn) -> bool {
     if conn.has_unread() {
         return false;

@@ -18,18 +18,19 @@ const READ_SPACE: usize = 8 * 1024;
 /// A failed exchange, split by whether the request may be sent again elsewhere.
 #[derive(Debug)]
 pub(super) enum WireError {
-    /// The connection ended or failed before any byte of a reply arrived. On a
-    /// connection taken from the pool this is the server's idle close racing our
-    /// request, so the request is retried once on a fresh connection.
-    NothingBack(io::Error),
-    /// Anything else: no retry.
+    /// Writing the request failed: the server cannot have acted on it, so it may be sent
+    /// again on a fresh connection (a pooled one the server had closed while idle).
+    Unsent(io::Error),
+    /// Anything else, including a connection that ended after the request went out with
+    /// no reply: the server may have acted on it, so it is never sent again (a duplicate
+    /// would be an uncharged submission).
     Failed(String),
 }
 
 impl WireError {
     pub(super) fn describe(self) -> String {
         match self {
-            WireError::NothingBack(e) => crate::client::cause_chain(&e),
+            WireError::Unsent(e) => crate::client::cause_chain(&e),
             WireError::Failed(m) => m,
         }
     }
@@ -148,15 +149,9 @@ impl Conn {
             received_any |= !self.buf.is_empty();
             match self.fill().await {
                 Ok(0) if received_any => return Err(WireError::Failed("connection closed before the reply head ended".into())),
-                Ok(0) => {
-                    return Err(WireError::NothingBack(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "connection closed before message completed",
-                    )))
-                }
+                Ok(0) => return Err(WireError::Failed("connection closed before message completed".into())),
                 Ok(_) => {}
-                Err(e) if received_any => return Err(WireError::Failed(crate::client::cause_chain(&e))),
-                Err(e) => return Err(WireError::NothingBack(e)),
+                Err(e) => return Err(WireError::Failed(crate::client::cause_chain(&e))),
             }
         }
     }

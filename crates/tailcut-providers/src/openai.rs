@@ -76,13 +76,13 @@ async fn run(cfg: OpenAi, body: bytes::Bytes, id: String) -> JobResult {
         Route::Completions => "completions",
         Route::Embeddings => "embeddings",
     };
-    let url = format!("{}/{path}", cfg.base.trim_end_matches('/'));
     let streamed = cfg.stream && cfg.route != Route::Embeddings;
-    if !streamed && url.starts_with("http://") {
-        if let Ok(uri) = http::Uri::try_from(url.as_str()) {
-            return run_plain(&cfg, uri, body, &id, started).await;
+    if !streamed {
+        if let Some((authority, base_path)) = crate::plain::split_http_base(&cfg.base) {
+            return run_plain(&cfg, authority, &[base_path, "/", path], body, &id, started).await;
         }
     }
+    let url = format!("{}/{path}", cfg.base.trim_end_matches('/'));
     let mut req = cfg.http.raw().post(&url).header("X-Request-Id", &id).header("content-type", "application/json").body(body);
     if let Some(k) = &cfg.key {
         req = req.bearer_auth(k.expose());
@@ -165,9 +165,9 @@ async fn run(cfg: OpenAi, body: bytes::Bytes, id: String) -> JobResult {
 }
 
 /// The same exchange over the lean plain-HTTP client (no TLS to set up, no URL re-parse).
-async fn run_plain(cfg: &OpenAi, uri: http::Uri, body: bytes::Bytes, id: &str, started: Instant) -> JobResult {
+async fn run_plain(cfg: &OpenAi, authority: &str, path: &[&str], body: bytes::Bytes, id: &str, started: Instant) -> JobResult {
     let headers = crate::plain::json_post_headers(Some(id), cfg.key.as_ref());
-    match cfg.http.plain().post(uri, &headers, body).await {
+    match cfg.http.plain().post_parts(authority, path, &headers, body).await {
         Ok((status, bytes)) => whole_reply(status.as_u16(), bytes, cfg.check_json, started),
         Err(e) => finish(JobResult::bare(JobState::Failed, Some(BackendError::Transport(e).to_string())), started),
     }

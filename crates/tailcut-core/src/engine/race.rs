@@ -460,7 +460,10 @@ impl Race {
         Outcome { request_id, policy, winner, result, latency, attempts, decisions, projected_cost, settled }
     }
 
-    fn into_record(self) -> RequestTrace {
+    fn into_record(mut self) -> RequestTrace {
+        let request_id = std::mem::take(&mut self.request.request_id);
+        let policy = std::mem::take(&mut self.policy);
+        let decisions = std::mem::take(&mut self.decisions);
         let providers = &self.shared.providers;
         let winner = self.winner.map(|i| &self.attempts[i]);
         let winner_valid_at_ms = winner.and_then(|a| a.resolved.as_ref()).map(|r| r.wall_ms);
@@ -470,9 +473,9 @@ impl Race {
             kind: REQUEST_KIND.to_string(),
             schema_version: SCHEMA_VERSION,
             ts: now_rfc3339(),
-            request_id: self.request.request_id.clone(),
-            policy: self.policy.clone(),
-            decisions: self.decisions.clone(),
+            request_id,
+            policy,
+            decisions,
             winner: winner.map(|a| providers[a.provider].name.clone()),
             winner_valid_at_ms,
             winner_total_ms,

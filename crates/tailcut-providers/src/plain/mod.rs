@@ -58,19 +58,32 @@ pub fn json_post_headers(request_id: Option<&str>, key: Option<&crate::secret::S
 /// A streamed reply body: chunks as they arrive, or a one-line error.
 pub type ByteStream = std::pin::Pin<Box<dyn futures::Stream<Item = Result<Bytes, String>> + Send>>;
 
-/// Where a request goes: `host:port` for the connection and `Host`, and the path.
+/// Where a request goes: `host:port` for the connection and `Host`, and the path (in
+/// pieces, so a base URL and a route need not be joined into a new string).
 struct Target<'a> {
     authority: &'a str,
-    path: &'a str,
+    path: &'a [&'a str],
 }
 
-fn target(uri: &Uri) -> Result<Target<'_>, String> {
+fn target<'a>(uri: &'a Uri, path: &'a mut [&'a str; 1]) -> Result<Target<'a>, String> {
     if uri.scheme_str() != Some("http") {
         return Err("error sending request: only http:// upstreams use the plain client".into());
     }
     let authority = uri.authority().map(|a| a.as_str()).filter(|a| !a.is_empty());
     let authority = authority.ok_or_else(|| "error sending request: the URL has no host".to_string())?;
-    Ok(Target { authority, path: uri.path_and_query().map_or("/", |p| p.as_str()) })
+    path[0] = uri.path_and_query().map_or("/", |p| p.as_str());
+    Ok(Target { authority, path })
+}
+
+/// Splits a plain-HTTP base URL (`http://host:port/base`) into its authority and base
+/// path without building a URI; `None` for anything else (another scheme, user info, a
+/// query or fragment, or bytes a request line cannot carry), which then goes through
+/// [`PlainHttp::post`]'s full parse.
+pub fn split_http_base(base: &str) -> Option<(&str, &str)> {
+    let rest = base.strip_prefix("http://")?;
+    let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+    let plain = |s: &str| s.bytes().all(|b| b.is_ascii_graphic() && !matches!(b, b'?' | b'#' | b'@'));
+    (!authority.is_empty() && plain(authority) && plain(path)).then_some((authority, path.trim_end_matches('/')))
 }
 
 fn timed_out(after: Duration) -> String {
@@ -129,9 +142,26 @@ impl PlainHttp {
 
     /// POSTs `body` and reads the whole reply: `(status, body)`, or a one-line error.
     pub async fn post(&self, uri: Uri, headers: &[(HeaderName, HeaderValue)], body: Bytes) -> Result<(StatusCode, Bytes), String> {
-        let to = target(&uri)?;
+        let mut path = [""];
+        let to = target(&uri, &mut path)?;
+        self.post_to(&to, headers, body).await
+    }
+
+    /// POSTs `body` to `authority` (`host:port`) at the path made of `path`'s pieces, and
+    /// reads the whole reply: the request path's way in, with no URI built per request.
+    pub async fn post_parts(
+        &self,
+        authority: &str,
+        path: &[&str],
+        headers: &[(HeaderName, HeaderValue)],
+        body: Bytes,
+    ) -> Result<(StatusCode, Bytes), String> {
+        self.post_to(&Target { authority, path }, headers, body).await
+    }
+
+    async fn post_to(&self, to: &Target<'_>, headers: &[(HeaderName, HeaderValue)], body: Bytes) -> Result<(StatusCode, Bytes), String> {
         let whole = async {
-            let (mut conn, mut head) = self.send(&to, headers, &body).await?;
+            let (mut conn, mut head) = self.send(to, headers, &body).await?;
             let reply = conn.read_body(&mut head, MAX_BODY).await.map_err(|e| format!("error reading response body: {e}"))?;
             if head.reusable() && !conn.has_unread() {
                 pool::checkin(self.id.0, to.authority, conn);
@@ -153,7 +183,8 @@ impl PlainHttp {
         headers: &[(HeaderName, HeaderValue)],
         body: Bytes,
     ) -> Result<(StatusCode, ByteStream), String> {
-        let to = target(&uri)?;
+        let mut path = [""];
+        let to = target(&uri, &mut path)?;
         let (conn, head) = match tokio::time::timeout(self.timeout, self.send(&to, headers, &body)).await {
             Ok(r) => r?,
             Err(_) => return Err(timed_out(self.timeout)),
@@ -482,5 +513,15 @@ mod tests {
         drop(body);
         assert_eq!(pool::idle_here(), 0, "a stream dropped midway is closed, not pooled");
         assert_eq!(seen.connections.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn splits_plain_base_urls_and_refuses_what_a_request_line_cannot_carry() {
+        assert_eq!(split_http_base("http://10.0.0.7:8000/v1/"), Some(("10.0.0.7:8000", "/v1")));
+        assert_eq!(split_http_base("http://vllm.svc"), Some(("vllm.svc", "")));
+        assert_eq!(split_http_base("http://[::1]:8000/v1"), Some(("[::1]:8000", "/v1")));
+        for refused in ["https://a/v1", "http://", "http://user@a/v1", "http://a/v1?x=1", "http://a/v 1", "ftp://a"] {
+            assert_eq!(split_http_base(refused), None, "{refused}");
+        }
     }
 }

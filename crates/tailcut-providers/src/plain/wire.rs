@@ -74,10 +74,13 @@ pub(super) struct Head {
     keep_alive: bool,
 }
 
-/// Appends a POST's head (request line and headers, `content-length` last) to `out`.
-pub(super) fn encode_post(out: &mut Vec<u8>, path: &str, authority: &str, headers: &[(HeaderName, HeaderValue)], body_len: usize) {
+/// Appends a POST's head (request line and headers, `content-length` last) to `out`; the
+/// path is given in pieces, written one after the other.
+pub(super) fn encode_post(out: &mut Vec<u8>, path: &[&str], authority: &str, headers: &[(HeaderName, HeaderValue)], body_len: usize) {
     out.extend_from_slice(b"POST ");
-    out.extend_from_slice(path.as_bytes());
+    for piece in path {
+        out.extend_from_slice(piece.as_bytes());
+    }
     out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
     out.extend_from_slice(authority.as_bytes());
     out.extend_from_slice(concat!("\r\nuser-agent: tailcut/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes());

@@ -117,8 +117,8 @@ impl PlainHttp {
         Ok(Conn::new(stream))
     }
 
-    /// Sends the request on a pooled connection (retried once on a fresh one when the
-    /// pooled one turns out closed) or a fresh one, and reads the reply head.
+    /// Sends the request on a pooled connection (sent again on a fresh one only when
+    /// writing to the pooled one failed) or a fresh one, and reads the reply head.
     async fn send(&self, to: &Target<'_>, headers: &[(HeaderName, HeaderValue)], body: &Bytes) -> Result<(Conn, Head), String> {
         let mut head_bytes = Vec::with_capacity(256 + if body.len() <= COALESCE_BODY { body.len() } else { 0 });
         wire::encode_post(&mut head_bytes, to.path, to.authority, headers, body.len());

@@ -90,7 +90,8 @@ pub(super) fn checkout(client: u64, authority: &str) -> Option<Conn> {
 }
 
 /// Returns a connection whose last reply was read to its end.
-pub(super) fn checkin(client: u64, authority: &str, conn: Conn) {
+pub(super) fn checkin(client: u64, authority: &str, mut conn: Conn) {
+    conn.shrink_idle();
     POOLS.with(|pools| {
         let mut pools = pools.borrow_mut();
         let at = match pools.iter().position(|p| p.client == client && &*p.authority == authority) {

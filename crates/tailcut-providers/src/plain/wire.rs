@@ -64,6 +64,8 @@ enum Chunk {
 pub(super) struct Conn {
     pub(super) stream: TcpStream,
     buf: BytesMut,
+    /// Bytes read since the connection last went idle.
+    read_lately: usize,
 }
 
 /// A reply's status and how to read its body.
@@ -101,7 +103,17 @@ fn header_has_token(value: &[u8], token: &str) -> bool {
 
 impl Conn {
     pub(super) fn new(stream: TcpStream) -> Conn {
-        Conn { stream, buf: BytesMut::new() }
+        Conn { stream, buf: BytesMut::new(), read_lately: 0 }
+    }
+
+    /// Readies a connection for the idle pool: after a large reply the read buffer (whose
+    /// allocation the reply's bytes share) is let go, so an idle connection never pins
+    /// its last reply's memory; after a small one it is kept for the next read.
+    pub(super) fn shrink_idle(&mut self) {
+        if self.read_lately > 4 * READ_SPACE {
+            self.buf = BytesMut::new();
+        }
+        self.read_lately = 0;
     }
 
     /// Whether bytes are waiting that no request asked for (a connection back from the
@@ -118,7 +130,9 @@ impl Conn {
         // `read_buf` (not `try_read`) so that tokio clears the socket's readiness after
         // a short read: an idle connection then shows readable again only when the
         // server sends or closes, which is how the pool spots dead ones for free.
-        self.stream.read_buf(&mut self.buf).await
+        let n = self.stream.read_buf(&mut self.buf).await?;
+        self.read_lately += n;
+        Ok(n)
     }
 
     /// Reads the reply head, skipping interim (1xx) replies.

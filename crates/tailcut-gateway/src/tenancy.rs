@@ -3,9 +3,8 @@
 //! hedge-load cap.
 
 use sha2::{Digest, Sha256};
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tailcut_core::engine::HedgeGate;
 use tailcut_core::ledger::{BudgetGate, BudgetLimits, Charge, LedgerError, LedgerSummary, MemoryLedger};
 use tailcut_core::MicroUsd;
@@ -113,49 +112,77 @@ impl Tenant {
 }
 
 /// At most `percent`% extra attempts over the last minute (plus a burst allowance),
-/// in the spirit of "The Tail at Scale" and gRPC's retry throttling.
+/// in the spirit of "The Tail at Scale" and gRPC's retry throttling. Requests and extra
+/// attempts are counted per second over a 60-second window, so memory and the cost per
+/// request stay constant at any rate.
 #[derive(Debug)]
 pub struct SlidingHedgeGate {
     percent: f64,
     burst: u32,
-    window: Duration,
-    events: Mutex<(VecDeque<Instant>, VecDeque<Instant>)>,
+    started: Instant,
+    window: Mutex<Window>,
+}
+
+/// Seconds in the window.
+const WINDOW_S: usize = 60;
+
+/// Per-second counts; slot `i` holds second `second[i]` (since the gate started).
+#[derive(Debug)]
+struct Window {
+    second: [u64; WINDOW_S],
+    requests: [u64; WINDOW_S],
+    extras: [u64; WINDOW_S],
+}
+
+impl Window {
+    /// The slot for second `now`, emptied first if it held an older second.
+    fn slot(&mut self, now: u64) -> usize {
+        let i = (now % WINDOW_S as u64) as usize;
+        if self.second[i] != now {
+            self.second[i] = now;
+            self.requests[i] = 0;
+            self.extras[i] = 0;
+        }
+        i
+    }
+
+    /// Requests and extra attempts over the window ending at second `now`.
+    fn totals(&self, now: u64) -> (u64, u64) {
+        (0..WINDOW_S)
+            .filter(|&i| self.second[i] <= now && now - self.second[i] < WINDOW_S as u64)
+            .fold((0, 0), |(r, e), i| (r + self.requests[i], e + self.extras[i]))
+    }
 }
 
 impl SlidingHedgeGate {
     /// A cap of `percent`% with `burst` extra attempts always allowed, over 60 s.
     pub fn new(percent: f64, burst: u32) -> SlidingHedgeGate {
-        SlidingHedgeGate { percent, burst, window: Duration::from_secs(60), events: Mutex::new((VecDeque::new(), VecDeque::new())) }
+        let window = Window { second: [u64::MAX; WINDOW_S], requests: [0; WINDOW_S], extras: [0; WINDOW_S] };
+        SlidingHedgeGate { percent, burst, started: Instant::now(), window: Mutex::new(window) }
     }
 
-    fn prune(&self, q: &mut VecDeque<Instant>, now: Instant) {
-        while q.front().is_some_and(|t| now.duration_since(*t) > self.window) {
-            q.pop_front();
-        }
+    fn now(&self) -> u64 {
+        self.started.elapsed().as_secs()
     }
 }
 
 impl HedgeGate for SlidingHedgeGate {
     fn request_started(&self) {
-        if let Ok(mut e) = self.events.lock() {
-            let now = Instant::now();
-            e.0.push_back(now);
-            let (reqs, _) = &mut *e;
-            while reqs.front().is_some_and(|t| now.duration_since(*t) > self.window) {
-                reqs.pop_front();
-            }
+        let now = self.now();
+        if let Ok(mut w) = self.window.lock() {
+            let i = w.slot(now);
+            w.requests[i] += 1;
         }
     }
 
     fn try_extra(&self) -> bool {
-        let Ok(mut e) = self.events.lock() else { return false };
-        let now = Instant::now();
-        let (reqs, extras) = &mut *e;
-        self.prune(reqs, now);
-        self.prune(extras, now);
-        let allowed = f64::from(self.burst) + self.percent / 100.0 * reqs.len() as f64;
-        if (extras.len() as f64) < allowed {
-            extras.push_back(now);
+        let now = self.now();
+        let Ok(mut w) = self.window.lock() else { return false };
+        let i = w.slot(now);
+        let (requests, extras) = w.totals(now);
+        let allowed = f64::from(self.burst) + self.percent / 100.0 * requests as f64;
+        if (extras as f64) < allowed {
+            w.extras[i] += 1;
             true
         } else {
             false
@@ -180,6 +207,21 @@ mod tests {
         }
         let allowed = (0..50).filter(|_| g.try_extra()).count();
         assert_eq!(allowed, 12, "2 burst + 10% of 100");
+    }
+
+    #[test]
+    fn the_window_forgets_seconds_older_than_a_minute() {
+        let mut w = Window { second: [u64::MAX; WINDOW_S], requests: [0; WINDOW_S], extras: [0; WINDOW_S] };
+        for now in [0, 1, 59] {
+            let i = w.slot(now);
+            w.requests[i] += 10;
+        }
+        assert_eq!(w.totals(59), (30, 0));
+        assert_eq!(w.totals(60), (20, 0), "second 0 left the window");
+        let i = w.slot(61); // reuses second 1's slot
+        w.extras[i] += 1;
+        assert_eq!(w.totals(61), (10, 1));
+        assert_eq!(w.totals(200), (0, 0));
     }
 
     #[test]

@@ -6,15 +6,16 @@ mod common;
 use std::time::{Duration, Instant};
 use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
 
-async fn gateway(upstream: &str, admission_wait_ms: u64) -> String {
-    let toml = format!(
+/// A gateway config: one route, `m`, to one upstream, with `gateway` lines added to
+/// `[gateway]`.
+fn config(upstream: &str, gateway: &str) -> String {
+    format!(
         r#"
 [budget]
 ledger = ":memory:"
 [gateway]
 store = ":memory:"
-max_in_flight = 1
-admission_wait_ms = {admission_wait_ms}
+{gateway}
 [providers.up]
 adapter = "openai"
 base_url = "{upstream}/v1"
@@ -27,8 +28,11 @@ kind = "openai"
 models = ["m"]
 policy = "one"
 "#
-    );
-    common::serve_config(&toml).await
+    )
+}
+
+async fn gateway(upstream: &str, admission_wait_ms: u64) -> String {
+    common::serve_config(&config(upstream, &format!("max_in_flight = 1\nadmission_wait_ms = {admission_wait_ms}"))).await
 }
 
 fn body(stream: bool) -> serde_json::Value {
@@ -211,15 +215,7 @@ async fn a_reload_changes_the_body_limit_at_once() {
     let dir = std::env::temp_dir().join(format!("tailcut-body-limit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("gateway.toml");
-    let config = |limit: usize| {
-        format!(
-            "[budget]\nledger = \":memory:\"\n[gateway]\nstore = \":memory:\"\nmax_body_bytes = {limit}\n\
-             [providers.up]\nadapter = \"openai\"\nbase_url = \"{}/v1\"\nrate_usd_per_s = 0.0\n\
-             [policies.one]\nkind = \"single\"\nprovider = \"up\"\n\
-             [routes.chat]\nkind = \"openai\"\nmodels = [\"m\"]\npolicy = \"one\"\n",
-            up.url()
-        )
-    };
+    let config = |limit: usize| config(&up.url(), &format!("max_body_bytes = {limit}"));
     std::fs::write(&path, config(200)).unwrap();
     let state = tailcut_gateway::AppState::new(tailcut_config::Config::load(&path).unwrap(), Some(path.clone())).unwrap();
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -18,6 +18,7 @@
 
 pub mod engine;
 pub mod job;
+pub mod json_scan;
 pub mod ledger;
 pub mod money;
 pub mod policy;

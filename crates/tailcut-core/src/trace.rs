@@ -160,7 +160,39 @@ pub struct RequestTrace {
 
 /// Current UTC time in RFC 3339 with milliseconds.
 pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+    rfc3339_millis(std::time::SystemTime::now())
+}
+
+/// `at` in RFC 3339 with milliseconds (`2026-07-14T09:30:05.250Z`). Every request's
+/// record carries one, so each thread keeps the formatted second and writes only the
+/// milliseconds after it.
+pub fn rfc3339_millis(at: std::time::SystemTime) -> String {
+    use std::cell::RefCell;
+    thread_local! {
+        static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+    let Ok(since) = at.duration_since(std::time::UNIX_EPOCH) else {
+        return humantime::format_rfc3339_millis(at).to_string();
+    };
+    let (secs, millis) = (since.as_secs(), since.subsec_millis());
+    SECOND.with(|cell| {
+        let Ok(mut cached) = cell.try_borrow_mut() else {
+            return humantime::format_rfc3339_millis(at).to_string();
+        };
+        if cached.0 != secs {
+            let whole = humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs)).to_string();
+            cached.1 = whole.trim_end_matches('Z').to_string();
+            cached.0 = secs;
+        }
+        let mut out = String::with_capacity(cached.1.len() + 5);
+        out.push_str(&cached.1);
+        out.push('.');
+        out.push(char::from(b'0' + (millis / 100) as u8));
+        out.push(char::from(b'0' + (millis / 10 % 10) as u8));
+        out.push(char::from(b'0' + (millis % 10) as u8));
+        out.push('Z');
+        out
+    })
 }
 
 /// Why a trace could not be written.
@@ -205,5 +237,23 @@ impl TraceWriter {
         let mut f = self.file.lock().map_err(|_| err(std::io::Error::other("trace lock poisoned")))?;
         f.write_all(&line).map_err(err)?;
         f.flush().map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rfc3339_millis;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn timestamps_match_a_full_format_across_seconds_and_days() {
+        // Within one second (cached), across a second, a day and a year boundary, and back.
+        let base = 1_798_761_598_990u64; // 2026-12-31T23:59:58.990Z
+        for ms in [0u64, 5, 9, 10, 999, 1000, 1001, 1999, 2010, 86_400_000, 3, 0, 123_456_789] {
+            let at = UNIX_EPOCH + Duration::from_millis(base + ms);
+            assert_eq!(rfc3339_millis(at), humantime::format_rfc3339_millis(at).to_string(), "at +{ms} ms");
+        }
+        let epoch = UNIX_EPOCH + Duration::from_millis(7);
+        assert_eq!(rfc3339_millis(epoch), "1970-01-01T00:00:00.007Z");
     }
 }

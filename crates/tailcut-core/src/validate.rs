@@ -7,6 +7,7 @@
 //! `wav` (header, duration bounds, RMS, NaN and clipping, as in the reference tool).
 
 use crate::job::{JobResult, JobState};
+use crate::json_scan::{top_level_keys, Scan};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -235,7 +236,7 @@ fn parse_payload(result: &JobResult) -> Result<serde_json::Value, Validation> {
 /// text without building a document (the common case: required top-level fields such
 /// as an OpenAI completion's `choices`). `Err` when the text is not JSON; `Ok(None)`
 /// when it is JSON but not an object.
-fn top_level_present(bytes: &[u8], keys: &[String]) -> Result<Option<Vec<bool>>, serde_json::Error> {
+pub(crate) fn top_level_present(bytes: &[u8], keys: &[String]) -> Result<Option<Vec<bool>>, serde_json::Error> {
     use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
     struct Keys<'k>(&'k [String]);
     impl<'de> Visitor<'de> for Keys<'_> {
@@ -294,16 +295,24 @@ impl Validator for JsonValidator {
             let Some(p) = result.payload.as_ref().filter(|p| !p.bytes.is_empty()) else {
                 return Validation::invalid("empty result");
             };
-            return match top_level_present(&p.bytes, &self.required) {
-                Err(e) => Validation::invalid(format!("not JSON: {e}")),
-                Ok(seen) => Validation::from_reasons(
+            let missing = |present: &dyn Fn(usize) -> bool| {
+                Validation::from_reasons(
                     self.required
                         .iter()
                         .enumerate()
-                        .filter(|(i, _)| !seen.as_ref().is_some_and(|s| s[*i]))
+                        .filter(|(i, _)| !present(*i))
                         .map(|(_, p)| format!("missing required field `{p}`"))
                         .collect(),
-                ),
+                )
+            };
+            // The fast scan decides the common case; a full parser the rest (and words
+            // the error when the text is not JSON).
+            if let Scan::Present(mask) = top_level_keys(&p.bytes, &self.required) {
+                return missing(&|i| mask >> i & 1 == 1);
+            }
+            return match top_level_present(&p.bytes, &self.required) {
+                Err(e) => Validation::invalid(format!("not JSON: {e}")),
+                Ok(seen) => missing(&|i| seen.as_ref().is_some_and(|s| s[i])),
             };
         }
         let value = match parse_payload(result) {

@@ -3,6 +3,7 @@
 //! so serving threads never contend for a lock or pass a cache line back and forth on
 //! the request path; a scrape sums the shards.
 
+use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -22,6 +23,18 @@ struct Histogram {
     count: u64,
 }
 
+impl Histogram {
+    fn record(&mut self, seconds: f64) {
+        for (count, bound) in self.counts.iter_mut().zip(BUCKETS) {
+            if seconds <= bound {
+                *count += 1;
+            }
+        }
+        self.sum += seconds;
+        self.count += 1;
+    }
+}
+
 /// Counters and histograms by name and label set.
 #[derive(Debug)]
 pub struct Metrics {
@@ -39,10 +52,38 @@ impl Default for Metrics {
 }
 
 /// One thread's series. Its locks are taken by that thread and, rarely, a scrape.
+/// Its maps hash with FxHash: keys are short, trusted (built here from route and upstream
+/// names) and looked up several times per request; a scrape sorts them.
 #[derive(Debug, Default)]
 struct Shard {
-    counters: Mutex<BTreeMap<Key, f64>>,
-    histograms: Mutex<BTreeMap<Key, Histogram>>,
+    counters: Mutex<FxHashMap<Key, f64>>,
+    histograms: Mutex<FxHashMap<Key, Histogram>>,
+}
+
+impl Shard {
+    fn add(&self, key: &str, v: f64) {
+        if let Ok(mut c) = self.counters.lock() {
+            match c.get_mut(key) {
+                Some(x) => *x += v,
+                None => {
+                    c.insert(key.to_string(), v);
+                }
+            }
+        }
+    }
+
+    fn observe(&self, key: &str, seconds: f64) {
+        if let Ok(mut h) = self.histograms.lock() {
+            match h.get_mut(key) {
+                Some(e) => e.record(seconds),
+                None => {
+                    let mut e = Histogram::default();
+                    e.record(seconds);
+                    h.insert(key.to_string(), e);
+                }
+            }
+        }
+    }
 }
 
 /// A thread's key buffer (reused, so a known series costs no allocation) and its shard
@@ -88,6 +129,74 @@ fn split(key: &str) -> (&str, &str) {
     key.split_once('\0').unwrap_or((key, ""))
 }
 
+/// A series key rendered once, for series recorded on every request (rendering a key
+/// costs more than counting into it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Series(Key);
+
+impl Series {
+    /// The key of `name` with these labels.
+    pub fn new(name: &str, pairs: &[(&str, &str)]) -> Series {
+        let mut key = String::new();
+        write_key(&mut key, name, pairs);
+        Series(key)
+    }
+}
+
+/// One upstream's per-request series within a route.
+#[derive(Debug)]
+pub struct UpstreamSeries {
+    name: String,
+    /// `tailcut_attempts_total{route, upstream}`.
+    pub attempts: Series,
+    /// `tailcut_spend_micro_usd_total{route, upstream}`.
+    pub spend: Series,
+    /// `tailcut_wins_total{route, upstream}`.
+    pub wins: Series,
+}
+
+/// The series a route records on every request, keyed when the route is built.
+#[derive(Debug)]
+pub struct RouteSeries {
+    route: String,
+    /// `tailcut_requests_total{route, status="200"}`.
+    pub ok: Series,
+    /// `tailcut_request_seconds{route}`.
+    pub seconds: Series,
+    upstreams: Vec<UpstreamSeries>,
+}
+
+impl RouteSeries {
+    /// The series of route `route` and its upstreams.
+    pub fn new<'a>(route: &str, upstreams: impl IntoIterator<Item = &'a str>) -> RouteSeries {
+        let upstreams = upstreams
+            .into_iter()
+            .map(|u| UpstreamSeries {
+                name: u.to_string(),
+                attempts: Series::new("tailcut_attempts_total", &[("route", route), ("upstream", u)]),
+                spend: Series::new("tailcut_spend_micro_usd_total", &[("route", route), ("upstream", u)]),
+                wins: Series::new("tailcut_wins_total", &[("route", route), ("upstream", u)]),
+            })
+            .collect();
+        RouteSeries {
+            route: route.to_string(),
+            ok: Series::new("tailcut_requests_total", &[("route", route), ("status", "200")]),
+            seconds: Series::new("tailcut_request_seconds", &[("route", route)]),
+            upstreams,
+        }
+    }
+
+    /// The route's name.
+    pub fn route(&self) -> &str {
+        &self.route
+    }
+
+    /// An upstream's series; `None` for a name the route was not built with.
+    pub fn upstream(&self, name: &str) -> Option<&UpstreamSeries> {
+        self.upstreams.iter().find(|u| u.name == name)
+    }
+}
+
 impl Metrics {
     /// Runs `f` on this thread's shard with the series key.
     fn record(&self, name: &str, pairs: &[(&str, &str)], f: impl FnOnce(&Shard, &str)) {
@@ -100,15 +209,28 @@ impl Metrics {
             };
             let Local { key, shards } = &mut *local;
             write_key(key, name, pairs);
-            let at = match shards.iter().position(|(id, _)| *id == self.id) {
-                Some(i) => i,
-                None => {
-                    shards.push((self.id, self.new_shard()));
-                    shards.len() - 1
-                }
-            };
-            f(&shards[at].1, key);
+            f(self.local_shard(shards), key);
         });
+    }
+
+    /// Runs `f` on this thread's shard with a prebuilt series key.
+    fn record_series(&self, series: &Series, f: impl FnOnce(&Shard, &str)) {
+        LOCAL.with(|local| match local.try_borrow_mut() {
+            Ok(mut local) => f(self.local_shard(&mut local.shards), &series.0),
+            Err(_) => f(&self.new_shard(), &series.0),
+        });
+    }
+
+    /// This registry's shard in a thread's list, made on first use.
+    fn local_shard<'s>(&self, shards: &'s mut Vec<(u64, Arc<Shard>)>) -> &'s Shard {
+        let at = match shards.iter().position(|(id, _)| *id == self.id) {
+            Some(i) => i,
+            None => {
+                shards.push((self.id, self.new_shard()));
+                shards.len() - 1
+            }
+        };
+        &shards[at].1
     }
 
     fn new_shard(&self) -> Arc<Shard> {
@@ -121,16 +243,17 @@ impl Metrics {
 
     /// Adds to a counter.
     pub fn add(&self, name: &'static str, pairs: &[(&str, &str)], v: f64) {
-        self.record(name, pairs, |shard, key| {
-            if let Ok(mut c) = shard.counters.lock() {
-                match c.get_mut(key) {
-                    Some(x) => *x += v,
-                    None => {
-                        c.insert(key.to_string(), v);
-                    }
-                }
-            }
-        });
+        self.record(name, pairs, |shard, key| shard.add(key, v));
+    }
+
+    /// Adds to a counter by its prebuilt key.
+    pub fn add_series(&self, series: &Series, v: f64) {
+        self.record_series(series, |shard, key| shard.add(key, v));
+    }
+
+    /// Records an observation in seconds by its prebuilt key.
+    pub fn observe_series(&self, series: &Series, seconds: f64) {
+        self.record_series(series, |shard, key| shard.observe(key, seconds));
     }
 
     /// Adds one.
@@ -140,22 +263,7 @@ impl Metrics {
 
     /// Records an observation in seconds.
     pub fn observe(&self, name: &'static str, pairs: &[(&str, &str)], seconds: f64) {
-        self.record(name, pairs, |shard, key| {
-            if let Ok(mut h) = shard.histograms.lock() {
-                if !h.contains_key(key) {
-                    h.insert(key.to_string(), Histogram::default());
-                }
-                if let Some(e) = h.get_mut(key) {
-                    for (i, b) in BUCKETS.iter().enumerate() {
-                        if seconds <= *b {
-                            e.counts[i] += 1;
-                        }
-                    }
-                    e.sum += seconds;
-                    e.count += 1;
-                }
-            }
-        });
+        self.record(name, pairs, |shard, key| shard.observe(key, seconds));
     }
 
     /// A counter's value, summed over threads (tests).
@@ -254,5 +362,26 @@ mod tests {
         assert!(text.contains("t_seconds_bucket{route=\"a\",le=\"0.005\"} 1000\n"), "{text}");
         assert!(text.contains("t_seconds_count{route=\"a\"} 1000\n"), "{text}");
         assert_eq!(text.matches("# TYPE t_requests_total counter").count(), 1);
+    }
+
+    #[test]
+    fn prebuilt_series_count_into_the_same_series_as_named_ones() {
+        let m = Metrics::default();
+        let r = RouteSeries::new("chat", ["a", "b\"c"]);
+        assert_eq!(r.route(), "chat");
+        m.inc("tailcut_attempts_total", &[("route", "chat"), ("upstream", "a")]);
+        m.add_series(&r.upstream("a").unwrap().attempts, 1.0);
+        m.add_series(&r.upstream("b\"c").unwrap().wins, 2.0);
+        m.add_series(&r.ok, 1.0);
+        m.observe_series(&r.seconds, 0.004);
+        m.observe("tailcut_request_seconds", &[("route", "chat")], 0.5);
+        assert!(r.upstream("z").is_none());
+        assert_eq!(m.get("tailcut_attempts_total", &[("route", "chat"), ("upstream", "a")]), 2.0);
+        assert_eq!(m.get("tailcut_wins_total", &[("route", "chat"), ("upstream", "b\"c")]), 2.0);
+        assert_eq!(m.get("tailcut_requests_total", &[("route", "chat"), ("status", "200")]), 1.0);
+        let text = m.render();
+        assert!(text.contains("tailcut_request_seconds_count{route=\"chat\"} 2\n"), "{text}");
+        assert!(text.contains("tailcut_request_seconds_bucket{route=\"chat\",le=\"0.005\"} 1\n"), "{text}");
+        assert!(text.contains("tailcut_wins_total{route=\"chat\",upstream=\"b\\\"c\"} 2\n"), "{text}");
     }
 }

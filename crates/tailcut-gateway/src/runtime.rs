@@ -1,7 +1,7 @@
 //! Gateway state, routing and handlers.
 
 use crate::error::ApiError;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, RouteSeries};
 use crate::probe::Field;
 use crate::store::JobStore;
 use crate::tenancy::{sha256_hex, SlidingHedgeGate, Tenant, TenantGate, TENANT_LEDGER};
@@ -49,12 +49,30 @@ pub(crate) struct OpenAiRoute {
     pub max_live: usize,
     /// The route's name as a response header value.
     pub route_header: HeaderValue,
+    /// Each upstream's name as a response header value (the winner header).
+    pub upstream_headers: Vec<(String, HeaderValue)>,
+    /// The series every request of this route records.
+    pub series: RouteSeries,
+}
+
+impl OpenAiRoute {
+    /// The winner header's value for an upstream of this route.
+    fn upstream_header(&self, name: &str) -> HeaderValue {
+        self.upstream_headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .or_else(|| HeaderValue::from_str(name).ok())
+            .unwrap_or(HeaderValue::from_static("-"))
+    }
 }
 
 pub(crate) struct JobRoute {
     pub cfg: RouteConfig,
     pub hedger: Hedger,
     pub policy: Arc<dyn Policy>,
+    /// The series every job of this route records.
+    pub series: RouteSeries,
 }
 
 /// Everything derived from one configuration; swapped whole on reload.
@@ -92,9 +110,10 @@ impl std::fmt::Debug for AppState {
 }
 
 /// This process's id, read once (`getpid` is a system call on every use).
-fn process_id() -> u32 {
-    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *PID.get_or_init(std::process::id)
+/// This process's id in hex, as ids carry it.
+fn process_hex() -> &'static str {
+    static PID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PID.get_or_init(|| format!("{:x}", std::process::id()))
 }
 
 /// Whether JSON logs are on (`TAILCUT_LOG=off` turns them off).
@@ -187,6 +206,11 @@ impl Runtime {
                         chat: make("chat", &["choices"])?,
                         completions: make("completions", &["choices"])?,
                         embeddings: make("embeddings", &["data"])?,
+                        series: RouteSeries::new(&route.name, upstreams.iter().map(|u| u.name.as_str())),
+                        upstream_headers: upstreams
+                            .iter()
+                            .filter_map(|u| Some((u.name.clone(), HeaderValue::from_str(&u.name).ok()?)))
+                            .collect(),
                         upstreams,
                         gate: gate.clone(),
                         max_live: config.race.max_live,
@@ -203,7 +227,8 @@ impl Runtime {
                         tailcut_core::validate::ValidatorRegistry::default().build(&config.validator).map_err(|e| e.to_string())?;
                     let hedger = Hedger::with_gate(entries, validator, budget.clone(), config.race, trace.clone(), Some(gate));
                     let policy = spec.build(hedger.providers()).map_err(|e| e.to_string())?;
-                    jobs.insert(route.name.clone(), Arc::new(JobRoute { cfg: route.clone(), hedger, policy }));
+                    let series = RouteSeries::new(&route.name, hedger.providers().iter().map(|p| p.name.as_str()));
+                    jobs.insert(route.name.clone(), Arc::new(JobRoute { cfg: route.clone(), hedger, policy, series }));
                 }
             }
         }
@@ -261,9 +286,13 @@ impl AppState {
 
     /// A new id, `{kind}-{pid in hex}-{sequence}`, unique within this process's life.
     fn new_id(&self, kind: &str) -> String {
-        use std::fmt::Write;
-        let mut id = String::with_capacity(32);
-        let _ = write!(id, "{kind}-{:x}-{}", process_id(), self.next_id.fetch_add(1, Ordering::Relaxed));
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut id = String::with_capacity(kind.len() + 30);
+        id.push_str(kind);
+        id.push('-');
+        id.push_str(process_hex());
+        id.push('-');
+        id.push_str(itoa::Buffer::new().format(n));
         id
     }
 
@@ -348,13 +377,26 @@ pub(crate) fn hedge_reason(d: &tailcut_core::trace::Decisions) -> &'static str {
 }
 
 /// Counts attempts, wins, hedges, cancels and leaks of a settled request.
-pub(crate) fn record_metrics(m: &Metrics, route: &str, trace: &tailcut_core::trace::RequestTrace) {
+pub(crate) fn record_metrics(m: &Metrics, series: &RouteSeries, trace: &tailcut_core::trace::RequestTrace) {
+    let route = series.route();
     for a in &trace.attempts {
-        m.inc("tailcut_attempts_total", &[("route", route), ("upstream", &a.provider)]);
-        m.add("tailcut_spend_micro_usd_total", &[("route", route), ("upstream", &a.provider)], a.projected_cost_micro_usd.0 as f64);
+        let spend = a.projected_cost_micro_usd.0 as f64;
+        match series.upstream(&a.provider) {
+            Some(u) => {
+                m.add_series(&u.attempts, 1.0);
+                m.add_series(&u.spend, spend);
+            }
+            None => {
+                m.inc("tailcut_attempts_total", &[("route", route), ("upstream", &a.provider)]);
+                m.add("tailcut_spend_micro_usd_total", &[("route", route), ("upstream", &a.provider)], spend);
+            }
+        }
     }
     if let Some(w) = &trace.winner {
-        m.inc("tailcut_wins_total", &[("route", route), ("upstream", w)]);
+        match series.upstream(w) {
+            Some(u) => m.add_series(&u.wins, 1.0),
+            None => m.inc("tailcut_wins_total", &[("route", route), ("upstream", w)]),
+        }
     }
     if trace.decisions.hedged() {
         m.inc("tailcut_hedges_total", &[("route", route), ("reason", hedge_reason(&trace.decisions))]);
@@ -421,7 +463,10 @@ pub(crate) async fn openai(st: Arc<AppState>, headers: HeaderMap, body: Bytes, e
         Ok((r, route)) => (r.status(), route.cfg.name.as_str()),
         Err(e) => (e.status(), "-"),
     };
-    st.metrics.inc("tailcut_requests_total", &[("route", route), ("status", status.as_str())]);
+    match &result {
+        Ok((_, r)) if status == StatusCode::OK => st.metrics.add_series(&r.series.ok, 1.0),
+        _ => st.metrics.inc("tailcut_requests_total", &[("route", route), ("status", status.as_str())]),
+    }
     log(
         "request",
         || json!({"request_id": rid, "route": route, "status": status.as_u16(), "ms": started.elapsed().as_secs_f64() * 1000.0}),
@@ -481,16 +526,16 @@ async fn openai_inner(
         .await
         .map_err(|_| ApiError::Timeout)?
         .map_err(|e| ApiError::TooMany(format!("refused: {e}")))?;
-    st.metrics.observe("tailcut_request_seconds", &[("route", &route.cfg.name)], started.elapsed().as_secs_f64());
+    st.metrics.observe_series(&route.series.seconds, started.elapsed().as_secs_f64());
     let (winner, attempts, reason) = (outcome.winner.clone(), outcome.attempts, hedge_reason(&outcome.decisions));
     let payload = outcome.result.as_ref().and_then(|r| r.payload.as_ref()).map(|p| p.bytes.clone());
     match outcome.settled.ready() {
-        Ok(t) => record_metrics(&st.metrics, &route.cfg.name, &t),
+        Ok(t) => record_metrics(&st.metrics, &route.series, &t),
         Err(pending) => {
-            let (st2, name) = (st.clone(), route.cfg.name.clone());
+            let (st2, route) = (st.clone(), route.clone());
             tokio::spawn(async move {
                 if let Some(t) = pending.wait().await {
-                    record_metrics(&st2.metrics, &name, &t);
+                    record_metrics(&st2.metrics, &route.series, &t);
                 }
             });
         }
@@ -498,10 +543,19 @@ async fn openai_inner(
     let Some(bytes) = payload else {
         return Err(ApiError::Upstream(format!("no upstream returned a valid response ({attempts} attempt(s))")));
     };
-    let mut resp =
-        (StatusCode::OK, [(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], bytes).into_response();
-    resp.headers_mut().insert(names::ROUTE, route.route_header.clone());
-    Ok((with_headers(resp, rid, Some((winner.as_deref().unwrap_or("-"), attempts, reason))), route))
+    // Room for every header up front: growing a header map rehashes it.
+    let mut h = HeaderMap::with_capacity(8);
+    h.insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(names::ROUTE, route.route_header.clone());
+    if let Ok(v) = HeaderValue::from_str(rid) {
+        h.insert(names::REQUEST_ID, v);
+    }
+    h.insert(names::WINNER, winner.as_deref().map_or(HeaderValue::from_static("-"), |w| route.upstream_header(w)));
+    h.insert(names::ATTEMPTS, HeaderValue::from(attempts as u64));
+    h.insert(names::HEDGE_REASON, HeaderValue::from_static(reason));
+    let mut resp = Response::new(axum::body::Body::from(bytes));
+    *resp.headers_mut() = h;
+    Ok((resp, route))
 }
 
 async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, RequestBody(body): RequestBody) -> Response {
@@ -591,7 +645,7 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
                 let winner = o.winner.clone();
                 let trace = o.settled.wait().await;
                 if let Some(t) = &trace {
-                    record_metrics(&st2.metrics, &route.cfg.name, t);
+                    record_metrics(&st2.metrics, &route.series, t);
                 }
                 let state = if winner.is_some() {
                     "succeeded"

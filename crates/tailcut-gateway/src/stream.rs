@@ -274,7 +274,7 @@ pub(crate) async fn hedged_stream(
         receipts,
         projected_cost_micro_usd: attempts.iter().map(|a| a.projected).sum(),
     };
-    record_metrics(&st.metrics, &route.cfg.name, &trace);
+    record_metrics(&st.metrics, &route.series, &trace);
     if trace.decisions.hedge_launched {
         // record_metrics counts hedges by engine reason; name the streaming one.
         st.metrics.inc("tailcut_stream_hedges_total", &[("route", &route.cfg.name), ("reason", reason)]);

@@ -17,14 +17,19 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// `tailcut-{provider}-{process start, ns since the epoch, hex}-{sequence}`: unique
 /// across restarts without reading the clock per request.
 pub fn correlation_id(provider: &str) -> String {
-    use std::fmt::Write;
-    static STARTED: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
-    let t = *STARTED.get_or_init(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    static STARTED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let started = STARTED.get_or_init(|| {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        format!("{t:x}")
+    });
     let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let mut id = String::with_capacity(provider.len() + 48);
     id.push_str("tailcut-");
     id.push_str(provider);
-    let _ = write!(id, "-{t:x}-{n}");
+    id.push('-');
+    id.push_str(started);
+    id.push('-');
+    id.push_str(itoa::Buffer::new().format(n));
     id
 }
 
@@ -188,6 +193,20 @@ mod tests {
     use super::*;
     use futures::FutureExt;
     use std::time::Duration;
+
+    #[test]
+    fn correlation_ids_name_the_provider_and_never_repeat() {
+        let (a, b) = (correlation_id("vllm-a"), correlation_id("vllm-a"));
+        assert_ne!(a, b);
+        for id in [&a, &b] {
+            let rest = id.strip_prefix("tailcut-vllm-a-").expect("prefix");
+            let (started, n) = rest.split_once('-').expect("two parts");
+            assert!(u128::from_str_radix(started, 16).is_ok_and(|t| t > 0), "{id}");
+            assert!(n.parse::<u64>().is_ok(), "{id}");
+        }
+        let (na, nb): (u64, u64) = (a.rsplit('-').next().unwrap().parse().unwrap(), b.rsplit('-').next().unwrap().parse().unwrap());
+        assert!(nb > na);
+    }
 
     fn after(d: Duration, state: JobState) -> BoxFuture<'static, JobResult> {
         async move {

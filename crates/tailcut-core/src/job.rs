@@ -110,7 +110,7 @@ pub struct Payload {
     /// Raw bytes (audio, JSON, an image, ...); cheap to clone.
     pub bytes: bytes::Bytes,
     /// MIME type, e.g. `audio/wav` or `application/json`.
-    pub content_type: String,
+    pub content_type: std::borrow::Cow<'static, str>,
 }
 
 /// What a job ended with. A timeout is a result (state [`JobState::TimedOut`]), never an

@@ -458,7 +458,7 @@ pub(crate) enum Endpoint {
 pub(crate) async fn openai(st: Arc<AppState>, headers: HeaderMap, body: Bytes, ep: Endpoint) -> Response {
     let rid = st.request_id(&headers);
     let started = std::time::Instant::now();
-    let result = openai_inner(&st, &headers, body, ep, &rid).await;
+    let result = openai_inner(&st, &headers, body, ep, &rid, started).await;
     let (status, route) = match &result {
         Ok((r, route)) => (r.status(), route.cfg.name.as_str()),
         Err(e) => (e.status(), "-"),
@@ -484,6 +484,7 @@ async fn openai_inner(
     body: Bytes,
     ep: Endpoint,
     rid: &str,
+    started: std::time::Instant,
 ) -> Result<(Response, Arc<OpenAiRoute>), ApiError> {
     if st.draining.load(Ordering::Relaxed) {
         return Err(ApiError::Unavailable("the gateway is draining".into()));
@@ -521,13 +522,12 @@ async fn openai_inner(
     let _slot = permit; // held until the response is built
     let request = JobRequest::from_raw(rid, body);
     let run = hedger.run(policy.as_ref(), request);
-    let started = std::time::Instant::now();
-    let outcome: Outcome = tokio::time::timeout(timeout, TENANT_LEDGER.scope(ledger, run))
+    let mut outcome: Outcome = tokio::time::timeout(timeout, TENANT_LEDGER.scope(ledger, run))
         .await
         .map_err(|_| ApiError::Timeout)?
         .map_err(|e| ApiError::TooMany(format!("refused: {e}")))?;
     st.metrics.observe_series(&route.series.seconds, started.elapsed().as_secs_f64());
-    let (winner, attempts, reason) = (outcome.winner.clone(), outcome.attempts, hedge_reason(&outcome.decisions));
+    let (winner, attempts, reason) = (outcome.winner.take(), outcome.attempts, hedge_reason(&outcome.decisions));
     let payload = outcome.result.as_ref().and_then(|r| r.payload.as_ref()).map(|p| p.bytes.clone());
     match outcome.settled.ready() {
         Ok(t) => record_metrics(&st.metrics, &route.series, &t),

@@ -41,7 +41,7 @@ pub struct ChannelJob {
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     published: Arc<Published>,
     closed: AtomicBool,
-    note: String,
+    note: &'static str,
     /// When the request is sure to have ended by itself (its client's own timeout).
     ends_by: Option<Instant>,
 }
@@ -87,7 +87,7 @@ fn closed_result() -> JobResult {
 impl ChannelJob {
     /// Starts `request` in a task. `note` goes into cancel receipts (what the provider
     /// does on disconnect).
-    pub fn start(provider: &str, id: String, request: BoxFuture<'static, JobResult>, note: &str) -> ChannelJob {
+    pub fn start(provider: &str, id: String, request: BoxFuture<'static, JobResult>, note: &'static str) -> ChannelJob {
         ChannelJob::start_bounded(provider, id, request, note, None)
     }
 
@@ -98,7 +98,7 @@ impl ChannelJob {
         provider: &str,
         id: String,
         request: BoxFuture<'static, JobResult>,
-        note: &str,
+        note: &'static str,
         ends_by: Option<Instant>,
     ) -> ChannelJob {
         let published = Arc::new(Published::default());
@@ -114,7 +114,7 @@ impl ChannelJob {
             task: Mutex::new(Some(task)),
             published,
             closed: AtomicBool::new(false),
-            note: note.to_string(),
+            note,
             ends_by,
         }
     }
@@ -183,7 +183,7 @@ impl Job for ChannelJob {
         }
         self.closed.store(true, Ordering::SeqCst);
         receipt.record_channel_closed(ctx.ms(Instant::now()));
-        receipt.note.clone_from(&self.note);
+        self.note.clone_into(&mut receipt.note);
         Ok(receipt)
     }
 }

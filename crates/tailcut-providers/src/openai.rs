@@ -58,19 +58,23 @@ fn finish(mut r: JobResult, started: Instant) -> JobResult {
 fn whole_reply(status: u16, bytes: bytes::Bytes, check_json: bool, started: Instant) -> JobResult {
     if !(200..300).contains(&status) {
         let text: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
-        return finish(JobResult::bare(JobState::Failed, Some(format!("HTTP {status}: {text}"))), started);
+        return ended(JobState::Failed, Some(format!("HTTP {status}: {text}")), started);
     }
     // Syntax only (no document is built): validators judge the content.
     if check_json && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
-        return finish(JobResult::bare(JobState::Failed, Some("malformed response: not JSON".into())), started);
+        return ended(JobState::Failed, Some("malformed response: not JSON".into()), started);
     }
-    let mut r = JobResult::bare(JobState::Completed, None);
+    let mut r = ended(JobState::Completed, None, started);
     r.payload = Some(Payload { bytes, content_type: "application/json".into() });
-    finish(r, started)
+    r
 }
 
-async fn run(cfg: OpenAi, body: bytes::Bytes, id: String) -> JobResult {
-    let started = Instant::now();
+/// A result that ends now (one clock read, where `finish(JobResult::bare(..))` takes two).
+fn ended(state: JobState, error: Option<String>, started: Instant) -> JobResult {
+    JobResult { state, payload: None, metrics: serde_json::Map::new(), started: Some(started), finished: Instant::now(), error }
+}
+
+async fn run(cfg: OpenAi, body: bytes::Bytes, id: String, started: Instant) -> JobResult {
     let path = match cfg.route {
         Route::Chat => "chat/completions",
         Route::Completions => "completions",
@@ -214,8 +218,9 @@ impl Backend for OpenAi {
         };
         let id = correlation_id(&self.name);
         // Both clients end the exchange at their timeout, so the request bounds itself.
-        let ends_by = Instant::now() + self.http.timeout() + std::time::Duration::from_secs(1);
-        let fut = run(self.clone(), body, id.clone());
+        let now = Instant::now();
+        let ends_by = now + self.http.timeout() + std::time::Duration::from_secs(1);
+        let fut = run(self.clone(), body, id.clone(), now);
         Ok(Arc::new(ChannelJob::start_bounded(
             &self.name,
             id,

@@ -95,7 +95,8 @@ pub struct Race {
     t0: Instant,
     attempts: Vec<Attempt>,
     results: FuturesUnordered<ResultFuture>,
-    cancels: FuturesUnordered<CancelFuture>,
+    /// Cancels in flight; made on the first cancel (most races have none).
+    cancels: Option<FuturesUnordered<CancelFuture>>,
     winner: Option<usize>,
     winner_result: Option<JobResult>,
     stop: Option<BoxFuture<'static, ()>>,
@@ -154,7 +155,7 @@ impl Race {
             t0: Instant::now(),
             attempts: Vec::with_capacity(2),
             results: FuturesUnordered::new(),
-            cancels: FuturesUnordered::new(),
+            cancels: None,
             winner: None,
             winner_result: None,
             stop: None,
@@ -331,7 +332,7 @@ impl Race {
         let Some(job) = a.job.clone() else { return };
         a.cancelling = true;
         let provider = self.shared.providers[a.provider].name.clone();
-        self.cancels.push(cancel_future(id.0, provider, job, self.t0, reason.to_string()));
+        self.cancels.get_or_insert_with(FuturesUnordered::new).push(cancel_future(id.0, provider, job, self.t0, reason.to_string()));
     }
 
     fn on_result(&mut self, index: usize, result: JobResult) {
@@ -392,10 +393,16 @@ impl Race {
                 None => futures::future::pending::<()>().await,
             }
         };
+        let cancels = async {
+            match self.cancels.as_mut().filter(|c| !c.is_empty()) {
+                Some(c) => c.next().await,
+                None => futures::future::pending().await,
+            }
+        };
         tokio::select! {
             biased;
             Some((i, result)) = self.results.next(), if !self.results.is_empty() => self.on_result(i, result),
-            Some((i, receipt)) = self.cancels.next(), if !self.cancels.is_empty() => self.on_receipt(i, receipt),
+            Some((i, receipt)) = cancels => self.on_receipt(i, receipt),
             () = sleep => return Wake::Deadline,
             () = stop => {
                 self.stop = None;
@@ -445,12 +452,15 @@ impl Race {
         let projected_cost = self.attempts.iter().map(|a| a.projected).sum();
         let outcome_head = (self.request.request_id.clone(), self.policy.clone(), self.attempts.len(), self.decisions.clone());
         let result = self.winner_result.take();
-        let settled = if self.cancels.is_empty() {
+        let settled = if self.cancels.as_ref().is_none_or(FuturesUnordered::is_empty) {
             let record = self.into_record();
             Settled(SettledInner::Ready(Box::new(record)))
         } else {
             Settled(SettledInner::Pending(tokio::spawn(async move {
-                while let Some((i, receipt)) = self.cancels.next().await {
+                while let Some((i, receipt)) = match self.cancels.as_mut() {
+                    Some(c) => c.next().await,
+                    None => None,
+                } {
                     self.on_receipt(i, receipt);
                 }
                 self.into_record()

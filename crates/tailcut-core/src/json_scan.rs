@@ -24,19 +24,53 @@ pub fn top_level_keys(bytes: &[u8], keys: &[String]) -> Scan {
     if keys.len() > 64 {
         return Scan::Unsure;
     }
+    let mut seen = 0u64;
+    let found = object_members(
+        bytes,
+        |key| keys.iter().position(|k| k.as_bytes() == key),
+        |slot, value| {
+            // A value starting with `n` is `null` (anything else there is not JSON).
+            if value.first() == Some(&b'n') {
+                seen &= !(1 << slot);
+            } else {
+                seen |= 1 << slot;
+            }
+        },
+    );
+    match found {
+        Members::Object => Scan::Present(seen),
+        Members::Invalid => Scan::Invalid,
+        Members::Unsure => Scan::Unsure,
+    }
+}
+
+/// What [`object_members`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Members {
+    /// A JSON object, every member reported.
+    Object,
+    /// Not JSON.
+    Invalid,
+    /// Not decided here (not an object, or a top-level key with escapes): ask a full parser.
+    Unsure,
+}
+
+/// Checks that `bytes` is one JSON object and hands each top-level member that `find`
+/// picks (by its key's raw bytes) to `member`, with the member's slot and the value's
+/// text (from its first byte to its last). Values are checked, never decoded.
+pub fn object_members<'b>(bytes: &'b [u8], find: impl Fn(&[u8]) -> Option<usize>, mut member: impl FnMut(usize, &'b [u8])) -> Members {
     let mut c = Cursor { b: bytes, i: 0 };
     if c.ws() != Some(b'{') {
-        return Scan::Unsure;
+        return Members::Unsure;
     }
     c.i += 1;
-    let mut seen = 0u64;
     match c.ws() {
         Some(b'}') => {
             c.i += 1;
-            return c.end(seen);
+            return c.end();
         }
         Some(b'"') => {}
-        _ => return Scan::Invalid,
+        _ => return Members::Invalid,
     }
     loop {
         // At a key's opening quote.
@@ -44,41 +78,37 @@ pub fn top_level_keys(bytes: &[u8], keys: &[String]) -> Scan {
         let start = c.i;
         match c.string() {
             Ok(false) => {}
-            Ok(true) => return Scan::Unsure,
-            Err(()) => return Scan::Invalid,
+            Ok(true) => return Members::Unsure,
+            Err(()) => return Members::Invalid,
         }
         let key = &bytes[start..c.i - 1];
-        if std::str::from_utf8(key).is_err() {
-            return Scan::Invalid;
+        if !key.is_ascii() && std::str::from_utf8(key).is_err() {
+            return Members::Invalid;
         }
         if c.ws() != Some(b':') {
-            return Scan::Invalid;
+            return Members::Invalid;
         }
         c.i += 1;
-        let first = c.ws();
-        if let Some(slot) = keys.iter().position(|k| k.as_bytes() == key) {
-            // A value starting with `n` is `null` or not JSON at all.
-            if first == Some(b'n') {
-                seen &= !(1 << slot);
-            } else {
-                seen |= 1 << slot;
-            }
-        }
+        c.ws();
+        let value_start = c.i;
         if c.value().is_err() {
-            return Scan::Invalid;
+            return Members::Invalid;
+        }
+        if let Some(slot) = find(key) {
+            member(slot, &bytes[value_start..c.i]);
         }
         match c.ws() {
             Some(b',') => {
                 c.i += 1;
                 if c.ws() != Some(b'"') {
-                    return Scan::Invalid;
+                    return Members::Invalid;
                 }
             }
             Some(b'}') => {
                 c.i += 1;
-                return c.end(seen);
+                return c.end();
             }
-            _ => return Scan::Invalid,
+            _ => return Members::Invalid,
         }
     }
 }
@@ -97,18 +127,19 @@ const fn stops() -> [bool; 256] {
 }
 static STOP: [bool; 256] = stops();
 
-/// Open containers: a bit per level (1 = object) for the first 128, a list beyond.
+/// Open containers: a bit per level (1 = object) for the first 64, a list beyond.
 #[derive(Default)]
 struct Frames {
-    bits: u128,
+    bits: u64,
     depth: usize,
     deep: Vec<bool>,
 }
 
 impl Frames {
+    #[inline]
     fn push(&mut self, object: bool) {
-        if self.depth < 128 {
-            self.bits = (self.bits & !(1 << self.depth)) | (u128::from(object) << self.depth);
+        if self.depth < 64 {
+            self.bits = (self.bits & !(1 << self.depth)) | (u64::from(object) << self.depth);
         } else {
             self.deep.push(object);
         }
@@ -116,16 +147,18 @@ impl Frames {
     }
 
     /// The innermost open container: `Some(true)` for an object.
+    #[inline]
     fn top(&self) -> Option<bool> {
         match self.depth {
             0 => None,
-            d if d <= 128 => Some(self.bits >> (d - 1) & 1 == 1),
+            d if d <= 64 => Some(self.bits >> (d - 1) & 1 == 1),
             _ => self.deep.last().copied(),
         }
     }
 
+    #[inline]
     fn pop(&mut self) {
-        if self.depth > 128 {
+        if self.depth > 64 {
             self.deep.pop();
         }
         self.depth -= 1;
@@ -151,16 +184,17 @@ impl Cursor<'_> {
     }
 
     /// Only whitespace may follow the document.
-    fn end(&mut self, seen: u64) -> Scan {
+    fn end(&mut self) -> Members {
         if self.ws().is_none() {
-            Scan::Present(seen)
+            Members::Object
         } else {
-            Scan::Invalid
+            Members::Invalid
         }
     }
 
     /// A string's rest, from just past its opening quote to just past its closing one.
     /// `Ok(true)` when it holds an escape.
+    #[inline(always)]
     fn string(&mut self) -> Result<bool, ()> {
         const ONES: u64 = u64::MAX / 255;
         let mut escaped = false;
@@ -427,6 +461,8 @@ mod tests {
     #[test]
     fn edge_cases_agree_with_serde_json() {
         let deep = format!("{{\"a\":{}1{}}}", "[".repeat(300), "]".repeat(300));
+        let mixed = format!("{{\"a\":{}1{}}}", "[{\"k\":".repeat(70), "}]".repeat(70));
+        let unbalanced = format!("{{\"a\":{}1{}}}", "[{\"k\":".repeat(70), "]}".repeat(70));
         let deep_objects = format!("{{\"a\":{}1{}}}", "{\"k\":".repeat(200), "}".repeat(200));
         let cases: Vec<&[u8]> = vec![
             b"{}",
@@ -456,6 +492,8 @@ mod tests {
             b"{\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"hi\"}}]}",
             deep.as_bytes(),
             deep_objects.as_bytes(),
+            mixed.as_bytes(),
+            unbalanced.as_bytes(),
         ];
         for c in cases {
             agrees(c, &keys()).unwrap();
@@ -466,5 +504,22 @@ mod tests {
         assert_eq!(top_level_keys(b"{\"choices\":[],\"b\":{}}", &keys()), Scan::Present(0b110));
         assert_eq!(top_level_keys(b"{\"a\":1,}", &keys()), Scan::Invalid);
         assert_eq!(top_level_keys(deep.as_bytes(), &keys()), Scan::Present(1));
+        assert_eq!(top_level_keys(mixed.as_bytes(), &keys()), Scan::Present(1));
+        assert_eq!(top_level_keys(unbalanced.as_bytes(), &keys()), Scan::Invalid);
+    }
+
+    #[test]
+    fn members_come_with_their_value_text() {
+        let doc = br#" { "a" : [1, {"b":2}] ,"skip":{"a":1}, "c":"x\"y", "d":null }  "#;
+        let mut got = Vec::new();
+        let found = super::object_members(
+            doc,
+            |k| ["a", "c", "d"].iter().position(|n| n.as_bytes() == k),
+            |slot, v| got.push((slot, String::from_utf8_lossy(v).into_owned())),
+        );
+        assert_eq!(found, super::Members::Object);
+        assert_eq!(got, vec![(0, r#"[1, {"b":2}]"#.to_string()), (1, r#""x\"y""#.to_string()), (2, "null".to_string())]);
+        assert_eq!(super::object_members(b"[]", |_| None, |_, _| ()), super::Members::Unsure);
+        assert_eq!(super::object_members(b"{\"a\":}", |_| Some(0), |_, _| panic!("no value")), super::Members::Invalid);
     }
 }

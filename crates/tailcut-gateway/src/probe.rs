@@ -90,6 +90,9 @@ pub(crate) struct Probe<'a> {
 
 /// Reads the routing fields of `body`, which must be one JSON object.
 pub(crate) fn probe(body: &[u8]) -> Result<Probe<'_>, ApiError> {
+    if let Some(p) = quick_probe(body) {
+        return Ok(p);
+    }
     let not_json = |e: serde_json::Error| ApiError::BadRequest(format!("body is not valid JSON: {e}"));
     if !body.trim_ascii_start().starts_with(b"{") {
         // Distinguish "not JSON" from "JSON, but not an object", as a full parse would.
@@ -97,6 +100,48 @@ pub(crate) fn probe(body: &[u8]) -> Result<Probe<'_>, ApiError> {
         return Err(ApiError::BadRequest("body must be a JSON object".into()));
     }
     serde_json::from_slice(body).map_err(not_json)
+}
+
+const FIELDS: [&str; 5] = ["model", "messages", "prompt", "input", "stream"];
+
+/// The common case without serde: a JSON object whose routing fields are each given
+/// once, with no escapes in their strings and no numbers. Anything else (including
+/// every error, so that its message is serde's) is `None`, for the full reader.
+fn quick_probe(body: &[u8]) -> Option<Probe<'_>> {
+    let mut values: [Option<&[u8]>; 5] = [None; 5];
+    let mut repeated = false;
+    let found = tailcut_core::json_scan::object_members(
+        body,
+        |key| FIELDS.iter().position(|f| f.as_bytes() == key),
+        |slot, value| {
+            repeated |= values[slot].replace(value).is_some();
+        },
+    );
+    if found != tailcut_core::json_scan::Members::Object || repeated {
+        return None;
+    }
+    let [model, messages, prompt, input, stream] = values.map(quick_field);
+    Some(Probe { model: model?, messages: messages?, prompt: prompt?, input: input?, stream: stream? })
+}
+
+/// A routing field's value as [`Field`], or `None` where serde must decide.
+fn quick_field(v: Option<&[u8]>) -> Option<Field<'_>> {
+    let Some(v) = v else { return Some(Field::Absent) };
+    Some(match v.first()? {
+        b'n' => Field::Null,
+        b't' => Field::Bool(true),
+        b'f' => Field::Bool(false),
+        b'[' => Field::Array,
+        b'{' => Field::Object,
+        b'"' => {
+            let inner = &v[1..v.len() - 1];
+            if inner.contains(&b'\\') {
+                return None;
+            }
+            Field::Str(Cow::Borrowed(std::str::from_utf8(inner).ok()?))
+        }
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -145,6 +190,68 @@ mod tests {
             Some(serde_json::Value::String(s)) => Field::Str(s.clone().into()),
             Some(serde_json::Value::Array(_)) => Field::Array,
             Some(serde_json::Value::Object(_)) => Field::Object,
+        }
+    }
+
+    fn serde_probe(body: &[u8]) -> Option<Probe<'_>> {
+        serde_json::from_slice(body).ok()
+    }
+
+    fn value() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop::sample::select(vec![
+            r#""m""#,
+            r#""gpt-4o-mini""#,
+            r#""caf\u00e9""#,
+            r#""a\"b""#,
+            r#""""#,
+            "true",
+            "false",
+            "null",
+            "0",
+            "-1.5e3",
+            "[]",
+            r#"[{"role":"user","content":"hi"}]"#,
+            r#"{"k":[1,2]}"#,
+            "\"\u{e9}t\u{e9}\"",
+            "[1,",
+            r#""\x""#,
+            "tru",
+            "01",
+        ])
+        .prop_map(str::to_string)
+    }
+
+    proptest::proptest! {
+        /// Wherever the fast path answers, it answers as serde does; and it answers for
+        /// the plain bodies clients send.
+        #[test]
+        fn the_fast_path_agrees_with_serde(
+            members in proptest::collection::vec(
+                (proptest::sample::select(vec!["model", "messages", "prompt", "input", "stream", "temperature", r"mo\u0064el"]), value()),
+                0..7,
+            ),
+            pad in proptest::sample::select(vec!["", " ", "\n  "]),
+        ) {
+            let body: Vec<String> = members.iter().map(|(k, v)| format!("\"{k}\":{pad}{v}")).collect();
+            let doc = format!("{{{pad}{}{pad}}}", body.join(","));
+            let quick = quick_probe(doc.as_bytes());
+            let full = serde_probe(doc.as_bytes());
+            if let Some(q) = &quick {
+                let f = full.as_ref().expect("serde accepts what the fast path accepts");
+                proptest::prop_assert_eq!(
+                    (&q.model, &q.messages, &q.prompt, &q.input, &q.stream),
+                    (&f.model, &f.messages, &f.prompt, &f.input, &f.stream),
+                    "{}", doc
+                );
+            }
+            let plain = members.iter().all(|(k, v)| !k.contains('\\') && !v.contains('\\') && !v.starts_with(|c: char| c == '-' || c.is_ascii_digit()));
+            let mut names: Vec<&str> = members.iter().map(|(k, _)| *k).collect();
+            names.sort_unstable();
+            let repeated = names.windows(2).any(|w| w[0] == w[1]);
+            if plain && !repeated && full.is_some() {
+                proptest::prop_assert!(quick.is_some(), "fast path declined a plain body: {}", doc);
+            }
         }
     }
 

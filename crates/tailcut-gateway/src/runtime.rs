@@ -737,11 +737,33 @@ pub(crate) async fn read_body(st: &AppState, headers: &HeaderMap, body: axum::bo
     if declared.is_some_and(|n| n > max) {
         return Err(ApiError::TooLarge(max));
     }
-    match http_body_util::Limited::new(body, max).collect().await {
-        Ok(b) => Ok(b.to_bytes()),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(ApiError::TooLarge(max)),
-        Err(e) => Err(ApiError::BadRequest(format!("could not read the request body: {e}"))),
+    // A body that arrives as one frame (most: it came with the head) is kept as it is;
+    // only a body in pieces is copied into one buffer.
+    let mut body = body;
+    let mut whole: Option<Bytes> = None;
+    let mut pieces = bytes::BytesMut::new();
+    let mut len = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ApiError::BadRequest(format!("could not read the request body: {e}")))?;
+        let Ok(data) = frame.into_data() else { continue }; // trailers
+        len += data.len();
+        if len > max {
+            return Err(ApiError::TooLarge(max));
+        }
+        match whole.take() {
+            None if pieces.is_empty() => whole = Some(data),
+            first => {
+                if let Some(first) = first {
+                    pieces.extend_from_slice(&first);
+                }
+                pieces.extend_from_slice(&data);
+            }
+        }
+        if axum::body::HttpBody::is_end_stream(&body) {
+            break;
+        }
     }
+    Ok(whole.unwrap_or_else(|| pieces.freeze()))
 }
 
 /// A request body, read by [`read_body`].

@@ -231,3 +231,29 @@ async fn a_reload_changes_the_body_limit_at_once() {
     assert_ne!(after.status().as_u16(), 413, "the reloaded limit applies to the next request");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A body that arrives in pieces (chunked, with pauses between them, so the gateway
+/// reads several frames) is put back together and answered like a body sent at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_in_pieces_is_read_whole() {
+    let up = MockServer::start(Flavor::OpenAi, Behaviour::default()).await.unwrap();
+    let url = gateway(&up.url(), 0).await;
+    let (status, reply) = raw_request(&url, "transfer-encoding: chunked", |s| {
+        Box::pin(async move {
+            use tokio::io::AsyncWriteExt;
+            let body = br#"{"model":"m","messages":[{"role":"user","content":"hello in pieces"}]}"#;
+            for piece in body.chunks(9) {
+                s.write_all(format!("{:x}\r\n", piece.len()).as_bytes()).await.unwrap();
+                s.write_all(piece).await.unwrap();
+                s.write_all(b"\r\n").await.unwrap();
+                s.flush().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            s.write_all(b"0\r\n\r\n").await.unwrap();
+        })
+    })
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    let v: serde_json::Value = serde_json::from_str(&reply).unwrap();
+    assert!(v["choices"][0]["message"]["content"].is_string(), "{v}");
+}

@@ -395,3 +395,32 @@ async fn hedge_gate_can_refuse_extra_attempts() {
     assert_eq!(out.winner.as_deref(), Some("p"));
     assert_eq!(recorder.submits("h").len(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_stops_the_race_on_the_policy_timer() {
+    // Before the hedge is due: the race stops at the deadline, with nothing launched after.
+    let t = setup(vec![Script::valid_after(s(100.0))], vec![Script::valid_after(s(100.0))], vec![]);
+    let policy = FixedHedge::try_new(t.hedger.providers(), "p", "h", s(10.0)).unwrap();
+    let t0 = tokio::time::Instant::now();
+    let out = t.hedger.run_by(&policy, req(), t0 + s(5.0)).await.unwrap();
+    assert_eq!(t0.elapsed(), s(5.0));
+    assert_eq!((out.winner.as_deref(), out.attempts), (None, 1));
+    assert!(out.decisions.stopped_by_caller && !out.decisions.hedge_launched);
+    let trace = out.settled.wait().await.unwrap();
+    assert_eq!(trace.receipts.len(), 1);
+    // After it: the hedge launches at 10 s, and both attempts are cancelled at 15 s.
+    let t0 = tokio::time::Instant::now();
+    let out = t.hedger.run_by(&policy, req(), t0 + s(15.0)).await.unwrap();
+    assert_eq!(t0.elapsed(), s(15.0));
+    assert_eq!((out.winner.as_deref(), out.attempts), (None, 2));
+    assert!(out.decisions.stopped_by_caller && out.decisions.hedge_launched);
+    let trace = out.settled.wait().await.unwrap();
+    assert_eq!(trace.receipts.len(), 2);
+    assert!(trace.receipts.iter().all(|r| !r.leaked));
+    // A winner before the deadline is a normal outcome.
+    let t = setup(vec![Script::valid_after(s(2.0))], vec![], vec![]);
+    let policy = FixedHedge::try_new(t.hedger.providers(), "p", "h", s(10.0)).unwrap();
+    let out = t.hedger.run_by(&policy, req(), tokio::time::Instant::now() + s(5.0)).await.unwrap();
+    assert_eq!(out.winner.as_deref(), Some("p"));
+    assert!(!out.decisions.stopped_by_caller);
+}

@@ -521,11 +521,14 @@ async fn openai_inner(
     // The body is forwarded as sent unless an adapter must rewrite it.
     let _slot = permit; // held until the response is built
     let request = JobRequest::from_raw(rid, body);
-    let run = hedger.run(policy.as_ref(), request);
-    let mut outcome: Outcome = tokio::time::timeout(timeout, TENANT_LEDGER.scope(ledger, run))
-        .await
-        .map_err(|_| ApiError::Timeout)?
-        .map_err(|e| ApiError::TooMany(format!("refused: {e}")))?;
+    // The total timeout stops the race itself (its live attempts are cancelled with
+    // receipts), on the same timer as the policy's own waits.
+    let mut outcome: Outcome = match tokio::time::Instant::from_std(started).checked_add(timeout) {
+        Some(stop_at) => TENANT_LEDGER.scope(ledger, hedger.run_by(policy.as_ref(), request, stop_at)).await,
+        None => TENANT_LEDGER.scope(ledger, hedger.run(policy.as_ref(), request)).await,
+    }
+    .map_err(|e| ApiError::TooMany(format!("refused: {e}")))?;
+    let timed_out = outcome.decisions.stopped_by_caller && outcome.winner.is_none();
     st.metrics.observe_series(&route.series.seconds, started.elapsed().as_secs_f64());
     let (winner, attempts, reason) = (outcome.winner.take(), outcome.attempts, hedge_reason(&outcome.decisions));
     let payload = outcome.result.as_ref().and_then(|r| r.payload.as_ref()).map(|p| p.bytes.clone());
@@ -541,6 +544,9 @@ async fn openai_inner(
         }
     }
     let Some(bytes) = payload else {
+        if timed_out {
+            return Err(ApiError::Timeout);
+        }
         return Err(ApiError::Upstream(format!("no upstream returned a valid response ({attempts} attempt(s))")));
     };
     // Room for every header up front: growing a header map rehashes it.

@@ -257,3 +257,33 @@ async fn a_body_in_pieces_is_read_whole() {
     let v: serde_json::Value = serde_json::from_str(&reply).unwrap();
     assert!(v["choices"][0]["message"]["content"].is_string(), "{v}");
 }
+
+/// When `total_timeout_s` passes with no answer, the client gets an OpenAI-style 504 and
+/// the stalled attempt is cancelled with a receipt (the race itself is stopped, not
+/// dropped), which the metrics count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_total_timeout_answers_504_and_leaves_a_receipt() {
+    let up = MockServer::start(Flavor::OpenAi, Behaviour { queue: Duration::from_secs(60), ..Behaviour::default() }).await.unwrap();
+    let url = common::serve_config(&config(&up.url(), "total_timeout_s = 0.5")).await;
+    let http = reqwest::Client::new();
+    let t = Instant::now();
+    let resp = http.post(&url).json(&body(false)).send().await.unwrap();
+    let waited = t.elapsed();
+    assert_eq!(resp.status().as_u16(), 504);
+    assert!(waited >= Duration::from_millis(500) && waited < Duration::from_secs(5), "{waited:?}");
+    let v: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "timeout", "{v}");
+    let metrics_url = url.replace("/v1/chat/completions", "/metrics");
+    let want = r#"tailcut_cancels_total{route="chat",evidence="request_channel_closed"} 1"#;
+    let mut text = String::new();
+    for _ in 0..50 {
+        text = http.get(&metrics_url).send().await.unwrap().text().await.unwrap();
+        if text.contains(want) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(text.contains(want), "{text}");
+    assert!(text.contains(r#"tailcut_requests_total{route="-",status="504"} 1"#), "{text}");
+    assert!(!text.contains("tailcut_leaks_total"), "{text}");
+}

@@ -223,11 +223,28 @@ impl Hedger {
         request: JobRequest,
         stop: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<Outcome, RaceError> {
+        let mut race = self.race(policy, request);
+        race.set_stop(Box::pin(stop));
+        self.drive(policy, race).await
+    }
+
+    /// Like [`Hedger::run_until`] with a deadline: at `stop_at` the race ends as if
+    /// stopped (`decisions.stopped_by_caller`), its live attempts cancelled with receipts.
+    /// Its waits share one timer with the policy's own deadlines.
+    pub async fn run_by(&self, policy: &dyn Policy, request: JobRequest, stop_at: tokio::time::Instant) -> Result<Outcome, RaceError> {
+        let mut race = self.race(policy, request);
+        race.set_stop_at(stop_at);
+        self.drive(policy, race).await
+    }
+
+    fn race(&self, policy: &dyn Policy, request: JobRequest) -> Race {
         if let Some(g) = &self.shared.hedge_gate {
             g.request_started();
         }
-        let mut race = Race::new(self.shared.clone(), request, policy.label().to_string());
-        race.set_stop(Box::pin(stop));
+        Race::new(self.shared.clone(), request, policy.label().to_string())
+    }
+
+    async fn drive(&self, policy: &dyn Policy, mut race: Race) -> Result<Outcome, RaceError> {
         let driven = policy.drive(&mut race).await;
         let outcome = race.finish();
         match driven {

@@ -100,6 +100,9 @@ pub struct Race {
     winner: Option<usize>,
     winner_result: Option<JobResult>,
     stop: Option<BoxFuture<'static, ()>>,
+    /// When the caller's time runs out: the race stops as if `stop` had resolved. Kept
+    /// apart from `stop` so that a wait sets one timer for it and its own deadline.
+    stop_at: Option<Instant>,
     /// Decision flags the policy sets; written to the trace.
     pub decisions: Decisions,
 }
@@ -159,12 +162,17 @@ impl Race {
             winner: None,
             winner_result: None,
             stop: None,
+            stop_at: None,
             decisions: Decisions::default(),
         }
     }
 
     pub(crate) fn set_stop(&mut self, stop: BoxFuture<'static, ()>) {
         self.stop = Some(stop);
+    }
+
+    pub(crate) fn set_stop_at(&mut self, at: Instant) {
+        self.stop_at = Some(at);
     }
 
     /// Whether the caller stopped the race (policies must then return).
@@ -387,8 +395,15 @@ impl Race {
                 None => futures::future::pending::<()>().await,
             }
         };
+        // One timer for the earlier of the wait's deadline and the caller's.
+        let stop_at = self.stop_at;
+        let (until, stops) = match (deadline, stop_at) {
+            (Some(d), Some(s)) if s <= d => (Some(s), true),
+            (None, Some(s)) => (Some(s), true),
+            (d, _) => (d, false),
+        };
         let sleep = async {
-            match deadline {
+            match until {
                 Some(d) => sleep_until(d).await,
                 None => futures::future::pending::<()>().await,
             }
@@ -403,7 +418,14 @@ impl Race {
             biased;
             Some((i, result)) = self.results.next(), if !self.results.is_empty() => self.on_result(i, result),
             Some((i, receipt)) = cancels => self.on_receipt(i, receipt),
-            () = sleep => return Wake::Deadline,
+            () = sleep => {
+                if stops {
+                    self.stop_at = None;
+                    self.decisions.stopped_by_caller = true;
+                    return Wake::Stopped;
+                }
+                return Wake::Deadline;
+            }
             () = stop => {
                 self.stop = None;
                 self.decisions.stopped_by_caller = true;

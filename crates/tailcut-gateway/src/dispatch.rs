@@ -1,18 +1,16 @@
-//! The gateway as one service. The OpenAI endpoints, which every proxied call takes, go
-//! straight to their handler; every other path goes through the axum router. The router's
-//! layers on the hot path (route lookup, boxed-service clones, request extensions, the
-//! extractors' copy of the headers, the response's length header rebuilt) cost about
-//! 6,000 instructions per request of the ~70,000 the whole request takes.
+//! The gateway as one hyper service. The OpenAI endpoints, which every proxied call
+//! takes, go straight to their handler with hyper's own body; every other path goes
+//! through the axum router, whose layers (route lookup, boxed-service clones, request
+//! extensions, the extractors' copy of the headers, the response's length header
+//! rebuilt, the boxed body) would cost ~6,000 instructions per proxied call.
 
 use crate::runtime::{openai, read_body, router, AppState, Endpoint};
-use axum::extract::Request;
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use futures::future::BoxFuture;
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 /// Dispatches requests: the OpenAI endpoints directly, the rest through the router.
 #[derive(Clone)]
@@ -26,11 +24,11 @@ impl Gateway {
         Gateway { router: router(state.clone()), state }
     }
 
-    fn endpoint(req: &Request) -> Option<Endpoint> {
-        if req.method() != Method::POST {
+    fn endpoint(method: &Method, path: &str) -> Option<Endpoint> {
+        if method != Method::POST {
             return None;
         }
-        match req.uri().path() {
+        match path {
             "/v1/chat/completions" => Some(Endpoint::Chat),
             "/v1/completions" => Some(Endpoint::Completions),
             "/v1/embeddings" => Some(Endpoint::Embeddings),
@@ -39,20 +37,17 @@ impl Gateway {
     }
 }
 
-impl tower_service::Service<Request> for Gateway {
+impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Gateway {
     type Response = Response;
     type Error = Infallible;
     type Future = BoxFuture<'static, Result<Response, Infallible>>;
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Request) -> Self::Future {
-        match Gateway::endpoint(&req) {
+    fn call(&self, req: axum::http::Request<hyper::body::Incoming>) -> Self::Future {
+        match Gateway::endpoint(req.method(), req.uri().path()) {
             Some(ep) => {
                 let st = self.state.clone();
                 Box::pin(async move {
+                    // The body is read as hyper delivers it: no boxing, no router.
                     let (parts, body) = req.into_parts();
                     Ok(match read_body(&st, &parts.headers, body).await {
                         Ok(bytes) => openai(st, parts.headers, bytes, ep).await,
@@ -62,22 +57,8 @@ impl tower_service::Service<Request> for Gateway {
             }
             None => {
                 let mut router = self.router.clone();
-                Box::pin(async move { tower_service::Service::call(&mut router, req).await })
+                Box::pin(async move { tower_service::Service::call(&mut router, req.map(axum::body::Body::new)).await })
             }
         }
-    }
-}
-
-impl<'a, L: axum::serve::Listener> tower_service::Service<axum::serve::IncomingStream<'a, L>> for Gateway {
-    type Response = Gateway;
-    type Error = Infallible;
-    type Future = std::future::Ready<Result<Gateway, Infallible>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _conn: axum::serve::IncomingStream<'a, L>) -> Self::Future {
-        std::future::ready(Ok(self.clone()))
     }
 }

@@ -736,7 +736,11 @@ async fn not_found() -> Response {
 /// Reads a request body within `max_body_bytes` (the current configuration's: a reload
 /// applies at once); over it (declared or streamed), an OpenAI-style 413, and any other
 /// read failure a 400, both as JSON bodies.
-pub(crate) async fn read_body(st: &AppState, headers: &HeaderMap, body: axum::body::Body) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_body<B>(st: &AppState, headers: &HeaderMap, body: B) -> Result<Bytes, ApiError>
+where
+    B: axum::body::HttpBody<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
     use http_body_util::BodyExt;
     let max = st.max_body.load(Ordering::Relaxed);
     let declared = headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());

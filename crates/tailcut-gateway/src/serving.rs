@@ -44,20 +44,63 @@ fn spawn_heartbeat() -> tokio::task::JoinHandle<()> {
     })
 }
 
-/// Serves `listener` with `app` until `stop` resolves, then lets in-flight requests finish.
+/// Serves `listener` until `stop` resolves, then stops accepting, lets every connection
+/// finish the request it is on (hyper's graceful close) and returns once all are closed.
 async fn accept_loop(
     listener: tokio::net::TcpListener,
     state: Arc<AppState>,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    // Replies go out in one write; Nagle's algorithm would only hold them back.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
     let heartbeat = spawn_heartbeat();
-    let served = axum::serve(listener, crate::dispatch::Gateway::new(state)).with_graceful_shutdown(stop).await;
+    let gateway = crate::dispatch::Gateway::new(state);
+    // Each connection holds a receiver: `closing` tells them to close, and `closed()`
+    // resolves once every one has dropped its receiver.
+    let (closing, close_rx) = tokio::sync::watch::channel(false);
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let tcp = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    if !is_connection_error(&e) {
+                        // Out of file descriptors or similar: back off instead of spinning.
+                        log("accept_error", || json!({"error": e.to_string()}));
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    continue;
+                }
+            },
+            () = &mut stop => break,
+        };
+        // Replies go out in one write; Nagle's algorithm would only hold them back.
+        let _ = tcp.set_nodelay(true);
+        tokio::spawn(serve_connection(tcp, gateway.clone(), close_rx.clone()));
+    }
+    drop(listener);
+    drop(close_rx);
+    let _ = closing.send(true);
+    closing.closed().await;
     heartbeat.abort();
-    served
+    Ok(())
+}
+
+/// Errors that concern one connection (it went away before it was accepted), not the
+/// listener.
+fn is_connection_error(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset)
+}
+
+/// One connection: HTTP/1.1 with keep-alive. When `closing` turns true, the request in
+/// progress finishes and the connection closes.
+async fn serve_connection(tcp: tokio::net::TcpStream, gateway: crate::dispatch::Gateway, mut closing: tokio::sync::watch::Receiver<bool>) {
+    let conn = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(tcp), gateway);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        biased;
+        _ = conn.as_mut() => return,
+        _ = closing.wait_for(|c| *c) => conn.as_mut().graceful_shutdown(),
+    }
+    let _ = conn.await;
 }
 
 /// Cancels running jobs and waits (up to 30 s each) for their receipts.

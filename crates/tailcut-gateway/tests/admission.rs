@@ -287,3 +287,31 @@ async fn the_total_timeout_answers_504_and_leaves_a_receipt() {
     assert!(text.contains(r#"tailcut_requests_total{route="-",status="504"} 1"#), "{text}");
     assert!(!text.contains("tailcut_leaks_total"), "{text}");
 }
+
+/// Graceful drain: once the shutdown signal comes, no new connection is accepted, the
+/// request in flight still gets its answer, and `serve` returns when it is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_finishes_the_request_in_flight_and_refuses_new_connections() {
+    let up = slow_upstream().await;
+    let config = tailcut_config::Config::parse(&config(&up.url(), ""), "test").unwrap();
+    let state = tailcut_gateway::AppState::new(config, None).unwrap();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(tailcut_gateway::serve(l, state, async move {
+        let _ = stop_rx.await;
+    }));
+    let url = format!("http://{addr}/v1/chat/completions");
+    // A keep-alive connection left idle must not hold the drain up.
+    let idle = reqwest::Client::new();
+    assert_eq!(idle.get(format!("http://{addr}/healthz")).send().await.unwrap().status().as_u16(), 200);
+    let in_flight = tokio::spawn(async move { reqwest::Client::new().post(&url).json(&body(false)).send().await });
+    tokio::time::sleep(Duration::from_millis(100)).await; // the upstream takes ~300 ms
+    stop_tx.send(()).unwrap();
+    let answer = in_flight.await.unwrap().expect("the request in flight is answered");
+    assert_eq!(answer.status().as_u16(), 200);
+    assert!(answer.text().await.unwrap().contains("choices"));
+    tokio::time::timeout(Duration::from_secs(5), served).await.expect("serve returns after the drain").unwrap().unwrap();
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "the listener is closed");
+    drop(idle);
+}

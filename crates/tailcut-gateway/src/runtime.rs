@@ -53,6 +53,8 @@ pub(crate) struct OpenAiRoute {
     pub upstream_headers: Vec<(String, HeaderValue)>,
     /// The series every request of this route records.
     pub series: RouteSeries,
+    /// The streaming hedger's policy label in traces (`stream:a->b@first-token+500ms`).
+    pub stream_policy: String,
 }
 
 impl OpenAiRoute {
@@ -207,6 +209,11 @@ impl Runtime {
                         completions: make("completions", &["choices"])?,
                         embeddings: make("embeddings", &["data"])?,
                         series: RouteSeries::new(&route.name, upstreams.iter().map(|u| u.name.as_str())),
+                        stream_policy: format!(
+                            "stream:{}@first-token+{}ms",
+                            upstreams.iter().map(|u| u.name.as_str()).collect::<Vec<_>>().join("->"),
+                            route.first_token_hedge.as_millis()
+                        ),
                         upstream_headers: upstreams
                             .iter()
                             .filter_map(|u| Some((u.name.clone(), HeaderValue::from_str(&u.name).ok()?)))
@@ -506,8 +513,8 @@ async fn openai_inner(
     let timeout = rt.config.gateway.total_timeout;
     let ledger = tenant.ledger.clone();
     if stream && ep != Endpoint::Embeddings {
-        // The streaming hedger rewrites the body per upstream, so it wants the document.
-        let v = parse_json(&body)?;
+        // An upstream that names its own model gets the body rewritten, from the document.
+        let v = if route.upstreams.iter().any(|u| u.model.is_some()) { Some(parse_json(&body)?) } else { None };
         let req = crate::stream::StreamRequest { body: v, raw: body, rid: rid.to_string(), chat: ep == Endpoint::Chat, permit };
         let fut = crate::stream::hedged_stream(st.clone(), rt.clone(), route.clone(), req);
         let resp = tokio::time::timeout(timeout, TENANT_LEDGER.scope(ledger, fut)).await.map_err(|_| ApiError::Timeout)??;

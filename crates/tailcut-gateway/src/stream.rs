@@ -24,10 +24,10 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 enum Ev {
-    /// A data line before or after the first token (`data: {...}`).
-    Line(String),
-    /// A data line carrying the first (or a later) content delta.
-    Token(String),
+    /// An event before or after the first token, framed as sent (`data: {...}\n\n`).
+    Line(bytes::Bytes),
+    /// An event carrying the first (or a later) content delta, framed as sent.
+    Token(bytes::Bytes),
     /// The upstream finished (`[DONE]`).
     Done,
     /// The upstream failed.
@@ -35,32 +35,39 @@ enum Ev {
 }
 
 fn has_content(v: &Value) -> bool {
-    let c = v.pointer("/choices/0/delta/content").or_else(|| v.pointer("/choices/0/text"));
-    c.and_then(Value::as_str).is_some_and(|s| !s.is_empty())
+    tailcut_providers::sse::chunk_text(v).and_then(Value::as_str).is_some_and(|s| !s.is_empty())
 }
 
 /// The request body an upstream gets: the client's bytes as sent, unless the upstream
-/// names its own model.
-fn body_for(up: &Upstream, raw: &bytes::Bytes, parsed: &Value) -> bytes::Bytes {
-    match &up.model {
-        None => raw.clone(),
-        Some(m) => {
+/// names its own model (`parsed` is then the client's body as a document).
+fn body_for(up: &Upstream, raw: &bytes::Bytes, parsed: Option<&Value>) -> bytes::Bytes {
+    match (&up.model, parsed) {
+        (Some(m), Some(parsed)) => {
             let mut body = parsed.clone();
             body["model"] = json!(m);
             serde_json::to_vec(&body).unwrap_or_default().into()
         }
+        _ => raw.clone(),
     }
 }
 
+/// One event as the client gets it: `data: {data}` and a blank line.
+fn framed(data: &str) -> bytes::Bytes {
+    let mut b = bytes::BytesMut::with_capacity(data.len() + 8);
+    b.extend_from_slice(b"data: ");
+    b.extend_from_slice(data.as_bytes());
+    b.extend_from_slice(b"\n\n");
+    b.freeze()
+}
+
 /// Opens the upstream stream: the lean plain-HTTP client for `http://`, reqwest for TLS.
-async fn open(up: &Upstream, http: &reqwest::Client, url: String, body: bytes::Bytes) -> Result<(u16, ByteStream), String> {
-    if url.starts_with("http://") {
-        if let Ok(uri) = axum::http::Uri::try_from(url.as_str()) {
-            let headers = tailcut_providers::plain::json_post_headers(None, up.key.as_ref());
-            let (status, stream) = up.plain.post_streaming(uri, &headers, body).await?;
-            return Ok((status.as_u16(), stream));
-        }
+async fn open(up: &Upstream, http: &reqwest::Client, path: &str, body: bytes::Bytes) -> Result<(u16, ByteStream), String> {
+    if let Some((authority, base_path)) = tailcut_providers::plain::split_http_base(&up.base) {
+        let headers = tailcut_providers::plain::json_post_headers(None, up.key.as_ref());
+        let (status, stream) = up.plain.post_streaming_parts(authority, &[base_path, "/", path], &headers, body).await?;
+        return Ok((status.as_u16(), stream));
     }
+    let url = format!("{}/{path}", up.base.trim_end_matches('/'));
     let mut req = http.post(url).header("content-type", "application/json").body(body);
     if let Some(k) = &up.key {
         req = req.bearer_auth(k.expose());
@@ -73,8 +80,7 @@ async fn open(up: &Upstream, http: &reqwest::Client, url: String, body: bytes::B
 
 async fn upstream(i: usize, up: Upstream, http: reqwest::Client, body: bytes::Bytes, chat: bool, tx: mpsc::UnboundedSender<(usize, Ev)>) {
     let path = if chat { "chat/completions" } else { "completions" };
-    let url = format!("{}/{path}", up.base.trim_end_matches('/'));
-    let mut stream = match open(&up, &http, url, body).await {
+    let mut stream = match open(&up, &http, path, body).await {
         Ok((status, _)) if !(200..300).contains(&status) => {
             let _ = tx.send((i, Ev::Failed(format!("HTTP {status}"))));
             return;
@@ -107,7 +113,7 @@ async fn upstream(i: usize, up: Upstream, http: reqwest::Client, body: bytes::By
                 let _ = tx.send((i, Ev::Failed(format!("upstream error: {}", v["error"]))));
                 return;
             }
-            let ev = if has_content(&v) { Ev::Token(format!("data: {data}")) } else { Ev::Line(format!("data: {data}")) };
+            let ev = if has_content(&v) { Ev::Token(framed(&data)) } else { Ev::Line(framed(&data)) };
             if tx.send((i, ev)).is_err() {
                 return;
             }
@@ -119,15 +125,15 @@ async fn upstream(i: usize, up: Upstream, http: reqwest::Client, body: bytes::By
 struct Attempt {
     task: tokio::task::JoinHandle<()>,
     started: Instant,
-    buffered: Vec<String>,
+    buffered: Vec<bytes::Bytes>,
     failed: Option<String>,
     projected: MicroUsd,
 }
 
 /// One streaming request as the handler admitted it.
 pub(crate) struct StreamRequest {
-    /// The parsed body.
-    pub body: Value,
+    /// The parsed body, when an upstream names its own model (its body is rewritten).
+    pub body: Option<Value>,
     /// The body as the client sent it.
     pub raw: bytes::Bytes,
     /// Request id.
@@ -154,7 +160,7 @@ pub(crate) async fn hedged_stream(
     let mut budget_refusals = 0u32;
     let launch = |i: usize, attempts: &mut Vec<Attempt>| -> Result<(), tailcut_core::ledger::LedgerError> {
         let projected = budget.charge_launch(i, &rid, attempts.is_empty())?;
-        let task = tokio::spawn(upstream(i, ups[i].clone(), rt.http.clone(), body_for(&ups[i], &raw, &body), chat, tx.clone()));
+        let task = tokio::spawn(upstream(i, ups[i].clone(), rt.http.clone(), body_for(&ups[i], &raw, body.as_ref()), chat, tx.clone()));
         attempts.push(Attempt { task, started: Instant::now(), buffered: Vec::new(), failed: None, projected });
         Ok(())
     };
@@ -165,7 +171,7 @@ pub(crate) async fn hedged_stream(
     let mut denied = 0u32;
     let mut hedge_at = Some(t0 + route.cfg.first_token_hedge);
     let winner: usize;
-    let first: String;
+    let first: bytes::Bytes;
     loop {
         let live = attempts.iter().filter(|a| a.failed.is_none()).count();
         let can_launch = attempts.len() < ups.len() && live < route.max_live;
@@ -189,7 +195,7 @@ pub(crate) async fn hedged_stream(
                 match ev {
                     Ev::Line(l) => attempts[i].buffered.push(l),
                     Ev::Token(l) => { winner = i; first = l; break; }
-                    Ev::Done => { winner = i; first = String::new(); break; }
+                    Ev::Done => { winner = i; first = bytes::Bytes::new(); break; }
                     Ev::Failed(e) => {
                         attempts[i].failed = Some(e);
                         // A failure before the first token falls through to the next upstream now.
@@ -243,11 +249,7 @@ pub(crate) async fn hedged_stream(
         schema_version: SCHEMA_VERSION,
         ts: now_rfc3339(),
         request_id: rid.clone(),
-        policy: format!(
-            "stream:{}@first-token+{}ms",
-            ups.iter().map(|u| u.name.as_str()).collect::<Vec<_>>().join("->"),
-            route.cfg.first_token_hedge.as_millis()
-        ),
+        policy: route.stream_policy.clone(),
         decisions: Decisions { hedge_launched: attempts.len() > 1, hedges_denied: denied, budget_refusals, ..Decisions::default() },
         attempts: attempts
             .iter()
@@ -288,7 +290,7 @@ pub(crate) async fn hedged_stream(
         || json!({"request_id": rid, "route": route.cfg.name, "winner": ups[winner].name, "attempts": attempts.len(), "ttft_ms": ttft.as_secs_f64() * 1000.0}),
     );
 
-    let mut pending: VecDeque<String> = attempts[winner].buffered.drain(..).collect();
+    let mut pending: VecDeque<bytes::Bytes> = attempts[winner].buffered.drain(..).collect();
     let finished = first.is_empty();
     if !finished {
         pending.push_back(first);
@@ -298,8 +300,8 @@ pub(crate) async fn hedged_stream(
         if closed {
             return None;
         }
-        if let Some(line) = pending.pop_front() {
-            return Some((Ok::<_, std::io::Error>(bytes::Bytes::from(format!("{line}\n\n"))), (pending, rx, winner, finished, closed)));
+        if let Some(event) = pending.pop_front() {
+            return Some((Ok::<_, std::io::Error>(event), (pending, rx, winner, finished, closed)));
         }
         if finished {
             closed = true;
@@ -308,9 +310,7 @@ pub(crate) async fn hedged_stream(
         loop {
             match rx.recv().await {
                 Some((i, _)) if i != winner => continue,
-                Some((_, Ev::Line(l) | Ev::Token(l))) => {
-                    return Some((Ok(bytes::Bytes::from(format!("{l}\n\n"))), (pending, rx, winner, finished, closed)))
-                }
+                Some((_, Ev::Line(event) | Ev::Token(event))) => return Some((Ok(event), (pending, rx, winner, finished, closed))),
                 Some((_, Ev::Done)) | None => {
                     finished = true;
                     closed = true;

@@ -132,13 +132,12 @@ async fn run(cfg: OpenAi, body: bytes::Bytes, id: String, started: Instant) -> J
             if let Some(err) = v.get("error") {
                 return finish(JobResult::bare(JobState::Failed, Some(format!("stream error: {err}"))), started);
             }
-            let piece =
-                v.pointer("/choices/0/delta/content").or_else(|| v.pointer("/choices/0/text")).and_then(Value::as_str).unwrap_or("");
+            let piece = crate::sse::chunk_text(&v).and_then(Value::as_str).unwrap_or("");
             if !piece.is_empty() && ttft.is_none() {
                 ttft = Some(started.elapsed());
             }
             content.push_str(piece);
-            if let Some(f) = v.pointer("/choices/0/finish_reason").filter(|f| !f.is_null()) {
+            if let Some(f) = crate::sse::first_choice(&v).and_then(|c| c.get("finish_reason")).filter(|f| !f.is_null()) {
                 finish_reason = f.clone();
             }
             if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {

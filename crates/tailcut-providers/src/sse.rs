@@ -48,3 +48,40 @@ mod tests {
         assert_eq!(got, vec!["{\"content\":\"h\u{e9}\u{1F600}\"}"]);
     }
 }
+
+/// The first choice of an OpenAI-style stream chunk (`choices[0]`).
+pub fn first_choice(chunk: &serde_json::Value) -> Option<&serde_json::Value> {
+    chunk.get("choices")?.get(0)
+}
+
+/// What an OpenAI-style stream chunk adds to the text: its first choice's
+/// `delta.content` (chat) or, where that is absent, its `text` (completions). Indexed
+/// directly: a JSON pointer would parse and allocate its path on every chunk.
+pub fn chunk_text(chunk: &serde_json::Value) -> Option<&serde_json::Value> {
+    let choice = first_choice(chunk)?;
+    choice.get("delta").and_then(|d| d.get("content")).or_else(|| choice.get("text"))
+}
+
+#[cfg(test)]
+mod chunk_tests {
+    use super::chunk_text;
+    use serde_json::json;
+
+    #[test]
+    fn chunk_text_reads_what_the_json_pointers_read() {
+        let chunks = [
+            json!({"choices": [{"delta": {"content": "hi"}}]}),
+            json!({"choices": [{"delta": {"role": "assistant"}}]}),
+            json!({"choices": [{"delta": {"content": null}, "text": "x"}]}),
+            json!({"choices": [{"text": "completion"}]}),
+            json!({"choices": []}),
+            json!({"choices": "nope"}),
+            json!({"usage": {"total_tokens": 3}}),
+            json!({"choices": [{"delta": {"content": ""}}, {"delta": {"content": "second"}}]}),
+        ];
+        for c in chunks {
+            let by_pointer = c.pointer("/choices/0/delta/content").or_else(|| c.pointer("/choices/0/text"));
+            assert_eq!(chunk_text(&c), by_pointer, "{c}");
+        }
+    }
+}

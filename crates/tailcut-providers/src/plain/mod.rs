@@ -185,7 +185,28 @@ impl PlainHttp {
     ) -> Result<(StatusCode, ByteStream), String> {
         let mut path = [""];
         let to = target(&uri, &mut path)?;
-        let (conn, head) = match tokio::time::timeout(self.timeout, self.send(&to, headers, &body)).await {
+        self.stream_from(&to, headers, body).await
+    }
+
+    /// [`PlainHttp::post_streaming`] to `authority` at the path made of `path`'s pieces,
+    /// with no URI built per request.
+    pub async fn post_streaming_parts(
+        &self,
+        authority: &str,
+        path: &[&str],
+        headers: &[(HeaderName, HeaderValue)],
+        body: Bytes,
+    ) -> Result<(StatusCode, ByteStream), String> {
+        self.stream_from(&Target { authority, path }, headers, body).await
+    }
+
+    async fn stream_from(
+        &self,
+        to: &Target<'_>,
+        headers: &[(HeaderName, HeaderValue)],
+        body: Bytes,
+    ) -> Result<(StatusCode, ByteStream), String> {
+        let (conn, head) = match tokio::time::timeout(self.timeout, self.send(to, headers, &body)).await {
             Ok(r) => r?,
             Err(_) => return Err(timed_out(self.timeout)),
         };

@@ -396,6 +396,7 @@ impl RemoteAdapter {
                 stream: self.stream,
                 check_json: true,
                 http,
+                prepared: Default::default(),
             }),
             RemoteKind::Http => Arc::new(PollingBackend::new(
                 Generic {

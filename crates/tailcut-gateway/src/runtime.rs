@@ -147,7 +147,17 @@ pub fn log_event(event: &str, fields: Value) {
 /// own syntax check would only scan each reply twice.
 fn openai_backend(name: &str, a: &tailcut_config::remote::RemoteAdapter, route: Route, http: HttpClient) -> Arc<OpenAi> {
     let key = a.key_env.as_deref().and_then(Secret::from_env);
-    Arc::new(OpenAi { name: name.into(), base: a.base.clone(), model: a.model.clone(), key, route, stream: false, check_json: false, http })
+    Arc::new(OpenAi {
+        name: name.into(),
+        base: a.base.clone(),
+        model: a.model.clone(),
+        key,
+        route,
+        stream: false,
+        check_json: false,
+        http,
+        prepared: Default::default(),
+    })
 }
 
 impl Runtime {

@@ -9,6 +9,7 @@ use crate::client::HttpClient;
 use crate::secret::Secret;
 use async_trait::async_trait;
 use futures::{FutureExt, StreamExt};
+use http::{HeaderName, HeaderValue};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tailcut_core::receipt::Evidence;
@@ -46,6 +47,77 @@ pub struct OpenAi {
     pub check_json: bool,
     /// Shared client.
     pub http: HttpClient,
+    /// What a whole-reply exchange over plain HTTP needs, worked out on first use (build
+    /// with `Default::default()`).
+    pub prepared: std::sync::OnceLock<Option<Arc<PlainCall>>>,
+}
+
+/// A whole-reply exchange with a plain-HTTP upstream, prepared once per backend: where
+/// it goes and with what headers. Each request then moves only an `Arc` into its task
+/// (no copy of the backend's strings, no URL split, no key formatted).
+#[derive(Debug)]
+pub struct PlainCall {
+    authority: String,
+    path: String,
+    authorization: Option<HeaderValue>,
+    check_json: bool,
+    plain: crate::plain::PlainHttp,
+}
+
+impl PlainCall {
+    /// `None` where the plain client does not apply (TLS, streamed replies, a base URL
+    /// it cannot carry as is).
+    fn prepare(cfg: &OpenAi) -> Option<Arc<PlainCall>> {
+        if cfg.stream && cfg.route != Route::Embeddings {
+            return None;
+        }
+        let (authority, base_path) = crate::plain::split_http_base(&cfg.base)?;
+        let path = format!("{base_path}/{}", route_path(cfg.route));
+        let authorization = match &cfg.key {
+            None => None,
+            Some(k) => {
+                let mut v = HeaderValue::from_str(&format!("Bearer {}", k.expose())).ok()?;
+                v.set_sensitive(true);
+                Some(v)
+            }
+        };
+        Some(Arc::new(PlainCall {
+            authority: authority.to_string(),
+            path,
+            authorization,
+            check_json: cfg.check_json,
+            plain: cfg.http.plain().clone(),
+        }))
+    }
+
+    async fn run(self: Arc<Self>, body: bytes::Bytes, id: String, started: Instant) -> JobResult {
+        let mut headers = [
+            (http::header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+            (HeaderName::from_static("x-request-id"), HeaderValue::from_static("")),
+            (http::header::AUTHORIZATION, HeaderValue::from_static("")),
+        ];
+        let mut n = 1;
+        if let Ok(v) = HeaderValue::from_str(&id) {
+            headers[n].1 = v;
+            n += 1;
+        }
+        if let Some(v) = &self.authorization {
+            headers[n] = (http::header::AUTHORIZATION, v.clone());
+            n += 1;
+        }
+        match self.plain.post_parts(&self.authority, &[self.path.as_str()], &headers[..n], body).await {
+            Ok((status, bytes)) => whole_reply(status.as_u16(), bytes, self.check_json, started),
+            Err(e) => ended(JobState::Failed, Some(BackendError::Transport(e).to_string()), started),
+        }
+    }
+}
+
+fn route_path(route: Route) -> &'static str {
+    match route {
+        Route::Chat => "chat/completions",
+        Route::Completions => "completions",
+        Route::Embeddings => "embeddings",
+    }
 }
 
 fn finish(mut r: JobResult, started: Instant) -> JobResult {
@@ -75,17 +147,8 @@ fn ended(state: JobState, error: Option<String>, started: Instant) -> JobResult 
 }
 
 async fn run(cfg: OpenAi, body: bytes::Bytes, id: String, started: Instant) -> JobResult {
-    let path = match cfg.route {
-        Route::Chat => "chat/completions",
-        Route::Completions => "completions",
-        Route::Embeddings => "embeddings",
-    };
+    let path = route_path(cfg.route);
     let streamed = cfg.stream && cfg.route != Route::Embeddings;
-    if !streamed {
-        if let Some((authority, base_path)) = crate::plain::split_http_base(&cfg.base) {
-            return run_plain(&cfg, authority, &[base_path, "/", path], body, &id, started).await;
-        }
-    }
     let url = format!("{}/{path}", cfg.base.trim_end_matches('/'));
     let mut req = cfg.http.raw().post(&url).header("X-Request-Id", &id).header("content-type", "application/json").body(body);
     if let Some(k) = &cfg.key {
@@ -167,15 +230,6 @@ async fn run(cfg: OpenAi, body: bytes::Bytes, id: String, started: Instant) -> J
     finish(r, started)
 }
 
-/// The same exchange over the lean plain-HTTP client (no TLS to set up, no URL re-parse).
-async fn run_plain(cfg: &OpenAi, authority: &str, path: &[&str], body: bytes::Bytes, id: &str, started: Instant) -> JobResult {
-    let headers = crate::plain::json_post_headers(Some(id), cfg.key.as_ref());
-    match cfg.http.plain().post_parts(authority, path, &headers, body).await {
-        Ok((status, bytes)) => whole_reply(status.as_u16(), bytes, cfg.check_json, started),
-        Err(e) => finish(JobResult::bare(JobState::Failed, Some(BackendError::Transport(e).to_string())), started),
-    }
-}
-
 #[async_trait]
 impl Backend for OpenAi {
     fn capabilities(&self) -> Capabilities {
@@ -219,13 +273,91 @@ impl Backend for OpenAi {
         // Both clients end the exchange at their timeout, so the request bounds itself.
         let now = Instant::now();
         let ends_by = now + self.http.timeout() + std::time::Duration::from_secs(1);
-        let fut = run(self.clone(), body, id.clone(), now);
+        let fut = match self.prepared.get_or_init(|| PlainCall::prepare(self)) {
+            Some(call) => call.clone().run(body, id.clone(), now).boxed(),
+            None => run(self.clone(), body, id.clone(), now).boxed(),
+        };
         Ok(Arc::new(ChannelJob::start_bounded(
             &self.name,
             id,
-            fut.boxed(),
+            fut,
             "connection closed: vLLM and TGI abort the request at once, SGLang within ~4 s",
             Some(ends_by),
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::RetryPolicy;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A plain-HTTP upstream that records each request's bytes and answers a completion.
+    async fn recording_upstream() -> (String, tokio::sync::mpsc::UnboundedReceiver<String>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = l.accept().await else { return };
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        let n = s.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        let text = String::from_utf8_lossy(&buf).to_string();
+                        let Some((head, body)) = text.split_once("\r\n\r\n") else { continue };
+                        let len = head.lines().find_map(|l| l.strip_prefix("content-length: ")).map_or(0, |v| v.parse::<usize>().unwrap());
+                        if body.len() < len {
+                            continue;
+                        }
+                        let _ = tx.send(text.clone());
+                        buf.clear();
+                        let reply = r#"{"choices":[{"message":{"role":"assistant","content":"ok"}}]}"#;
+                        let _ = s.write_all(format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{reply}", reply.len()).as_bytes()).await;
+                    }
+                });
+            }
+        });
+        (format!("http://{addr}/v1"), rx)
+    }
+
+    #[tokio::test]
+    async fn a_plain_upstream_gets_the_body_as_sent_with_its_key_and_request_id() {
+        let (base, mut seen) = recording_upstream().await;
+        let http = HttpClient::new(std::time::Duration::from_secs(5), RetryPolicy::default()).unwrap();
+        let backend = OpenAi {
+            name: "up".into(),
+            base,
+            model: None,
+            key: Some(Secret::new("sk-test")),
+            route: Route::Chat,
+            stream: false,
+            check_json: true,
+            http,
+            prepared: Default::default(),
+        };
+        let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+        for _ in 0..2 {
+            let job = backend.submit(&JobRequest::from_raw("r1", bytes::Bytes::from_static(body.as_bytes()))).await.unwrap();
+            let r = job.result(Instant::now() + std::time::Duration::from_secs(5)).await;
+            assert_eq!(r.state, JobState::Completed, "{:?}", r.error);
+            assert!(r.payload.unwrap().bytes.starts_with(b"{\"choices\""));
+            let request = seen.recv().await.unwrap();
+            let (head, sent) = request.split_once("\r\n\r\n").unwrap();
+            assert!(head.starts_with("POST /v1/chat/completions HTTP/1.1\r\n"), "{head}");
+            assert!(head.contains("\r\nauthorization: Bearer sk-test\r\n"), "{head}");
+            assert!(head.contains("\r\ncontent-type: application/json\r\n"), "{head}");
+            let id = head.lines().find_map(|l| l.strip_prefix("x-request-id: ")).expect("a request id");
+            assert!(id.starts_with("tailcut-up-") && Some(id.to_string()) == job.job_id(), "{id}");
+            assert_eq!(sent, body);
+        }
+        assert!(backend.prepared.get().is_some_and(Option::is_some), "prepared once, on the plain path");
     }
 }

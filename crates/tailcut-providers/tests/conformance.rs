@@ -119,6 +119,7 @@ async fn setup(kind: Kind, b: Behaviour) -> (MockServer, Arc<dyn Backend>) {
             stream: true,
             check_json: true,
             http: http(),
+            prepared: Default::default(),
         }),
         Kind::Generic => {
             let spec: GenericSpec = serde_json::from_value(serde_json::json!({

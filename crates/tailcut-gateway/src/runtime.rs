@@ -55,6 +55,21 @@ pub(crate) struct OpenAiRoute {
     pub series: RouteSeries,
     /// The streaming hedger's policy label in traces (`stream:a->b@first-token+500ms`).
     pub stream_policy: String,
+    /// A whole reply's headers, per-request values to be filled in (see [`reply_headers`]).
+    pub reply_headers: HeaderMap,
+}
+
+/// The headers of a route's whole (non-streamed) replies: content type and route fixed,
+/// request id, winner, attempts and hedge reason filled in per request.
+fn reply_headers(route_header: &HeaderValue) -> HeaderMap {
+    let mut h = HeaderMap::with_capacity(8);
+    h.insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(names::ROUTE, route_header.clone());
+    h.insert(names::REQUEST_ID, HeaderValue::from_static("-"));
+    h.insert(names::WINNER, HeaderValue::from_static("-"));
+    h.insert(names::ATTEMPTS, HeaderValue::from_static("0"));
+    h.insert(names::HEDGE_REASON, HeaderValue::from_static("none"));
+    h
 }
 
 impl OpenAiRoute {
@@ -213,6 +228,7 @@ impl Runtime {
                         let policy = spec.build(hedger.providers()).map_err(|e| e.to_string())?;
                         Ok((hedger, policy))
                     };
+                    let route_header = HeaderValue::from_str(&route.name).unwrap_or(HeaderValue::from_static("-"));
                     let r = OpenAiRoute {
                         cfg: route.clone(),
                         chat: make("chat", &["choices"])?,
@@ -231,7 +247,8 @@ impl Runtime {
                         upstreams,
                         gate: gate.clone(),
                         max_live: config.race.max_live,
-                        route_header: HeaderValue::from_str(&route.name).unwrap_or(HeaderValue::from_static("-")),
+                        reply_headers: reply_headers(&route_header),
+                        route_header,
                     };
                     let r = Arc::new(r);
                     for m in &route.models {
@@ -566,16 +583,24 @@ async fn openai_inner(
         }
         return Err(ApiError::Upstream(format!("no upstream returned a valid response ({attempts} attempt(s))")));
     };
-    // Room for every header up front: growing a header map rehashes it.
-    let mut h = HeaderMap::with_capacity(8);
-    h.insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    h.insert(names::ROUTE, route.route_header.clone());
-    if let Ok(v) = HeaderValue::from_str(rid) {
-        h.insert(names::REQUEST_ID, v);
+    // The route's header template, with the per-request values set in place: a copy
+    // and a walk instead of hashing six header names into a fresh map.
+    let mut h = route.reply_headers.clone();
+    for (name, value) in h.iter_mut() {
+        if name == names::REQUEST_ID {
+            if let Ok(v) = HeaderValue::from_str(rid) {
+                *value = v;
+            }
+        } else if name == names::WINNER {
+            if let Some(w) = winner.as_deref() {
+                *value = route.upstream_header(w);
+            }
+        } else if name == names::ATTEMPTS {
+            *value = HeaderValue::from(attempts as u64);
+        } else if name == names::HEDGE_REASON {
+            *value = HeaderValue::from_static(reason);
+        }
     }
-    h.insert(names::WINNER, winner.as_deref().map_or(HeaderValue::from_static("-"), |w| route.upstream_header(w)));
-    h.insert(names::ATTEMPTS, HeaderValue::from(attempts as u64));
-    h.insert(names::HEDGE_REASON, HeaderValue::from_static(reason));
     let mut resp = Response::new(axum::body::Body::from(bytes));
     *resp.headers_mut() = h;
     Ok((resp, route))

@@ -315,3 +315,54 @@ async fn a_drain_finishes_the_request_in_flight_and_refuses_new_connections() {
     assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "the listener is closed");
     drop(idle);
 }
+
+/// A whole reply names what served it: the request id sent (or a new one), the route,
+/// the winning upstream, the attempts launched and why a hedge launched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whole_replies_carry_the_request_id_winner_attempts_and_hedge_reason() {
+    let slow = MockServer::start(Flavor::OpenAi, Behaviour { queue: Duration::from_secs(3), ..Behaviour::default() }).await.unwrap();
+    let fast = MockServer::start(Flavor::OpenAi, Behaviour::default()).await.unwrap();
+    let toml = format!(
+        r#"
+[budget]
+ledger = ":memory:"
+[gateway]
+store = ":memory:"
+[providers.slow]
+adapter = "openai"
+base_url = "{}/v1"
+rate_usd_per_s = 0.0
+[providers.fast]
+adapter = "openai"
+base_url = "{}/v1"
+rate_usd_per_s = 0.0
+[policies.h]
+kind = "hedge"
+primary = "slow"
+hedge = "fast"
+delay_ms = 100
+[routes.chat]
+kind = "openai"
+models = ["m"]
+policy = "h"
+"#,
+        slow.url(),
+        fast.url()
+    );
+    let url = common::serve_config(&toml).await;
+    let http = reqwest::Client::new();
+    let r = http.post(&url).header("x-request-id", "trace-42").json(&body(false)).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let h = r.headers().clone();
+    assert_eq!(h["x-request-id"], "trace-42");
+    assert_eq!(h["x-tailcut-route"], "chat");
+    assert_eq!(h["x-tailcut-winner"], "fast");
+    assert_eq!(h["x-tailcut-attempts"], "2");
+    assert_eq!(h["x-tailcut-hedge-reason"], "timer");
+    assert_eq!(h["content-type"], "application/json");
+    assert_eq!(h.get_all("x-tailcut-winner").iter().count(), 1);
+    assert!(r.json::<serde_json::Value>().await.unwrap()["choices"].is_array());
+    // Without an id, the gateway makes one.
+    let r = http.post(&url).json(&body(false)).send().await.unwrap();
+    assert!(r.headers()["x-request-id"].to_str().unwrap().starts_with("req-"), "{:?}", r.headers());
+}

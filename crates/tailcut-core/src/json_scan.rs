@@ -174,6 +174,12 @@ impl Cursor<'_> {
     /// Skips whitespace; the next byte, if any.
     #[inline]
     fn ws(&mut self) -> Option<u8> {
+        // Compact JSON has no whitespace between tokens, and every whitespace byte is
+        // below `!`: one comparison decides the common case.
+        let c = *self.b.get(self.i)?;
+        if c > b' ' {
+            return Some(c);
+        }
         while let Some(&c) = self.b.get(self.i) {
             if !matches!(c, b' ' | b'\n' | b'\t' | b'\r') {
                 return Some(c);

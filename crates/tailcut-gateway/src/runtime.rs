@@ -192,7 +192,11 @@ impl Runtime {
             None => None,
         };
         let g = &config.gateway;
-        let timeout = g.total_timeout;
+        // The upstream clients' own timeout is a backstop a second past the total
+        // timeout: at the total timeout the race stops itself and cancels its live
+        // attempts with receipts, which an exchange timing out in the same instant (and
+        // so ending unreceipted) would otherwise race.
+        let timeout = g.total_timeout.saturating_add(std::time::Duration::from_secs(1));
         let mut models = HashMap::new();
         let mut jobs = HashMap::new();
         for route in &config.routes {
@@ -562,7 +566,9 @@ async fn openai_inner(
         None => TENANT_LEDGER.scope(ledger, hedger.run(policy.as_ref(), request)).await,
     }
     .map_err(|e| ApiError::TooMany(format!("refused: {e}")))?;
-    let timed_out = outcome.decisions.stopped_by_caller && outcome.winner.is_none();
+    // Out of time: the race was stopped at the deadline, or its attempts' own client
+    // timeouts (the same length, started a little later) ended them in the same instant.
+    let timed_out = outcome.winner.is_none() && (outcome.decisions.stopped_by_caller || started.elapsed() >= timeout);
     st.metrics.observe_series(&route.series.seconds, started.elapsed().as_secs_f64());
     let (winner, attempts, reason) = (outcome.winner.take(), outcome.attempts, hedge_reason(&outcome.decisions));
     let payload = outcome.result.as_ref().and_then(|r| r.payload.as_ref()).map(|p| p.bytes.clone());

@@ -306,7 +306,12 @@ async fn a_drain_finishes_the_request_in_flight_and_refuses_new_connections() {
     let idle = reqwest::Client::new();
     assert_eq!(idle.get(format!("http://{addr}/healthz")).send().await.unwrap().status().as_u16(), 200);
     let in_flight = tokio::spawn(async move { reqwest::Client::new().post(&url).json(&body(false)).send().await });
-    tokio::time::sleep(Duration::from_millis(100)).await; // the upstream takes ~300 ms
+    // Stop once the request is at the upstream (which takes ~300 ms to answer).
+    let t = Instant::now();
+    while up.submits() == 0 {
+        assert!(t.elapsed() < Duration::from_secs(10), "the request never reached the upstream");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     stop_tx.send(()).unwrap();
     let answer = in_flight.await.unwrap().expect("the request in flight is answered");
     assert_eq!(answer.status().as_u16(), 200);

@@ -466,17 +466,11 @@ pub(crate) mod names {
     pub const ROUTE: HeaderName = HeaderName::from_static("x-tailcut-route");
 }
 
-fn with_headers(mut resp: Response, request_id: &str, outcome: Option<(&str, usize, &'static str)>) -> Response {
-    let h = resp.headers_mut();
+/// Names the request id on a reply built elsewhere than a whole proxied reply (errors,
+/// the jobs API), whose headers come from the route's template.
+fn with_request_id(mut resp: Response, request_id: &str) -> Response {
     if let Ok(v) = HeaderValue::from_str(request_id) {
-        h.insert(names::REQUEST_ID, v);
-    }
-    if let Some((winner, attempts, reason)) = outcome {
-        if let Ok(v) = HeaderValue::from_str(winner) {
-            h.insert(names::WINNER, v);
-        }
-        h.insert(names::ATTEMPTS, HeaderValue::from(attempts as u64));
-        h.insert(names::HEDGE_REASON, HeaderValue::from_static(reason));
+        resp.headers_mut().insert(names::REQUEST_ID, v);
     }
     resp
 }
@@ -511,7 +505,7 @@ pub(crate) async fn openai(st: Arc<AppState>, headers: HeaderMap, body: Bytes, e
     );
     match result {
         Ok((r, _)) => r,
-        Err(e) => with_headers(e.into_response(), &rid, None),
+        Err(e) => with_request_id(e.into_response(), &rid),
     }
 }
 
@@ -566,9 +560,9 @@ async fn openai_inner(
         None => TENANT_LEDGER.scope(ledger, hedger.run(policy.as_ref(), request)).await,
     }
     .map_err(|e| ApiError::TooMany(format!("refused: {e}")))?;
-    // Out of time: the race was stopped at the deadline, or its attempts' own client
-    // timeouts (the same length, started a little later) ended them in the same instant.
-    let timed_out = outcome.winner.is_none() && (outcome.decisions.stopped_by_caller || started.elapsed() >= timeout);
+    // Out of time: the race was stopped at the deadline (the upstream clients' own
+    // timeout, a second later, never ends an attempt first).
+    let timed_out = outcome.winner.is_none() && outcome.decisions.stopped_by_caller;
     st.metrics.observe_series(&route.series.seconds, started.elapsed().as_secs_f64());
     let (winner, attempts, reason) = (outcome.winner.take(), outcome.attempts, hedge_reason(&outcome.decisions));
     let payload = outcome.result.as_ref().and_then(|r| r.payload.as_ref()).map(|p| p.bytes.clone());
@@ -657,8 +651,8 @@ async fn create_job(
 ) -> Response {
     let rid = st.request_id(&headers);
     match create_job_inner(&st, q, &headers, body, &rid).await {
-        Ok(r) => with_headers(r, &rid, None),
-        Err(e) => with_headers(e.into_response(), &rid, None),
+        Ok(r) => with_request_id(r, &rid),
+        Err(e) => with_request_id(e.into_response(), &rid),
     }
 }
 

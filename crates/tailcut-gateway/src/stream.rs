@@ -19,6 +19,7 @@ use std::sync::Arc;
 use tailcut_core::receipt::{offset_ms, Receipt};
 use tailcut_core::trace::{now_rfc3339, AttemptTrace, Decisions, RequestTrace, Role, REQUEST_KIND, SCHEMA_VERSION};
 use tailcut_core::{CancelScope, JobState, MicroUsd};
+use tailcut_providers::openai::Route;
 use tailcut_providers::plain::ByteStream;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -63,7 +64,8 @@ fn framed(data: &str) -> bytes::Bytes {
 /// Opens the upstream stream: the lean plain-HTTP client for `http://`, reqwest for TLS.
 async fn open(up: &Upstream, http: &reqwest::Client, path: &str, body: bytes::Bytes) -> Result<(u16, ByteStream), String> {
     if let Some((authority, base_path)) = tailcut_providers::plain::split_http_base(&up.base) {
-        let headers = tailcut_providers::plain::json_post_headers(None, up.key.as_ref());
+        let authorization = up.key.as_ref().and_then(tailcut_providers::plain::bearer);
+        let headers = tailcut_providers::plain::json_post_headers(None, authorization.as_ref());
         let (status, stream) = up.plain.post_streaming_parts(authority, &[base_path, "/", path], &headers, body).await?;
         return Ok((status.as_u16(), stream));
     }
@@ -79,7 +81,7 @@ async fn open(up: &Upstream, http: &reqwest::Client, path: &str, body: bytes::By
 }
 
 async fn upstream(i: usize, up: Upstream, http: reqwest::Client, body: bytes::Bytes, chat: bool, tx: mpsc::UnboundedSender<(usize, Ev)>) {
-    let path = if chat { "chat/completions" } else { "completions" };
+    let path = if chat { Route::Chat } else { Route::Completions }.path();
     let mut stream = match open(&up, &http, path, body).await {
         Ok((status, _)) if !(200..300).contains(&status) => {
             let _ = tx.send((i, Ev::Failed(format!("HTTP {status}"))));

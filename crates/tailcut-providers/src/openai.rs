@@ -9,7 +9,7 @@ use crate::client::HttpClient;
 use crate::secret::Secret;
 use async_trait::async_trait;
 use futures::{FutureExt, StreamExt};
-use http::{HeaderName, HeaderValue};
+use http::HeaderValue;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tailcut_core::receipt::Evidence;
@@ -72,14 +72,11 @@ impl PlainCall {
             return None;
         }
         let (authority, base_path) = crate::plain::split_http_base(&cfg.base)?;
-        let path = format!("{base_path}/{}", route_path(cfg.route));
+        let path = format!("{base_path}/{}", cfg.route.path());
         let authorization = match &cfg.key {
             None => None,
-            Some(k) => {
-                let mut v = HeaderValue::from_str(&format!("Bearer {}", k.expose())).ok()?;
-                v.set_sensitive(true);
-                Some(v)
-            }
+            // A key that cannot be a header value goes the TLS client's way, which says so.
+            Some(k) => Some(crate::plain::bearer(k)?),
         };
         Some(Arc::new(PlainCall {
             authority: authority.to_string(),
@@ -91,32 +88,22 @@ impl PlainCall {
     }
 
     async fn run(self: Arc<Self>, body: bytes::Bytes, id: String, started: Instant) -> JobResult {
-        let mut headers = [
-            (http::header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
-            (HeaderName::from_static("x-request-id"), HeaderValue::from_static("")),
-            (http::header::AUTHORIZATION, HeaderValue::from_static("")),
-        ];
-        let mut n = 1;
-        if let Ok(v) = HeaderValue::from_str(&id) {
-            headers[n].1 = v;
-            n += 1;
-        }
-        if let Some(v) = &self.authorization {
-            headers[n] = (http::header::AUTHORIZATION, v.clone());
-            n += 1;
-        }
-        match self.plain.post_parts(&self.authority, &[self.path.as_str()], &headers[..n], body).await {
+        let headers = crate::plain::json_post_headers(Some(&id), self.authorization.as_ref());
+        match self.plain.post_parts(&self.authority, &[self.path.as_str()], &headers, body).await {
             Ok((status, bytes)) => whole_reply(status.as_u16(), bytes, self.check_json, started),
             Err(e) => ended(JobState::Failed, Some(BackendError::Transport(e).to_string()), started),
         }
     }
 }
 
-fn route_path(route: Route) -> &'static str {
-    match route {
-        Route::Chat => "chat/completions",
-        Route::Completions => "completions",
-        Route::Embeddings => "embeddings",
+impl Route {
+    /// The endpoint's path under the base URL (`chat/completions`, ...).
+    pub fn path(self) -> &'static str {
+        match self {
+            Route::Chat => "chat/completions",
+            Route::Completions => "completions",
+            Route::Embeddings => "embeddings",
+        }
     }
 }
 
@@ -147,7 +134,7 @@ fn ended(state: JobState, error: Option<String>, started: Instant) -> JobResult 
 }
 
 async fn run(cfg: OpenAi, body: bytes::Bytes, id: String, started: Instant) -> JobResult {
-    let path = route_path(cfg.route);
+    let path = cfg.route.path();
     let streamed = cfg.stream && cfg.route != Route::Embeddings;
     let url = format!("{}/{path}", cfg.base.trim_end_matches('/'));
     let mut req = cfg.http.raw().post(&url).header("X-Request-Id", &id).header("content-type", "application/json").body(body);

@@ -40,17 +40,24 @@ pub struct PlainHttp {
     timeout: Duration,
 }
 
+/// A bearer key as an `Authorization` value, marked sensitive so it never shows in debug
+/// output; `None` when the key cannot be a header value.
+pub fn bearer(key: &crate::secret::Secret) -> Option<HeaderValue> {
+    let mut v = HeaderValue::from_str(&format!("Bearer {}", key.expose())).ok()?;
+    v.set_sensitive(true);
+    Some(v)
+}
+
 /// The headers of a JSON POST to an upstream: the content type, the request id when
-/// there is one, and the bearer key, marked sensitive so it never shows in debug output.
-pub fn json_post_headers(request_id: Option<&str>, key: Option<&crate::secret::Secret>) -> Vec<(HeaderName, HeaderValue)> {
+/// there is one, and the authorization (see [`bearer`]) when there is one.
+pub fn json_post_headers(request_id: Option<&str>, authorization: Option<&HeaderValue>) -> Vec<(HeaderName, HeaderValue)> {
     let mut headers = Vec::with_capacity(3);
     headers.push((http::header::CONTENT_TYPE, HeaderValue::from_static("application/json")));
     if let Some(v) = request_id.and_then(|id| HeaderValue::from_str(id).ok()) {
         headers.push((HeaderName::from_static("x-request-id"), v));
     }
-    if let Some(mut v) = key.and_then(|k| HeaderValue::from_str(&format!("Bearer {}", k.expose())).ok()) {
-        v.set_sensitive(true);
-        headers.push((http::header::AUTHORIZATION, v));
+    if let Some(v) = authorization {
+        headers.push((http::header::AUTHORIZATION, v.clone()));
     }
     headers
 }

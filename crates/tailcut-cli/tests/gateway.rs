@@ -73,6 +73,7 @@ async fn hedged_streaming_and_whole_responses_through_the_openai_client() {
 ledger = ":memory:"
 [gateway]
 store = ":memory:"
+auth = "none"
 max_body_bytes = 4096
 [providers.stall]
 adapter = "openai"
@@ -284,6 +285,7 @@ async fn per_core_workers_reload_on_sighup_and_drain_jobs_on_sigterm() {
 ledger = ":memory:"
 [gateway]
 store = "{}"
+auth = "none"
 [providers.slowsim]
 adapter = "sim"
 sim = {{ profile = "runpod", cold_fast_p = 0.0 }}

@@ -59,8 +59,32 @@ pub struct GatewayConfig {
     pub hedge_budget_percent: f64,
     /// Extra attempts always allowed before the percentage applies (a burst allowance).
     pub hedge_budget_burst: u32,
-    /// API keys (empty: no authentication).
+    /// API keys.
     pub keys: Vec<ApiKey>,
+    /// Whether requests must carry a configured key (`auth = "keys"`, the default) or
+    /// none is checked (`auth = "none"`, which must be said explicitly).
+    pub auth: AuthMode,
+    /// Whether job webhooks may target loopback, private, link-local and metadata
+    /// addresses (default false).
+    pub webhook_allow_private: bool,
+    /// Longest wait for a complete request head, from its first byte.
+    pub header_read_timeout: Duration,
+    /// Longest wait for a complete request body, from the end of its head.
+    pub body_read_timeout: Duration,
+    /// How long an idle keep-alive connection is kept.
+    pub idle_timeout: Duration,
+    /// Most client connections at once (None: derived from the file-descriptor limit).
+    pub max_connections: Option<usize>,
+}
+
+/// How the gateway authenticates callers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AuthMode {
+    /// Every request carries one of the configured keys.
+    #[default]
+    Keys,
+    /// No authentication (explicitly configured).
+    None,
 }
 
 /// One API key, stored as the SHA-256 of the key.
@@ -515,6 +539,16 @@ fn gateway(cx: &Ctx<'_>, raw: Option<toml::Table>) -> Result<GatewayConfig, Conf
         hedge_budget_percent: pct,
         hedge_budget_burst: pos("hedge_budget_burst", g.hedge_budget_burst, 10)? as u32,
         keys,
+        auth: match g.auth.as_deref() {
+            None | Some("keys") => AuthMode::Keys,
+            Some("none") => AuthMode::None,
+            Some(_) => return Err(cx.err("gateway.auth", "expected \"keys\" or \"none\"")),
+        },
+        webhook_allow_private: g.webhook_allow_private.unwrap_or(false),
+        header_read_timeout: secs("header_read_timeout_s", g.header_read_timeout_s, 10.0)?,
+        body_read_timeout: secs("body_read_timeout_s", g.body_read_timeout_s, 30.0)?,
+        idle_timeout: secs("idle_timeout_s", g.idle_timeout_s, 60.0)?,
+        max_connections: g.max_connections.map(|_| pos("max_connections", g.max_connections, 1)).transpose()?.map(|n| n as usize),
     })
 }
 

@@ -39,6 +39,8 @@ async fn gateway(primary: &str, hedge: &str, delay_ms: u64, first_token_ms: u64)
 ledger = ":memory:"
 [gateway]
 store = ":memory:"
+auth = "none"
+max_connections = 15000
 max_in_flight = 100000
 admission_wait_ms = 30000
 total_timeout_s = 60

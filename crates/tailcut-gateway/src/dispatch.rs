@@ -4,6 +4,7 @@
 //! extensions, the extractors' copy of the headers, the response's length header
 //! rebuilt, the boxed body) would cost ~6,000 instructions per proxied call.
 
+use crate::connection::ConnState;
 use crate::runtime::{openai, read_body, router, AppState, Endpoint};
 use axum::http::Method;
 use axum::response::{IntoResponse, Response};
@@ -17,11 +18,19 @@ use std::sync::Arc;
 pub(crate) struct Gateway {
     state: Arc<AppState>,
     router: Router,
+    /// The connection this copy serves (its requests are counted for the head timeout
+    /// and for shedding idle connections).
+    conn: Arc<ConnState>,
 }
 
 impl Gateway {
     pub(crate) fn new(state: Arc<AppState>) -> Gateway {
-        Gateway { router: router(state.clone()), state }
+        Gateway { router: router(state.clone()), state, conn: Arc::default() }
+    }
+
+    /// This gateway serving one connection.
+    pub(crate) fn for_connection(&self, conn: Arc<ConnState>) -> Gateway {
+        Gateway { state: self.state.clone(), router: self.router.clone(), conn }
     }
 
     fn endpoint(method: &Method, path: &str) -> Option<Endpoint> {
@@ -37,16 +46,36 @@ impl Gateway {
     }
 }
 
+/// Marks the connection's request answered when the response head is ready (or the
+/// request is dropped).
+struct Answered(Arc<ConnState>);
+
+impl Drop for Answered {
+    fn drop(&mut self) {
+        self.0.request_answered();
+    }
+}
+
 impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Gateway {
     type Response = Response;
     type Error = Infallible;
     type Future = BoxFuture<'static, Result<Response, Infallible>>;
 
     fn call(&self, req: axum::http::Request<hyper::body::Incoming>) -> Self::Future {
+        let conn = self.conn.clone();
+        conn.request_started();
+        let answered = Answered(conn);
+        if let Some(refusal) = crate::limits::check_head(&req) {
+            return Box::pin(async move {
+                drop(answered);
+                Ok(refusal.into_response())
+            });
+        }
         match Gateway::endpoint(req.method(), req.uri().path()) {
             Some(ep) => {
                 let st = self.state.clone();
                 Box::pin(async move {
+                    let _answered = answered;
                     // The body is read as hyper delivers it: no boxing, no router.
                     let (parts, body) = req.into_parts();
                     Ok(match read_body(&st, &parts.headers, body).await {
@@ -57,7 +86,10 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Gat
             }
             None => {
                 let mut router = self.router.clone();
-                Box::pin(async move { tower_service::Service::call(&mut router, req.map(axum::body::Body::new)).await })
+                Box::pin(async move {
+                    let _answered = answered;
+                    tower_service::Service::call(&mut router, req.map(axum::body::Body::new)).await
+                })
             }
         }
     }

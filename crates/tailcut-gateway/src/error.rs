@@ -23,6 +23,18 @@ pub enum ApiError {
     /// Body too large.
     #[error("request body larger than {0} bytes")]
     TooLarge(usize),
+    /// Request target too long.
+    #[error("request target longer than {0} bytes")]
+    UriTooLong(usize),
+    /// Too many or too large header fields.
+    #[error("{0}")]
+    HeadersTooLarge(String),
+    /// The method is not served at this path.
+    #[error("method not allowed here")]
+    MethodNotAllowed,
+    /// The body did not arrive within the body timeout.
+    #[error("the request body did not arrive within {0} s")]
+    BodyTimeout(u64),
     /// Rate limit or budget.
     #[error("{0}")]
     TooMany(String),
@@ -45,6 +57,10 @@ impl ApiError {
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "invalid_request_error", "forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "invalid_request_error", "not_found"),
             ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "invalid_request_error", "request_too_large"),
+            ApiError::UriTooLong(_) => (StatusCode::URI_TOO_LONG, "invalid_request_error", "uri_too_long"),
+            ApiError::HeadersTooLarge(_) => (StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "invalid_request_error", "headers_too_large"),
+            ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "invalid_request_error", "method_not_allowed"),
+            ApiError::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "invalid_request_error", "body_timeout"),
             ApiError::TooMany(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error", "rate_limit_exceeded"),
             ApiError::Upstream(_) => (StatusCode::BAD_GATEWAY, "api_error", "upstream_failed"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "api_error", "unavailable"),
@@ -56,6 +72,18 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         self.parts().0
     }
+}
+
+/// The JSON body of an error with this status, for replies hyper makes itself (a head
+/// that is not HTTP, or past hyper's own limits): same shape as every other error.
+pub fn protocol_error_body(status: u16) -> String {
+    let (message, code) = match status {
+        414 => ("request target too long", "uri_too_long"),
+        431 => ("request header fields too large", "headers_too_large"),
+        505 => ("HTTP version not supported", "http_version_not_supported"),
+        _ => ("malformed HTTP request", "bad_request"),
+    };
+    json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": code}}).to_string()
 }
 
 impl IntoResponse for ApiError {

@@ -15,8 +15,11 @@
 //! - **Operations**: `/metrics`, `/healthz`, `/readyz`, JSON logs with request ids,
 //!   config reload on SIGHUP, graceful drain on SIGTERM.
 
+mod auth;
+mod connection;
 mod dispatch;
 pub mod error;
+pub mod limits;
 pub mod metrics;
 mod probe;
 mod runtime;
@@ -24,6 +27,8 @@ mod serving;
 pub mod store;
 mod stream;
 pub mod tenancy;
+pub mod webhook;
 
+pub use connection::raise_fd_limit;
 pub use runtime::{log_event, router, AppState};
 pub use serving::{serve, serve_per_core};

@@ -1,12 +1,13 @@
 //! Gateway state, routing and handlers.
 
+use crate::auth::{authenticate, authorize, may_use};
 use crate::error::ApiError;
 use crate::metrics::{Metrics, RouteSeries};
 use crate::probe::Field;
 use crate::store::JobStore;
-use crate::tenancy::{sha256_hex, SlidingHedgeGate, Tenant, TenantGate, TENANT_LEDGER};
+use crate::tenancy::{SlidingHedgeGate, Tenant, TenantGate, TENANT_LEDGER};
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -118,6 +119,8 @@ pub struct AppState {
     next_id: AtomicU64,
     /// The body limit of the current configuration (read on every request).
     max_body: AtomicUsize,
+    /// Open client connections against the cap (fixed at start).
+    pub(crate) connections: crate::connection::Connections,
 }
 
 impl std::fmt::Debug for AppState {
@@ -290,6 +293,8 @@ impl AppState {
         }
         let max = config.gateway.max_in_flight;
         let max_body = AtomicUsize::new(config.gateway.max_body_bytes);
+        crate::connection::raise_fd_limit();
+        let connections = crate::connection::Connections::new(config.gateway.max_connections);
         let runtime = Runtime::build(config)?;
         Ok(Arc::new(AppState {
             config_path,
@@ -302,7 +307,15 @@ impl AppState {
             in_flight_limit: max,
             next_id: AtomicU64::new(1),
             max_body,
+            connections,
         }))
+    }
+
+    /// The head and idle timeouts of the current configuration (a reload applies to new
+    /// connections).
+    pub(crate) fn connection_limits(&self) -> crate::connection::ConnectionLimits {
+        let rt = self.rt();
+        crate::connection::ConnectionLimits { header_read: rt.config.gateway.header_read_timeout, idle: rt.config.gateway.idle_timeout }
     }
 
     pub(crate) fn rt(&self) -> Arc<Runtime> {
@@ -341,31 +354,6 @@ impl AppState {
             .filter(|v| !v.is_empty() && v.len() <= 128)
             .map_or_else(|| self.new_id("req"), str::to_string)
     }
-}
-
-/// Resolves the caller's tenant, checks the route and rate limit.
-fn tenant(rt: &Runtime, headers: &HeaderMap, route: &str) -> Result<Arc<Tenant>, ApiError> {
-    let t = if rt.config.gateway.keys.is_empty() {
-        rt.anonymous.clone()
-    } else {
-        let key = headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| ApiError::Unauthorized("missing API key (Authorization: Bearer <key>)".into()))?;
-        rt.tenants.get(&sha256_hex(key.trim())).cloned().ok_or_else(|| ApiError::Unauthorized("invalid API key".into()))?
-    };
-    if let Some(routes) = &t.routes {
-        if !routes.iter().any(|r| r == route) {
-            return Err(ApiError::Forbidden(format!("this key may not use route `{route}`")));
-        }
-    }
-    if let Some(b) = &t.bucket {
-        if !b.take() {
-            return Err(ApiError::TooMany(format!("rate limit exceeded for key `{}`", t.name)));
-        }
-    }
-    Ok(t)
 }
 
 /// An in-flight slot: at once if one is free, else after waiting up to `wait` (a burst
@@ -522,11 +510,19 @@ async fn openai_inner(
         return Err(ApiError::Unavailable("the gateway is draining".into()));
     }
     let rt = st.rt();
+    // Who is calling comes first: an unauthenticated caller takes no slot and learns
+    // nothing about the models served.
+    let tenant = authenticate(&rt, headers)?;
     let permit = admit(st, rt.config.gateway.admission_wait).await?;
     let fields = crate::probe::probe(&body)?;
     let Field::Str(model) = &fields.model else { return Err(ApiError::BadRequest("`model` is required".into())) };
-    let route = rt.models.get(model.as_ref()).cloned().ok_or_else(|| ApiError::NotFound(format!("model `{model}` is not served here")))?;
-    let tenant = tenant(&rt, headers, &route.cfg.name)?;
+    let route = rt
+        .models
+        .get(model.as_ref())
+        .filter(|r| may_use(&tenant, &r.cfg.name))
+        .cloned()
+        .ok_or_else(|| ApiError::NotFound(format!("model `{model}` is not served here")))?;
+    authorize(&tenant, &route.cfg.name)?;
     match ep {
         Endpoint::Chat if fields.messages != Field::Array => return Err(ApiError::BadRequest("`messages` is required".into())),
         Endpoint::Completions if fields.prompt == Field::Absent => return Err(ApiError::BadRequest("`prompt` is required".into())),
@@ -618,18 +614,40 @@ async fn embeddings(State(st): State<Arc<AppState>>, headers: HeaderMap, Request
     openai(st, headers, body, Endpoint::Embeddings).await
 }
 
-async fn models(State(st): State<Arc<AppState>>) -> Response {
+async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     let rt = st.rt();
-    let mut data: Vec<Value> = rt.models.keys().map(|m| json!({"id": m, "object": "model", "owned_by": "tailcut"})).collect();
+    let tenant = match authenticate(&rt, &headers) {
+        Ok(t) => t,
+        Err(e) => return e.into_response(),
+    };
+    let mut data: Vec<Value> = rt
+        .models
+        .iter()
+        .filter(|(_, r)| may_use(&tenant, &r.cfg.name))
+        .map(|(m, _)| json!({"id": m, "object": "model", "owned_by": "tailcut"}))
+        .collect();
     data.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
     Json(json!({"object": "list", "data": data})).into_response()
 }
 
 // === Jobs API ===
 
-#[derive(serde::Deserialize)]
 struct WaitQuery {
     wait: Option<f64>,
+}
+
+impl WaitQuery {
+    /// `?wait=SECONDS` (other parameters are ignored); a malformed one is a JSON 400.
+    fn parse(query: Option<&str>) -> Result<WaitQuery, ApiError> {
+        let mut wait = None;
+        for (k, v) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+            if k == "wait" {
+                let w = v.parse::<f64>().ok().filter(|w| w.is_finite() && (0.0..=3600.0).contains(w));
+                wait = Some(w.ok_or_else(|| ApiError::BadRequest("`wait` must be a number of seconds from 0 to 3600".into()))?);
+            }
+        }
+        Ok(WaitQuery { wait })
+    }
 }
 
 pub(crate) async fn wait_for(st: &AppState, id: &str, max: Duration) -> Option<crate::store::JobRow> {
@@ -645,12 +663,16 @@ pub(crate) async fn wait_for(st: &AppState, id: &str, max: Duration) -> Option<c
 
 async fn create_job(
     State(st): State<Arc<AppState>>,
-    Query(q): Query<WaitQuery>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     RequestBody(body): RequestBody,
 ) -> Response {
     let rid = st.request_id(&headers);
-    match create_job_inner(&st, q, &headers, body, &rid).await {
+    let created = match WaitQuery::parse(query.as_deref()) {
+        Ok(q) => create_job_inner(&st, q, &headers, body, &rid).await,
+        Err(e) => Err(e),
+    };
+    match created {
         Ok(r) => with_request_id(r, &rid),
         Err(e) => with_request_id(e.into_response(), &rid),
     }
@@ -661,6 +683,7 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
         return Err(ApiError::Unavailable("the gateway is draining".into()));
     }
     let rt = st.rt();
+    let tenant = authenticate(&rt, headers)?;
     let v = parse_json(&body)?;
     let route = match v.get("route").and_then(Value::as_str) {
         Some(r) => rt.jobs.get(r).cloned().ok_or_else(|| ApiError::NotFound(format!("no jobs route `{r}`")))?,
@@ -668,15 +691,24 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
         None => return Err(ApiError::BadRequest("`route` is required (several jobs routes are configured)".into())),
     };
     let input = v.get("input").cloned().ok_or_else(|| ApiError::BadRequest("`input` is required".into()))?;
-    let webhook = v.get("webhook").and_then(Value::as_str).map(str::to_string);
-    let tenant = tenant(&rt, headers, &route.cfg.name)?;
-    let id = st.new_id("job");
-    st.store.insert(&id, &route.cfg.name).map_err(|e| ApiError::Unavailable(format!("job store: {e}")))?;
+    let webhook = match v.get("webhook") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(url)) => Some(
+            crate::webhook::check(url, rt.config.gateway.webhook_allow_private)
+                .await
+                .map_err(|e| ApiError::BadRequest(format!("`webhook`: {e}")))?,
+        ),
+        Some(_) => return Err(ApiError::BadRequest("`webhook` must be a URL string".into())),
+    };
+    authorize(&tenant, &route.cfg.name)?;
+    let id = new_job_id().map_err(|e| ApiError::Unavailable(format!("no randomness for a job id: {e}")))?;
+    st.store.insert(&id, &route.cfg.name, &tenant.name).map_err(|e| ApiError::Unavailable(format!("job store: {e}")))?;
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     if let Ok(mut r) = st.running.lock() {
         r.insert(id.clone(), stop_tx);
     }
-    let (st2, id2, rid2, http) = (st.clone(), id.clone(), rid.to_string(), rt.http.clone());
+    let (st2, id2, rid2) = (st.clone(), id.clone(), rid.to_string());
+    let allow_private = rt.config.gateway.webhook_allow_private;
     tokio::spawn(TENANT_LEDGER.scope(tenant.ledger.clone(), async move {
         let request = JobRequest::new(rid2, input);
         let stop = async move {
@@ -717,7 +749,9 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
         }
         if let Some(url) = webhook {
             if let Ok(Some(row)) = st2.store.get(&id2) {
-                let _ = http.post(url).json(&row.to_json()).timeout(Duration::from_secs(10)).send().await;
+                if let Err(e) = crate::webhook::deliver(&url, allow_private, &row.to_json()).await {
+                    log("webhook_failed", || json!({"job": id2, "error": e.to_string()}));
+                }
             }
         }
     }));
@@ -732,14 +766,36 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
     }
 }
 
-async fn get_job(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
-    match st.store.get(&id) {
+async fn get_job(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let rt = st.rt();
+    let tenant = match authenticate(&rt, &headers) {
+        Ok(t) => t,
+        Err(e) => return e.into_response(),
+    };
+    match st.store.get_owned(&id, &tenant.name) {
         Ok(Some(row)) => Json(row.to_json()).into_response(),
-        _ => ApiError::NotFound(format!("no job `{id}`")).into_response(),
+        Ok(None) => ApiError::NotFound(format!("no job `{id}`")).into_response(),
+        Err(e) => ApiError::Unavailable(format!("job store: {e}")).into_response(),
     }
 }
 
-async fn delete_job(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+/// Cancels a running job of the caller's (every live attempt stopped, with receipts) and
+/// returns it; a finished job is returned as it is, a missing or foreign one is a 404 at
+/// once.
+async fn delete_job(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let rt = st.rt();
+    let tenant = match authenticate(&rt, &headers) {
+        Ok(t) => t,
+        Err(e) => return e.into_response(),
+    };
+    let row = match st.store.get_owned(&id, &tenant.name) {
+        Ok(Some(row)) => row,
+        Ok(None) => return ApiError::NotFound(format!("no job `{id}`")).into_response(),
+        Err(e) => return ApiError::Unavailable(format!("job store: {e}")).into_response(),
+    };
+    if row.state != "running" {
+        return Json(row.to_json()).into_response();
+    }
     let stop = st.running.lock().ok().and_then(|mut r| r.remove(&id));
     if let Some(tx) = stop {
         let _ = tx.send(());
@@ -748,6 +804,19 @@ async fn delete_job(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> 
         Some(row) => Json(row.to_json()).into_response(),
         None => ApiError::NotFound(format!("no job `{id}`")).into_response(),
     }
+}
+
+/// A job id: `job-` and 128 random bits in hex, so ids cannot be guessed or enumerated.
+fn new_job_id() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)?;
+    let mut id = String::with_capacity(4 + 32);
+    id.push_str("job-");
+    for b in bytes {
+        id.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+        id.push(char::from(b"0123456789abcdef"[usize::from(b & 15)]));
+    }
+    Ok(id)
 }
 
 async fn healthz() -> Response {
@@ -768,7 +837,16 @@ async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     text.push_str(&format!(
         "# TYPE tailcut_in_flight gauge\ntailcut_in_flight {in_flight}\n# TYPE tailcut_in_flight_limit gauge\ntailcut_in_flight_limit {limit}\n"
     ));
+    text.push_str(&format!(
+        "# TYPE tailcut_connections gauge\ntailcut_connections {}\n# TYPE tailcut_connections_limit gauge\ntailcut_connections_limit {}\n",
+        st.connections.open(),
+        st.connections.cap()
+    ));
     ([("content-type", "text/plain; version=0.0.4")], text).into_response()
+}
+
+async fn method_not_allowed() -> Response {
+    ApiError::MethodNotAllowed.into_response()
 }
 
 async fn not_found() -> Response {
@@ -779,6 +857,20 @@ async fn not_found() -> Response {
 /// applies at once); over it (declared or streamed), an OpenAI-style 413, and any other
 /// read failure a 400, both as JSON bodies.
 pub(crate) async fn read_body<B>(st: &AppState, headers: &HeaderMap, body: B) -> Result<Bytes, ApiError>
+where
+    B: axum::body::HttpBody<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let limit = st.rt().config.gateway.body_read_timeout;
+    // A body already here is read without a timer; one that dribbles in must be whole
+    // within the body timeout.
+    match tokio::time::timeout(limit, read_body_within_limit(st, headers, body)).await {
+        Ok(read) => read,
+        Err(_) => Err(ApiError::BodyTimeout(limit.as_secs())),
+    }
+}
+
+async fn read_body_within_limit<B>(st: &AppState, headers: &HeaderMap, body: B) -> Result<Bytes, ApiError>
 where
     B: axum::body::HttpBody<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
@@ -843,5 +935,6 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
 }

@@ -3,6 +3,7 @@
 //! stop accepting, let in-flight requests finish, cancel running jobs (recording their
 //! receipts), then return.
 
+use crate::connection::{Admission, ConnState, GuardedStream};
 use crate::runtime::{log, wait_for, AppState};
 use serde_json::json;
 use std::future::Future;
@@ -52,7 +53,7 @@ async fn accept_loop(
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let heartbeat = spawn_heartbeat();
-    let gateway = crate::dispatch::Gateway::new(state);
+    let gateway = crate::dispatch::Gateway::new(state.clone());
     // Each connection holds a receiver: `closing` tells them to close, and `closed()`
     // resolves once every one has dropped its receiver.
     let (closing, close_rx) = tokio::sync::watch::channel(false);
@@ -72,9 +73,18 @@ async fn accept_loop(
             },
             () = &mut stop => break,
         };
+        match state.connections.admit() {
+            Admission::Refuse => {
+                state.metrics.inc("tailcut_connections_refused_total", &[]);
+                drop(tcp);
+                continue;
+            }
+            Admission::ServeAndShed => state.metrics.inc("tailcut_connections_over_cap_total", &[]),
+            Admission::Serve => {}
+        }
         // Replies go out in one write; Nagle's algorithm would only hold them back.
         let _ = tcp.set_nodelay(true);
-        tokio::spawn(serve_connection(tcp, gateway.clone(), close_rx.clone()));
+        tokio::spawn(serve_connection(tcp, gateway.clone(), close_rx.clone(), state.clone()));
     }
     drop(listener);
     drop(close_rx);
@@ -90,15 +100,50 @@ fn is_connection_error(e: &std::io::Error) -> bool {
     matches!(e.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset)
 }
 
-/// One connection: HTTP/1.1 with keep-alive. When `closing` turns true, the request in
-/// progress finishes and the connection closes.
-async fn serve_connection(tcp: tokio::net::TcpStream, gateway: crate::dispatch::Gateway, mut closing: tokio::sync::watch::Receiver<bool>) {
-    let conn = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(tcp), gateway);
+/// One connection: HTTP/1.1 with keep-alive, under the head and idle timeouts of the
+/// configuration it started under. When `closing` turns true, or idle connections are
+/// asked to make room, the request in progress finishes and the connection closes.
+async fn serve_connection(
+    tcp: tokio::net::TcpStream,
+    gateway: crate::dispatch::Gateway,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+    state: Arc<AppState>,
+) {
+    struct Counted(Arc<AppState>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.connections.closed();
+        }
+    }
+    let _counted = Counted(state.clone());
+    let limits = state.connection_limits();
+    let conn_state = Arc::new(ConnState::default());
+    let io = GuardedStream::new(tcp, conn_state.clone(), limits.header_read);
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .max_headers(crate::limits::HYPER_MAX_HEADERS)
+        .header_read_timeout(limits.idle)
+        .serve_connection(hyper_util::rt::TokioIo::new(io), gateway.for_connection(conn_state.clone()));
     let mut conn = std::pin::pin!(conn);
+    let mut shed = state.connections.shed_signal();
+    let asked_to_make_room = async {
+        loop {
+            if shed.changed().await.is_err() {
+                return futures::future::pending::<()>().await;
+            }
+            if conn_state.idle() {
+                return;
+            }
+        }
+    };
     tokio::select! {
         biased;
         _ = conn.as_mut() => return,
         _ = closing.wait_for(|c| *c) => conn.as_mut().graceful_shutdown(),
+        () = asked_to_make_room => {
+            state.metrics.inc("tailcut_connections_shed_total", &[]);
+            conn.as_mut().graceful_shutdown();
+        }
     }
     let _ = conn.await;
 }

@@ -1,6 +1,8 @@
 //! The job store: SQLite (or in memory) rows of every job — state, result, winner and the
 //! full trace record with receipts — kept for the retention window. On startup, jobs
-//! left `running` by a previous process are marked `interrupted`, honestly.
+//! left `running` by a previous process are marked `interrupted`, honestly. Every job
+//! belongs to the tenant that created it; [`JobStore::get_owned`] is the only read the
+//! API makes, so another tenant's job is indistinguishable from a missing one.
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
@@ -15,6 +17,9 @@ pub struct JobRow {
     pub id: String,
     /// Route.
     pub route: String,
+    /// The tenant (API key name) that created it; `None` for jobs stored before owners
+    /// were recorded, which no tenant can read.
+    pub owner: Option<String>,
     /// `running`, `succeeded`, `failed`, `cancelled` or `interrupted`.
     pub state: String,
     /// Created, Unix ms.
@@ -72,6 +77,11 @@ impl JobStore {
                 finished_ms INTEGER, result TEXT, winner TEXT, trace TEXT, error TEXT);
              CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (finished_ms);",
         )?;
+        // Stores made before jobs had owners gain the column; their jobs stay unowned.
+        let has_owner = conn.prepare("SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'owner'")?.exists([])?;
+        if !has_owner {
+            conn.execute_batch("ALTER TABLE jobs ADD COLUMN owner TEXT")?;
+        }
         Ok(JobStore { conn: Mutex::new(conn) })
     }
 
@@ -90,11 +100,14 @@ impl JobStore {
         })
     }
 
-    /// Records a new running job.
-    pub fn insert(&self, id: &str, route: &str) -> rusqlite::Result<()> {
+    /// Records a new running job owned by `owner`.
+    pub fn insert(&self, id: &str, route: &str, owner: &str) -> rusqlite::Result<()> {
         self.with(|c| {
-            c.execute("INSERT INTO jobs (id, route, state, created_ms) VALUES (?1, ?2, 'running', ?3)", params![id, route, now_ms()])
-                .map(|_| ())
+            c.execute(
+                "INSERT INTO jobs (id, route, state, created_ms, owner) VALUES (?1, ?2, 'running', ?3, ?4)",
+                params![id, route, now_ms(), owner],
+            )
+            .map(|_| ())
         })
     }
 
@@ -117,24 +130,34 @@ impl JobStore {
         })
     }
 
-    /// A job by id.
+    /// A job by id, whoever owns it (for the gateway's own use: webhooks, draining).
     pub fn get(&self, id: &str) -> rusqlite::Result<Option<JobRow>> {
         self.with(|c| {
-            c.query_row("SELECT id, route, state, created_ms, result, winner, trace, error FROM jobs WHERE id = ?1", params![id], |r| {
-                let parse = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok());
-                Ok(JobRow {
-                    id: r.get(0)?,
-                    route: r.get(1)?,
-                    state: r.get(2)?,
-                    created_ms: r.get(3)?,
-                    result: parse(r.get(4)?),
-                    winner: r.get(5)?,
-                    trace: parse(r.get(6)?),
-                    error: r.get(7)?,
-                })
-            })
+            c.query_row(
+                "SELECT id, route, state, created_ms, result, winner, trace, error, owner FROM jobs WHERE id = ?1",
+                params![id],
+                |r| {
+                    let parse = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok());
+                    Ok(JobRow {
+                        id: r.get(0)?,
+                        route: r.get(1)?,
+                        state: r.get(2)?,
+                        created_ms: r.get(3)?,
+                        result: parse(r.get(4)?),
+                        winner: r.get(5)?,
+                        trace: parse(r.get(6)?),
+                        error: r.get(7)?,
+                        owner: r.get(8)?,
+                    })
+                },
+            )
             .optional()
         })
+    }
+
+    /// A job by id if `owner` created it; `None` when it is missing or someone else's.
+    pub fn get_owned(&self, id: &str, owner: &str) -> rusqlite::Result<Option<JobRow>> {
+        Ok(self.get(id)?.filter(|row| row.owner.as_deref() == Some(owner)))
     }
 
     /// Deletes finished jobs older than `retention`; returns how many.
@@ -154,8 +177,8 @@ mod tests {
         let path = dir.join("jobs.sqlite");
         {
             let s = JobStore::open(Some(&path)).unwrap();
-            s.insert("a", "r").unwrap();
-            s.insert("b", "r").unwrap();
+            s.insert("a", "r", "t").unwrap();
+            s.insert("b", "r", "t").unwrap();
             s.finish("b", "succeeded", Some(&json!({"x": 1})), Some("p"), None, None).unwrap();
         }
         let s = JobStore::open(Some(&path)).unwrap();
@@ -164,5 +187,34 @@ mod tests {
         assert_eq!(s.get("b").unwrap().unwrap().result, Some(json!({"x": 1})));
         assert_eq!(s.cleanup(Duration::ZERO).unwrap(), 2);
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_job_is_readable_only_by_its_owner() {
+        let s = JobStore::open(None).unwrap();
+        s.insert("j", "r", "alice").unwrap();
+        assert_eq!(s.get_owned("j", "alice").unwrap().unwrap().owner.as_deref(), Some("alice"));
+        assert_eq!(s.get_owned("j", "bob").unwrap(), None);
+        assert_eq!(s.get_owned("missing", "alice").unwrap(), None);
+    }
+
+    #[test]
+    fn a_store_from_before_owners_gains_the_column_and_its_jobs_stay_unreadable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.sqlite");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(
+                "CREATE TABLE jobs (id TEXT PRIMARY KEY, route TEXT NOT NULL, state TEXT NOT NULL, created_ms INTEGER NOT NULL,
+                 finished_ms INTEGER, result TEXT, winner TEXT, trace TEXT, error TEXT);
+                 INSERT INTO jobs (id, route, state, created_ms) VALUES ('old', 'r', 'succeeded', 1);",
+            )
+            .unwrap();
+        }
+        let s = JobStore::open(Some(&path)).unwrap();
+        assert_eq!(s.get("old").unwrap().unwrap().owner, None);
+        assert_eq!(s.get_owned("old", "anonymous").unwrap(), None);
+        s.insert("new", "r", "alice").unwrap();
+        assert!(s.get_owned("new", "alice").unwrap().is_some());
     }
 }

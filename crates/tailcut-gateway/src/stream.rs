@@ -124,8 +124,20 @@ async fn upstream(i: usize, up: Upstream, http: reqwest::Client, body: bytes::By
     let _ = tx.send((i, Ev::Failed("stream ended without [DONE]".into())));
 }
 
+/// An upstream's task, stopped when this is dropped: when the client hangs up (the
+/// handler's future or the response body is dropped), every upstream stream is closed at
+/// once instead of when its next chunk finds no one listening.
+struct UpstreamTask(tokio::task::JoinHandle<()>);
+
+impl Drop for UpstreamTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 struct Attempt {
-    task: tokio::task::JoinHandle<()>,
+    /// `None` once handed to the response body (the winner's).
+    task: Option<UpstreamTask>,
     started: Instant,
     buffered: Vec<bytes::Bytes>,
     failed: Option<String>,
@@ -162,7 +174,14 @@ pub(crate) async fn hedged_stream(
     let mut budget_refusals = 0u32;
     let launch = |i: usize, attempts: &mut Vec<Attempt>| -> Result<(), tailcut_core::ledger::LedgerError> {
         let projected = budget.charge_launch(i, &rid, attempts.is_empty())?;
-        let task = tokio::spawn(upstream(i, ups[i].clone(), rt.http.clone(), body_for(&ups[i], &raw, body.as_ref()), chat, tx.clone()));
+        let task = Some(UpstreamTask(tokio::spawn(upstream(
+            i,
+            ups[i].clone(),
+            rt.http.clone(),
+            body_for(&ups[i], &raw, body.as_ref()),
+            chat,
+            tx.clone(),
+        ))));
         attempts.push(Attempt { task, started: Instant::now(), buffered: Vec::new(), failed: None, projected });
         Ok(())
     };
@@ -178,8 +197,8 @@ pub(crate) async fn hedged_stream(
         let live = attempts.iter().filter(|a| a.failed.is_none()).count();
         let can_launch = attempts.len() < ups.len() && live < route.max_live;
         if live == 0 && !can_launch {
-            for a in &attempts {
-                a.task.abort();
+            for a in &mut attempts {
+                drop(a.task.take());
             }
             let why: Vec<String> =
                 attempts.iter().enumerate().map(|(i, a)| format!("{}: {}", ups[i].name, a.failed.as_deref().unwrap_or("?"))).collect();
@@ -234,9 +253,9 @@ pub(crate) async fn hedged_stream(
     let ttft = t0.elapsed();
     // Close every other stream now: the client must never see two.
     let mut receipts = Vec::new();
-    for (i, a) in attempts.iter().enumerate() {
+    for (i, a) in attempts.iter_mut().enumerate() {
         if i != winner && a.failed.is_none() {
-            a.task.abort();
+            drop(a.task.take());
             let mut r = Receipt::unproven(&ups[i].name, None, offset_ms(t0, Instant::now()));
             r.reason = "lost the first-token race".into();
             r.cancel_scope = CancelScope::Request;
@@ -297,6 +316,9 @@ pub(crate) async fn hedged_stream(
     if !finished {
         pending.push_back(first);
     }
+    // The body owns the winner's task: a client that hangs up drops the body, and with it
+    // the upstream stream.
+    let winner_task = attempts[winner].task.take();
     let state = (pending, rx, winner, finished, false);
     let body = futures::stream::unfold(state, |(mut pending, mut rx, winner, mut finished, mut closed)| async move {
         if closed {
@@ -332,6 +354,7 @@ pub(crate) async fn hedged_stream(
     // The in-flight slot is held until the client's stream ends, not just to the first token.
     let body = body.map(move |chunk| {
         let _slot = &permit;
+        let _upstream = &winner_task;
         chunk
     });
     let mut resp = Response::builder()

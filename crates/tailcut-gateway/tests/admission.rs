@@ -15,6 +15,7 @@ fn config(upstream: &str, gateway: &str) -> String {
 ledger = ":memory:"
 [gateway]
 store = ":memory:"
+auth = "none"
 {gateway}
 [providers.up]
 adapter = "openai"
@@ -333,6 +334,7 @@ async fn whole_replies_carry_the_request_id_winner_attempts_and_hedge_reason() {
 ledger = ":memory:"
 [gateway]
 store = ":memory:"
+auth = "none"
 [providers.slow]
 adapter = "openai"
 base_url = "{}/v1"

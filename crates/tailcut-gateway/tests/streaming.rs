@@ -55,6 +55,7 @@ async fn gateway(up: &str, primary: &str, hedge: &str) -> String {
 ledger = ":memory:"
 [gateway]
 store = ":memory:"
+auth = "none"
 [providers.p]
 adapter = "openai"
 base_url = "{up}/{primary}/v1"

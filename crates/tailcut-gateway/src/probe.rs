@@ -260,3 +260,103 @@ mod tests {
         assert!(probe(br#"{"model":"a","model":"b"}"#).is_err());
     }
 }
+
+/// Fuzz-style tests, bounded for CI: arbitrary bytes and damaged request bodies through
+/// the probe. It must never panic, answer every case in bounded time, and reject with a
+/// message; a body it accepts must be an object serde_json reads when it skims it (keys
+/// read, values skipped: what the probe promises; the upstream judges the rest). Seeds: the shapes
+/// that broke parsers before (deep nesting, huge strings, invalid UTF-8, NaN-like
+/// numbers, duplicated keys, escapes in keys).
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+    use std::time::{Duration, Instant};
+
+    /// Each case's time bound (generous for a loaded debug build; the probe takes
+    /// microseconds).
+    const BOUND: Duration = Duration::from_millis(250);
+
+    fn check(body: &[u8]) -> Result<(), TestCaseError> {
+        let started = Instant::now();
+        let probed = probe(body);
+        prop_assert!(started.elapsed() < BOUND, "probe took {:?} on {} bytes", started.elapsed(), body.len());
+        match probed {
+            Ok(_) => {
+                let skim = serde_json::from_slice::<std::collections::BTreeMap<String, IgnoredAny>>(body);
+                prop_assert!(skim.is_ok(), "accepted a body serde rejects: {:?}", String::from_utf8_lossy(body));
+            }
+            Err(e) => {
+                prop_assert_eq!(e.status(), axum::http::StatusCode::BAD_REQUEST);
+                prop_assert!(!e.to_string().is_empty());
+            }
+        }
+        Ok(())
+    }
+
+    fn seeds() -> Vec<Vec<u8>> {
+        let mut s: Vec<Vec<u8>> = vec![
+            br#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}"#.to_vec(),
+            br#"{"model":"m","model":"n","messages":[]}"#.to_vec(),
+            br#"{"mo\u0064el":"m","messages":[]}"#.to_vec(),
+            br#"{"model":NaN}"#.to_vec(),
+            br#"{"model":1e999999}"#.to_vec(),
+            br#"{"model":"\ud800"}"#.to_vec(),
+            b"{\"model\":\"\xff\xfe\"}".to_vec(),
+            b"\xef\xbb\xbf{}".to_vec(),
+            b"{}\x00".to_vec(),
+            b"".to_vec(),
+            b"[]".to_vec(),
+            b"null".to_vec(),
+        ];
+        s.push(format!("{{\"model\":\"{}\"}}", "a".repeat(1 << 20)).into_bytes());
+        s.push(format!("{{\"messages\":{}{}}}", "[".repeat(100_000), "]".repeat(100_000)).into_bytes());
+        s.push("{\"a\":".repeat(50_000).into_bytes());
+        s
+    }
+
+    #[test]
+    fn seed_corpus() {
+        for seed in seeds() {
+            check(&seed).unwrap();
+        }
+    }
+
+    /// A seed with bytes deleted, replaced or inserted.
+    fn damaged() -> impl Strategy<Value = Vec<u8>> {
+        let small: Vec<Vec<u8>> = seeds().into_iter().filter(|s| s.len() < 4096).collect();
+        (proptest::sample::select(small), proptest::collection::vec((any::<prop::sample::Index>(), 0u8..3, any::<u8>()), 1..6)).prop_map(
+            |(mut doc, edits)| {
+                for (at, kind, byte) in edits {
+                    if doc.is_empty() {
+                        doc.push(byte);
+                        continue;
+                    }
+                    let i = at.index(doc.len());
+                    match kind {
+                        0 => {
+                            doc.remove(i);
+                        }
+                        1 => doc[i] = byte,
+                        _ => doc.insert(i, byte),
+                    }
+                }
+                doc
+            },
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn arbitrary_bytes(body in proptest::collection::vec(any::<u8>(), 0..600)) {
+            check(&body)?;
+        }
+
+        #[test]
+        fn damaged_request_bodies(body in damaged()) {
+            check(&body)?;
+        }
+    }
+}

@@ -7,12 +7,14 @@
 //! policies from the validated config. The file format is documented in
 //! `docs/configuration.md`; [`BUILT_IN`] is the no-account demo configuration.
 
+mod bounds;
+mod paths;
 mod raw;
 pub mod remote;
 mod typed;
 
 pub use typed::{
-    spec_providers, Adapter, ApiKey, BudgetConfig, Config, GatewayConfig, PolicySpec, ProviderConfig, ReplayConfig, RouteConfig, RouteKind,
+    spec_providers, Adapter, ApiKey, AuthMode, BudgetConfig, Config, GatewayConfig, PolicySpec, ProviderConfig, ReplayConfig, RouteConfig, RouteKind,
 };
 
 /// The built-in configuration: three simulated providers calibrated on the 2026-07

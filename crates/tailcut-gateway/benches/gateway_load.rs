@@ -38,6 +38,7 @@ async fn gateway(primary: &str, hedge: &str, delay_ms: u64, first_token_ms: u64)
 [budget]
 ledger = ":memory:"
 [gateway]
+auth = "none"
 store = ":memory:"
 max_in_flight = 100000
 admission_wait_ms = 30000

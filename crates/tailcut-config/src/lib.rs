@@ -14,7 +14,8 @@ pub mod remote;
 mod typed;
 
 pub use typed::{
-    spec_providers, Adapter, ApiKey, AuthMode, BudgetConfig, Config, GatewayConfig, PolicySpec, ProviderConfig, ReplayConfig, RouteConfig, RouteKind,
+    spec_providers, Adapter, ApiKey, AuthMode, BudgetConfig, Config, GatewayConfig, PolicySpec, ProviderConfig, ReplayConfig, RouteConfig,
+    RouteKind,
 };
 
 /// The built-in configuration: three simulated providers calibrated on the 2026-07

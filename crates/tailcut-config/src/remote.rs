@@ -260,7 +260,12 @@ pub(crate) fn parse(file: &str, key: &str, raw: &RawProvider) -> Result<Option<R
                 raw.http.clone().ok_or_else(|| err("http", "required: the job API description (submit, status, result, cancel)".into()))?;
             let spec: GenericSpec = serde_path_to_error::deserialize(toml::Value::Table(table))
                 .map_err(|e| err(&format!("http.{}", e.path()), e.into_inner().to_string()))?;
-            for (call, c) in [("submit", Some(&spec.submit)), ("status", spec.status.as_ref()), ("result", spec.result.as_ref()), ("cancel", spec.cancel.as_ref())] {
+            for (call, c) in [
+                ("submit", Some(&spec.submit)),
+                ("status", spec.status.as_ref()),
+                ("result", spec.result.as_ref()),
+                ("cancel", spec.cancel.as_ref()),
+            ] {
                 if let Some(v) = c.and_then(|c| c.poll_interval_s) {
                     bounds::float(file, &at(&format!("http.{call}.poll_interval_s")), Some(v), 0.0, Lo::Excl(0.0), 3600.0, "seconds")?;
                 }

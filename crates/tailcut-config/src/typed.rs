@@ -473,7 +473,10 @@ impl Config {
                 let earlier = routes.iter().find(|x: &&RouteConfig| x.models.contains(m)).map(|x| x.name.as_str());
                 let earlier = earlier.or_else(|| r.models[..i].contains(m).then_some(name.as_str()));
                 if let Some(other) = earlier {
-                    return Err(cx.err(format!("{key}.models"), format!("model `{m}` is already served by route `{other}`: a model selects one route")));
+                    return Err(cx.err(
+                        format!("{key}.models"),
+                        format!("model `{m}` is already served by route `{other}`: a model selects one route"),
+                    ));
                 }
             }
             routes.push(RouteConfig { name, kind, models: r.models, policy: r.policy, first_token_hedge });
@@ -484,7 +487,10 @@ impl Config {
                     let known: Vec<&str> = routes.iter().map(|x| x.name.as_str()).collect();
                     return Err(cx.err(
                         format!("gateway.keys[{i}].routes"),
-                        format!("no route `{r}` in [routes] (configured: {})", if known.is_empty() { "none".into() } else { known.join(", ") }),
+                        format!(
+                            "no route `{r}` in [routes] (configured: {})",
+                            if known.is_empty() { "none".into() } else { known.join(", ") }
+                        ),
                     ));
                 }
             }
@@ -601,7 +607,8 @@ fn gateway(cx: &Ctx<'_>, raw: Option<toml::Table>) -> Result<GatewayConfig, Conf
         };
         keys.push(ApiKey { name: key.name, sha256: hex, budget_usd, rate_per_s, routes: key.routes });
     }
-    let hedge_budget_percent = cx.float(&k("hedge_budget_percent"), g.hedge_budget_percent, 10.0, Lo::Incl(0.0), 1000.0, "percent of requests")?;
+    let hedge_budget_percent =
+        cx.float(&k("hedge_budget_percent"), g.hedge_budget_percent, 10.0, Lo::Incl(0.0), 1000.0, "percent of requests")?;
     let max_connections = match g.max_connections {
         None => None,
         m => Some(cx.int(&k("max_connections"), m, 0, 1, 10_000_000, "connections")? as usize),
@@ -734,13 +741,7 @@ fn provider(cx: &Ctx<'_>, name: &str, value: toml::Value) -> Result<ProviderConf
         return Err(cx.err(format!("{key}.adapter"), "internal: expected the simulator"));
     };
     let (pricing, rate, idle) = pricing(cx, &key, &raw, profile.rate_usd_per_s, profile.idle_window_s)?;
-    Ok(ProviderConfig {
-        name: name.to_string(),
-        pricing,
-        rate_usd_per_s: rate,
-        idle_window_s: idle,
-        adapter,
-    })
+    Ok(ProviderConfig { name: name.to_string(), pricing, rate_usd_per_s: rate, idle_window_s: idle, adapter })
 }
 
 fn policy(cx: &Ctx<'_>, key: &str, p: RawPolicy) -> Result<PolicySpec, ConfigError> {

@@ -15,7 +15,8 @@ fn corpus() -> Vec<(PathBuf, String)> {
         .into_iter()
         .map(|p| {
             let text = std::fs::read_to_string(&p).unwrap();
-            let key = text.lines().next().and_then(|l| l.strip_prefix("# expect: ")).unwrap_or_else(|| panic!("{}: no expect line", p.display()));
+            let key =
+                text.lines().next().and_then(|l| l.strip_prefix("# expect: ")).unwrap_or_else(|| panic!("{}: no expect line", p.display()));
             (p.clone(), key.to_string())
         })
         .collect()
@@ -68,8 +69,11 @@ fn no_keys_needs_an_explicit_auth_none_to_serve() {
     c.gateway.check_serving("t.toml").unwrap();
     assert!(c.gateway.auth_warning().unwrap().contains("every route is unauthenticated"));
 
-    let c = Config::parse(&format!("[gateway]\nkeys = [{{ name = \"a\", sha256 = \"{SHA}\", budget_usd = 0.05, rate_per_s = 2 }}]\n{ROUTES}"), "t")
-        .unwrap();
+    let c = Config::parse(
+        &format!("[gateway]\nkeys = [{{ name = \"a\", sha256 = \"{SHA}\", budget_usd = 0.05, rate_per_s = 2 }}]\n{ROUTES}"),
+        "t",
+    )
+    .unwrap();
     c.gateway.check_serving("t").unwrap();
     assert_eq!(c.gateway.keys[0].budget_usd, Some(0.05));
 }
@@ -101,7 +105,9 @@ fn new_gateway_settings_have_their_defaults_and_are_range_checked() {
 #[test]
 fn unwritable_ledger_and_store_paths_fail_the_check_naming_the_key() {
     // /proc refuses new files even to root.
-    let c = Config::parse(&format!("[budget]\nledger = \"/proc/tailcut-test/ledger.sqlite\"\n[gateway]\nauth = \"none\"\n{ROUTES}"), "t.toml").unwrap();
+    let c =
+        Config::parse(&format!("[budget]\nledger = \"/proc/tailcut-test/ledger.sqlite\"\n[gateway]\nauth = \"none\"\n{ROUTES}"), "t.toml")
+            .unwrap();
     let e = c.check_writable(true).unwrap_err().to_string();
     assert!(e.starts_with("t.toml: key `budget.ledger`: `/proc/tailcut-test/ledger.sqlite`"), "{e}");
     let c = Config::parse(&format!("[budget]\nledger = \":memory:\"\n[gateway]\nstore = \"/proc/version\"\n{ROUTES}"), "t.toml").unwrap();
@@ -110,7 +116,11 @@ fn unwritable_ledger_and_store_paths_fail_the_check_naming_the_key() {
     // The store is only checked for the gateway.
     c.check_writable(false).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let ok = format!("[budget]\nledger = \"{}/a/ledger.sqlite\"\n[gateway]\nstore = \"{}/b/g.sqlite\"\n", dir.path().display(), dir.path().display());
+    let ok = format!(
+        "[budget]\nledger = \"{}/a/ledger.sqlite\"\n[gateway]\nstore = \"{}/b/g.sqlite\"\n",
+        dir.path().display(),
+        dir.path().display()
+    );
     Config::parse(&ok, "t").unwrap().check_writable(true).unwrap();
 }
 

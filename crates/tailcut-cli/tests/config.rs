@@ -105,6 +105,12 @@ fn unwritable_ledger_and_store_fail_check_and_serve() {
     let f = write(&dir, &format!("[gateway]\nauth = \"none\"\nstore = \":memory:\"\n{routes}"));
     assert_exit_2(&tailcut(&["config", "check", &f]), &f, "budget.ledger");
     assert_exit_2(&tailcut(&["serve", "--config", &f, "--listen", "127.0.0.1:0"]), &f, "budget.ledger");
+    // `tailcut run` opens the ledger too.
+    let f = write(
+        &dir,
+        "[budget]\nledger = \"/proc/tailcut-test/ledger.sqlite\"\n[providers.runpod]\nadapter = \"sim\"\n[policies.p]\nkind = \"single\"\nprovider = \"runpod\"\n",
+    );
+    assert_exit_2(&tailcut(&["run", "--config", &f, "--policy", "p"]), &f, "budget.ledger");
     let f = write(&dir, &format!("[gateway]\nauth = \"none\"\nstore = \"/proc/tailcut-test/gateway.sqlite\"\n{ROUTES}"));
     assert_exit_2(&tailcut(&["config", "check", &f]), &f, "gateway.store");
     assert_exit_2(&tailcut(&["serve", "--config", &f, "--listen", "127.0.0.1:0"]), &f, "gateway.store");

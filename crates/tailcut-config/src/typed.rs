@@ -527,10 +527,16 @@ impl Config {
                 files.push(("gateway.store", p));
             }
         }
-        for (key, path) in files {
-            crate::paths::writable(path).map_err(|why| ConfigError::invalid(&self.source, key, format!("`{}`: {why}", path.display())))?;
-        }
-        Ok(())
+        files.into_iter().try_for_each(|(key, path)| self.writable(key, path))
+    }
+
+    /// Checks that the ledger file (if any) can be written (see [`Config::check_writable`]).
+    pub fn check_ledger_writable(&self) -> Result<(), ConfigError> {
+        self.budget.ledger.as_deref().map_or(Ok(()), |p| self.writable("budget.ledger", p))
+    }
+
+    fn writable(&self, key: &str, path: &Path) -> Result<(), ConfigError> {
+        crate::paths::writable(path).map_err(|why| ConfigError::invalid(&self.source, key, format!("`{}`: {why}", path.display())))
     }
 
     /// Engine provider entries, in file order (credentials not required).

@@ -205,9 +205,10 @@ impl BudgetGate for MemoryLedger {
         Ok(s.record(charge))
     }
 
-    fn reconcile_account(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str, account: &str) -> Result<(), LedgerError> {
-        self.reconcile(provider, request_id, delta, note)?;
+    fn reconcile_account(&self, provider: &str, _request_id: &str, delta: MicroUsd, _note: &str, account: &str) -> Result<(), LedgerError> {
         let mut s = self.state.lock().map_err(|_| LedgerError::Storage("ledger lock poisoned".into()))?;
+        s.total += delta;
+        *s.by_provider.entry(provider.to_string()).or_default() += delta;
         *s.accounts.entry(account.to_string()).or_default() += delta;
         Ok(())
     }

@@ -9,9 +9,29 @@
 #     RSS of the gateway from /proc.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Leftovers of an interrupted run would hold the ports or the CPU.
-pkill -f "tailcut serve" 2>/dev/null || true
-pkill -f "tailcut sim-provider" 2>/dev/null || true
+# Every process this script starts is recorded by pid and stopped on exit (also on
+# Ctrl-C or an error), so a run leaves nothing behind; it never stops processes it did
+# not start (a user's own gateway keeps running).
+pids=()
+work="$(mktemp -d)"
+cleanup() {
+    for pid in "${pids[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${pids[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+# Someone else's process on a port this script needs: say so instead of killing it.
+for port in 8100 8101 8102; do
+    if ss -Htln "( sport = :$port )" 2>/dev/null | grep -q .; then
+        echo "port $port is in use (by a process this script did not start); free it and re-run" >&2
+        exit 1
+    fi
+done
 echo "== 1. latency, throughput, time to first token (tailcut vs nginx, separate processes)"
 cargo bench -p tailcut-cli --bench gateway 2>/dev/null | grep -v '^$'
 cargo build --release -p tailcut-cli >/dev/null 2>&1
@@ -20,15 +40,17 @@ bench=$(ls -t target/release/deps/gateway_load-* | grep -v '\.d$' | head -1)
 echo
 echo "== 2a. 10,000 concurrent hedged requests, gateway in process"
 TAILCUT_LOG=off "$bench" 2>/dev/null | grep -v '^$'
-work="$(mktemp -d)"
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 bin=target/release/tailcut
 $bin sim-provider --profile runpod --port 8101 --time-scale 1 --max-workers 1000000 >"$work/stall.log" 2>&1 &
+pids+=($!)
 $bin sim-provider --profile instant --port 8102 --max-workers 1000000 >"$work/fast.log" 2>&1 &
+pids+=($!)
 cat >"$work/gw.toml" <<TOML
 [budget]
 ledger = ":memory:"
 [gateway]
+# Loopback only, for the benchmark.
+auth = "none"
 store = ":memory:"
 max_in_flight = 100000
 admission_wait_ms = 30000
@@ -57,6 +79,7 @@ TOML
 sleep 0.5
 TAILCUT_LOG=off $bin serve --config "$work/gw.toml" --listen 127.0.0.1:8100 >"$work/gw.out" 2>&1 &
 gwpid=$!
+pids+=("$gwpid")
 sleep 1
 echo
 echo "== 2b. 10,000 concurrent hedged requests through a separate gateway process ($(ulimit -Hn) open files allowed)"

@@ -7,11 +7,14 @@ cd "$(dirname "$0")/.."
 cargo build --release -p tailcut-cli >/dev/null 2>&1
 bin=target/release/tailcut
 work="$(mktemp -d)"
+# Only the processes started here are stopped, by pid, however the script ends.
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
 $bin sim-provider --profile runpod --port 8001 --time-scale 0.01 >"$work/runpod.log" 2>&1 &
-p1=$!
+pids+=($!)
 $bin sim-provider --profile cerebrium --port 8002 --time-scale 0.01 >"$work/cerebrium.log" 2>&1 &
-p2=$!
-trap 'kill $p1 $p2 2>/dev/null; rm -rf "$work"' EXIT
+pids+=($!)
 sleep 1
 cfg=examples/sim-walkthrough.toml
 echo "== 50 sequential requests, single provider (1 s apart so workers scale to zero)"

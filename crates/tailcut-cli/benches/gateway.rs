@@ -119,7 +119,7 @@ fn proxy_conf(dir: &Path, port: u16, upstream: u16) -> String {
 
 fn gateway_toml(upstream: &str) -> String {
     let mut toml = String::from(
-        "[budget]\nledger = \":memory:\"\n[gateway]\nstore = \":memory:\"\nauth = \"none\"\nmax_in_flight = 100000\ntotal_timeout_s = 60\n\
+        "[budget]\nledger = \":memory:\"\n[gateway]\nauth = \"none\"\nstore = \":memory:\"\nmax_in_flight = 100000\ntotal_timeout_s = 60\n\
          hedge_budget_percent = 1000\nhedge_budget_burst = 100000\n",
     );
     for (p, base) in [

@@ -72,6 +72,7 @@ async fn hedged_streaming_and_whole_responses_through_the_openai_client() {
 [budget]
 ledger = ":memory:"
 [gateway]
+auth = "none"
 store = ":memory:"
 auth = "none"
 max_body_bytes = 4096
@@ -284,6 +285,7 @@ async fn per_core_workers_reload_on_sighup_and_drain_jobs_on_sigterm() {
 [budget]
 ledger = ":memory:"
 [gateway]
+auth = "none"
 store = "{}"
 auth = "none"
 [providers.slowsim]

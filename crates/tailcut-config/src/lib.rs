@@ -7,6 +7,8 @@
 //! policies from the validated config. The file format is documented in
 //! `docs/configuration.md`; [`BUILT_IN`] is the no-account demo configuration.
 
+mod bounds;
+mod paths;
 mod raw;
 pub mod remote;
 mod typed;

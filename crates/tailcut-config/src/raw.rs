@@ -38,13 +38,13 @@ pub(crate) struct RawGateway {
     pub hedge_budget_percent: Option<f64>,
     pub hedge_budget_burst: Option<i64>,
     pub auth: Option<String>,
+    #[serde(default)]
+    pub keys: Vec<RawKey>,
     pub webhook_allow_private: Option<bool>,
     pub header_read_timeout_s: Option<f64>,
     pub body_read_timeout_s: Option<f64>,
     pub idle_timeout_s: Option<f64>,
     pub max_connections: Option<i64>,
-    #[serde(default)]
-    pub keys: Vec<RawKey>,
 }
 
 #[derive(Debug, Deserialize)]

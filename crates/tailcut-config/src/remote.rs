@@ -4,6 +4,7 @@
 //! builds the providers, never printed, and a missing one is an error naming the key
 //! and the variable.
 
+use crate::bounds::{self, Lo};
 use crate::raw::RawProvider;
 use crate::ConfigError;
 use std::sync::Arc;
@@ -162,23 +163,13 @@ pub(crate) fn parse(file: &str, key: &str, raw: &RawProvider) -> Result<Option<R
     if raw.rate_usd_per_s.is_none() {
         return Err(err("rate_usd_per_s", "required for a real provider: money is real, so tailcut needs its billed rate ($/s)".into()));
     }
-    let ms = |k: &str, v: Option<i64>, d: u64| -> Result<Duration, ConfigError> {
-        match v {
-            None => Ok(Duration::from_millis(d)),
-            Some(x) if x > 0 => Ok(Duration::from_millis(x as u64)),
-            Some(_) => Err(err(k, "expected a positive number of milliseconds".into())),
-        }
-    };
+    let at = |k: &str| format!("{key}.{k}");
     let poll = PollSettings {
-        interval: ms("poll_interval_ms", raw.poll_interval_ms, 1000)?,
-        cancel_window: ms("cancel_window_ms", raw.cancel_window_ms, 20_000)?,
+        interval: bounds::millis(file, &at("poll_interval_ms"), raw.poll_interval_ms, 1000, 1, 3_600_000)?,
+        cancel_window: bounds::millis(file, &at("cancel_window_ms"), raw.cancel_window_ms, 20_000, 1, 3_600_000)?,
         max_poll_failures: 5,
     };
-    let timeout = match raw.timeout_s {
-        None => Duration::from_secs(30),
-        Some(t) if t > 0.0 && t.is_finite() => Duration::from_secs_f64(t),
-        Some(_) => return Err(err("timeout_s", "expected a positive number of seconds".into())),
-    };
+    let timeout = bounds::seconds(file, &at("timeout_s"), raw.timeout_s, 30.0, Lo::Excl(0.0), 86_400.0)?;
     let trim = |s: &str| s.trim_end_matches('/').to_string();
     let mut a = RemoteAdapter {
         kind,
@@ -215,8 +206,7 @@ pub(crate) fn parse(file: &str, key: &str, raw: &RawProvider) -> Result<Option<R
             a.model = None;
             a.prefer_wait_s = match raw.prefer_wait_s {
                 None => None,
-                Some(w) if (1..=60).contains(&w) => Some(w as u32),
-                Some(_) => return Err(err("prefer_wait_s", "expected 1 to 60 seconds".into())),
+                w => Some(bounds::int(file, &at("prefer_wait_s"), w, 1, 1, 60, "seconds")? as u32),
             };
             a.key_env.get_or_insert_with(|| "REPLICATE_API_TOKEN".into());
         }
@@ -270,6 +260,16 @@ pub(crate) fn parse(file: &str, key: &str, raw: &RawProvider) -> Result<Option<R
                 raw.http.clone().ok_or_else(|| err("http", "required: the job API description (submit, status, result, cancel)".into()))?;
             let spec: GenericSpec = serde_path_to_error::deserialize(toml::Value::Table(table))
                 .map_err(|e| err(&format!("http.{}", e.path()), e.into_inner().to_string()))?;
+            for (call, c) in [
+                ("submit", Some(&spec.submit)),
+                ("status", spec.status.as_ref()),
+                ("result", spec.result.as_ref()),
+                ("cancel", spec.cancel.as_ref()),
+            ] {
+                if let Some(v) = c.and_then(|c| c.poll_interval_s) {
+                    bounds::float(file, &at(&format!("http.{call}.poll_interval_s")), Some(v), 0.0, Lo::Excl(0.0), 3600.0, "seconds")?;
+                }
+            }
             let spec = spec.normalized();
             a.base = spec.submit.url.clone();
             a.spec = Some(spec);

@@ -1,5 +1,6 @@
 //! Stage two: validated, typed configuration, and construction of engine objects.
 
+use crate::bounds::{self, Lo, MAX_USD, MAX_USD_PER_S, WEEK_MS, WEEK_S};
 use crate::raw::{RawConfig, RawPolicy, RawProvider};
 use crate::ConfigError;
 use serde::Deserialize;
@@ -59,32 +60,67 @@ pub struct GatewayConfig {
     pub hedge_budget_percent: f64,
     /// Extra attempts always allowed before the percentage applies (a burst allowance).
     pub hedge_budget_burst: u32,
-    /// API keys.
-    pub keys: Vec<ApiKey>,
-    /// Whether requests must carry a configured key (`auth = "keys"`, the default) or
-    /// none is checked (`auth = "none"`, which must be said explicitly).
+    /// Whether callers must present a key (`auth = "keys"`, the default) or no route is
+    /// authenticated (`auth = "none"`, which must be chosen explicitly).
     pub auth: AuthMode,
-    /// Whether job webhooks may target loopback, private, link-local and metadata
-    /// addresses (default false).
+    /// API keys (with `auth = "keys"`: at least one is needed to serve).
+    pub keys: Vec<ApiKey>,
+    /// Whether job webhooks may target loopback, private, link-local or metadata addresses.
     pub webhook_allow_private: bool,
-    /// Longest wait for a complete request head, from its first byte.
+    /// Longest time a client may take to send a request's head.
     pub header_read_timeout: Duration,
-    /// Longest wait for a complete request body, from the end of its head.
+    /// Longest time a client may take to send a request's body.
     pub body_read_timeout: Duration,
-    /// How long an idle keep-alive connection is kept.
+    /// How long an idle keep-alive connection is kept open.
     pub idle_timeout: Duration,
-    /// Most client connections at once (None: derived from the file-descriptor limit).
+    /// Most client connections at once; None derives it from the open-file limit at start.
     pub max_connections: Option<usize>,
 }
 
-/// How the gateway authenticates callers.
+/// Who may call the gateway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AuthMode {
-    /// Every request carries one of the configured keys.
+    /// Every request needs a configured key (`Authorization: Bearer KEY`).
     #[default]
     Keys,
-    /// No authentication (explicitly configured).
+    /// No authentication: every route is open to anyone who can reach the listener.
     None,
+}
+
+impl AuthMode {
+    /// The config spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            AuthMode::Keys => "keys",
+            AuthMode::None => "none",
+        }
+    }
+}
+
+impl GatewayConfig {
+    /// Whether this gateway may start serving: with `auth = "keys"` (the default) it
+    /// needs at least one key, because an empty key list used to mean "no
+    /// authentication" silently. `file` names the configuration in the error.
+    pub fn check_serving(&self, file: &str) -> Result<(), ConfigError> {
+        if self.auth == AuthMode::Keys && self.keys.is_empty() {
+            return Err(ConfigError::invalid(
+                file,
+                "gateway.keys",
+                "no API keys configured and `gateway.auth` is \"keys\" (the default): add a key \
+                 (`keys = [{ name = \"team-a\", sha256 = \"...\" }]`, sha256 from `printf %s KEY | sha256sum`) \
+                 or serve without authentication by setting `auth = \"none\"` in [gateway]",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The start-up warning for an unauthenticated gateway, if it is one.
+    pub fn auth_warning(&self) -> Option<String> {
+        (self.auth == AuthMode::None).then(|| {
+            "warning: [gateway] auth = \"none\": every route is unauthenticated; anyone who can reach the gateway can use it and spend its budget"
+                .to_string()
+        })
+    }
 }
 
 /// One API key, stored as the SHA-256 of the key.
@@ -290,20 +326,21 @@ impl Ctx<'_> {
         })
     }
 
-    fn non_negative(&self, key: &str, v: Option<f64>, default: f64) -> Result<f64, ConfigError> {
-        match v {
-            None => Ok(default),
-            Some(x) if x.is_finite() && x >= 0.0 => Ok(x),
-            Some(_) => Err(self.err(key, "expected a non-negative number")),
-        }
+    fn float(&self, key: &str, v: Option<f64>, default: f64, lo: Lo, hi: f64, unit: &str) -> Result<f64, ConfigError> {
+        bounds::float(self.file, key, v, default, lo, hi, unit)
     }
 
+    fn seconds(&self, key: &str, v: Option<f64>, default: f64, lo: Lo, hi: f64) -> Result<Duration, ConfigError> {
+        bounds::seconds(self.file, key, v, default, lo, hi)
+    }
+
+    fn int(&self, key: &str, v: Option<i64>, default: i64, lo: i64, hi: i64, unit: &str) -> Result<i64, ConfigError> {
+        bounds::int(self.file, key, v, default, lo, hi, unit)
+    }
+
+    /// A policy or route timer: 0 to one week in milliseconds.
     fn millis(&self, key: &str, v: Option<i64>, default: u64) -> Result<Duration, ConfigError> {
-        match v {
-            None => Ok(Duration::from_millis(default)),
-            Some(x) if x >= 0 => Ok(Duration::from_millis(x as u64)),
-            Some(_) => Err(self.err(key, "expected a non-negative number of milliseconds")),
-        }
+        bounds::millis(self.file, key, v, default.min(WEEK_MS as u64) as i64, 0, WEEK_MS)
     }
 }
 
@@ -332,19 +369,11 @@ impl Config {
             .map_err(|e: toml::de::Error| ConfigError::Syntax { file: file.into(), message: e.to_string().trim().to_string() })?;
         let raw: RawConfig = cx.typed("", toml::Value::Table(table))?;
 
-        let max_live = match raw.race.max_live {
-            None => 2,
-            Some(n) if n >= 1 => n as usize,
-            Some(_) => return Err(cx.err("race.max_live", "expected an integer of at least 1")),
-        };
-        let cap_s = cx.non_negative("race.cap_s", raw.race.cap_s, 300.0)?;
-        if cap_s == 0.0 {
-            return Err(cx.err("race.cap_s", "expected a positive number of seconds"));
-        }
-        let race = RaceSettings { max_live, cap: Duration::from_secs_f64(cap_s) };
+        let max_live = cx.int("race.max_live", raw.race.max_live, 2, 1, 64, "attempts")? as usize;
+        let race = RaceSettings { max_live, cap: cx.seconds("race.cap_s", raw.race.cap_s, 300.0, Lo::Excl(0.0), WEEK_S)? };
 
-        let soft = cx.non_negative("budget.soft_stop_usd", raw.budget.soft_stop_usd, 45.0)?;
-        let hard = cx.non_negative("budget.hard_stop_usd", raw.budget.hard_stop_usd, 50.0)?;
+        let soft = cx.float("budget.soft_stop_usd", raw.budget.soft_stop_usd, 45.0, Lo::Incl(0.0), MAX_USD, "dollars")?;
+        let hard = cx.float("budget.hard_stop_usd", raw.budget.hard_stop_usd, 50.0, Lo::Incl(0.0), MAX_USD, "dollars")?;
         if soft > hard {
             return Err(cx.err("budget.soft_stop_usd", format!("expected at most budget.hard_stop_usd ({hard})")));
         }
@@ -386,21 +415,23 @@ impl Config {
             None => d.deadlines_s,
             Some(v) => v
                 .into_iter()
-                .map(|x| u32::try_from(x).ok().filter(|x| *x > 0))
+                .map(|x| u32::try_from(x).ok().filter(|x| *x > 0 && f64::from(*x) <= WEEK_S))
                 .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| cx.err("replay.deadlines_s", "expected positive whole seconds"))?,
+                .ok_or_else(|| cx.err("replay.deadlines_s", format!("expected whole seconds from 1 to {WEEK_S}")))?,
         };
         let delays_s = match raw.replay.delays_s {
             None => d.delays_s,
-            Some(v) if v.iter().all(|x| x.is_finite() && *x >= 0.0) => v,
-            Some(_) => return Err(cx.err("replay.delays_s", "expected non-negative seconds")),
+            Some(v) => {
+                for (i, x) in v.iter().enumerate() {
+                    cx.float(&format!("replay.delays_s[{i}]"), Some(*x), 0.0, Lo::Incl(0.0), WEEK_S, "seconds")?;
+                }
+                v
+            }
         };
-        let calibration_rounds = match raw.replay.calibration_rounds {
-            None => d.calibration_rounds,
-            Some(x) if x >= 0 => x as u64,
-            Some(_) => return Err(cx.err("replay.calibration_rounds", "expected a non-negative integer")),
-        };
-        let cap = cx.non_negative("replay.cap_s", raw.replay.cap_s, d.cap_s)?;
+        let calibration_rounds =
+            cx.int("replay.calibration_rounds", raw.replay.calibration_rounds, d.calibration_rounds as i64, 0, i64::from(u32::MAX), "")?
+                as u64;
+        let cap = cx.float("replay.cap_s", raw.replay.cap_s, d.cap_s, Lo::Incl(0.0), WEEK_S, "seconds")?;
         let replay = ReplayConfig { deadlines_s, delays_s, calibration_rounds, cap_s: cap };
 
         let gateway = gateway(&cx, raw.gateway)?;
@@ -438,7 +469,31 @@ impl Config {
             };
             let first_token_hedge =
                 cx.millis(&format!("{key}.first_token_hedge_ms"), r.first_token_hedge_ms, default_hedge.as_millis() as u64)?;
+            for (i, m) in r.models.iter().enumerate() {
+                let earlier = routes.iter().find(|x: &&RouteConfig| x.models.contains(m)).map(|x| x.name.as_str());
+                let earlier = earlier.or_else(|| r.models[..i].contains(m).then_some(name.as_str()));
+                if let Some(other) = earlier {
+                    return Err(cx.err(
+                        format!("{key}.models"),
+                        format!("model `{m}` is already served by route `{other}`: a model selects one route"),
+                    ));
+                }
+            }
             routes.push(RouteConfig { name, kind, models: r.models, policy: r.policy, first_token_hedge });
+        }
+        for (i, k) in gateway.keys.iter().enumerate() {
+            for r in k.routes.iter().flatten() {
+                if !routes.iter().any(|x| x.name == *r) {
+                    let known: Vec<&str> = routes.iter().map(|x| x.name.as_str()).collect();
+                    return Err(cx.err(
+                        format!("gateway.keys[{i}].routes"),
+                        format!(
+                            "no route `{r}` in [routes] (configured: {})",
+                            if known.is_empty() { "none".into() } else { known.join(", ") }
+                        ),
+                    ));
+                }
+            }
         }
         Ok(Config {
             source: file.to_string(),
@@ -452,6 +507,36 @@ impl Config {
             gateway,
             routes,
         })
+    }
+
+    /// Checks that every file the configuration writes can be written: the ledger, the
+    /// trace and (`gateway`: for `tailcut serve`) the job store. A file that does not exist
+    /// yet needs its nearest existing parent directory to be writable (missing
+    /// directories are created at start); SQLite files also need their directory writable
+    /// for their journal. Nothing is created or changed.
+    pub fn check_writable(&self, gateway: bool) -> Result<(), ConfigError> {
+        let mut files: Vec<(&str, &Path)> = Vec::new();
+        if let Some(p) = &self.budget.ledger {
+            files.push(("budget.ledger", p));
+        }
+        if let Some(p) = &self.trace_path {
+            files.push(("trace.path", p));
+        }
+        if gateway {
+            if let Some(p) = &self.gateway.store {
+                files.push(("gateway.store", p));
+            }
+        }
+        files.into_iter().try_for_each(|(key, path)| self.writable(key, path))
+    }
+
+    /// Checks that the ledger file (if any) can be written (see [`Config::check_writable`]).
+    pub fn check_ledger_writable(&self) -> Result<(), ConfigError> {
+        self.budget.ledger.as_deref().map_or(Ok(()), |p| self.writable("budget.ledger", p))
+    }
+
+    fn writable(&self, key: &str, path: &Path) -> Result<(), ConfigError> {
+        crate::paths::writable(path).map_err(|why| ConfigError::invalid(&self.source, key, format!("`{}`: {why}", path.display())))
     }
 
     /// Engine provider entries, in file order (credentials not required).
@@ -492,63 +577,70 @@ fn gateway(cx: &Ctx<'_>, raw: Option<toml::Table>) -> Result<GatewayConfig, Conf
         None => crate::raw::RawGateway::default(),
         Some(t) => cx.typed("gateway", toml::Value::Table(t))?,
     };
-    let pos = |k: &str, v: Option<i64>, d: i64| -> Result<i64, ConfigError> {
-        match v {
-            None => Ok(d),
-            Some(x) if x > 0 => Ok(x),
-            Some(_) => Err(cx.err(format!("gateway.{k}"), "expected a positive integer")),
-        }
+    let k = |name: &str| format!("gateway.{name}");
+    let auth = match g.auth.as_deref() {
+        None | Some("keys") => AuthMode::Keys,
+        Some("none") => AuthMode::None,
+        Some(other) => return Err(cx.err(k("auth"), format!("`{other}`: expected \"keys\" or \"none\""))),
     };
-    let secs = |k: &str, v: Option<f64>, d: f64| -> Result<Duration, ConfigError> {
-        match v {
-            None => Ok(Duration::from_secs_f64(d)),
-            Some(x) if x > 0.0 && x.is_finite() => Ok(Duration::from_secs_f64(x)),
-            Some(_) => Err(cx.err(format!("gateway.{k}"), "expected a positive number of seconds")),
-        }
-    };
-    let mut keys = Vec::new();
-    for (i, k) in g.keys.into_iter().enumerate() {
-        let hex = k.sha256.to_ascii_lowercase();
+    if auth == AuthMode::None && !g.keys.is_empty() {
+        return Err(cx.err(k("auth"), "\"none\" turns authentication off, yet keys are configured: remove `auth` or the keys"));
+    }
+    let mut keys: Vec<ApiKey> = Vec::new();
+    for (i, key) in g.keys.into_iter().enumerate() {
+        let at = |field: &str| format!("gateway.keys[{i}].{field}");
+        let hex = key.sha256.to_ascii_lowercase();
         if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(
-                cx.err(format!("gateway.keys[{i}].sha256"), "expected 64 hex digits (sha256 of the key: `printf %s KEY | sha256sum`)")
-            );
+            return Err(cx.err(at("sha256"), "expected 64 hex digits (sha256 of the key: `printf %s KEY | sha256sum`)"));
         }
-        keys.push(ApiKey { name: k.name, sha256: hex, budget_usd: k.budget_usd, rate_per_s: k.rate_per_s, routes: k.routes });
+        if key.name.trim().is_empty() {
+            return Err(cx.err(at("name"), "expected a non-empty name (per-key spend is kept under it)"));
+        }
+        if let Some(j) = keys.iter().position(|other| other.sha256 == hex) {
+            return Err(cx.err(at("sha256"), format!("the same key as gateway.keys[{j}] (`{}`): each key must be distinct", keys[j].name)));
+        }
+        if let Some(j) = keys.iter().position(|other| other.name == key.name) {
+            return Err(cx.err(at("name"), format!("`{}` is already gateway.keys[{j}]'s name: per-key spend is kept by name", key.name)));
+        }
+        // NaN would turn a limit off; zero or less would lock the key out for good.
+        let budget_usd = match key.budget_usd {
+            None => None,
+            b => Some(cx.float(&at("budget_usd"), b, 0.0, Lo::Excl(0.0), MAX_USD, "dollars")?),
+        };
+        let rate_per_s = match key.rate_per_s {
+            None => None,
+            r => Some(cx.float(&at("rate_per_s"), r, 0.0, Lo::Excl(0.0), 1e6, "requests per second")?),
+        };
+        keys.push(ApiKey { name: key.name, sha256: hex, budget_usd, rate_per_s, routes: key.routes });
     }
-    let pct = g.hedge_budget_percent.unwrap_or(10.0);
-    if !(0.0..=1000.0).contains(&pct) {
-        return Err(cx.err("gateway.hedge_budget_percent", "expected 0 to 1000 (percent of requests)"));
-    }
+    let hedge_budget_percent =
+        cx.float(&k("hedge_budget_percent"), g.hedge_budget_percent, 10.0, Lo::Incl(0.0), 1000.0, "percent of requests")?;
+    let max_connections = match g.max_connections {
+        None => None,
+        m => Some(cx.int(&k("max_connections"), m, 0, 1, 10_000_000, "connections")? as usize),
+    };
     Ok(GatewayConfig {
         listen: g.listen.unwrap_or_else(|| "127.0.0.1:8080".into()),
-        max_body_bytes: pos("max_body_bytes", g.max_body_bytes, 1 << 20)? as usize,
-        max_in_flight: pos("max_in_flight", g.max_in_flight, 10_000)? as usize,
-        admission_wait: match g.admission_wait_ms {
-            None => Duration::from_millis(5000),
-            Some(ms) if (0..=600_000).contains(&ms) => Duration::from_millis(ms as u64),
-            Some(_) => return Err(cx.err("gateway.admission_wait_ms", "expected 0 to 600000 (milliseconds; 0 answers 503 at once)")),
-        },
-        total_timeout: secs("total_timeout_s", g.total_timeout_s, 300.0)?,
-        job_retention: secs("job_retention_s", g.job_retention_s, 86_400.0)?,
+        max_body_bytes: cx.int(&k("max_body_bytes"), g.max_body_bytes, 1 << 20, 1, 1 << 30, "bytes")? as usize,
+        max_in_flight: cx.int(&k("max_in_flight"), g.max_in_flight, 10_000, 1, 10_000_000, "requests")? as usize,
+        admission_wait: bounds::millis(cx.file, &k("admission_wait_ms"), g.admission_wait_ms, 5000, 0, 600_000)?,
+        total_timeout: cx.seconds(&k("total_timeout_s"), g.total_timeout_s, 300.0, Lo::Excl(0.0), WEEK_S)?,
+        job_retention: cx.seconds(&k("job_retention_s"), g.job_retention_s, 86_400.0, Lo::Excl(0.0), 30.0 * 86_400.0)?,
         store: match g.store.as_deref() {
             None => Some(PathBuf::from(".tailcut/gateway.sqlite")),
             Some(":memory:") => None,
+            Some("") => return Err(cx.err(k("store"), "expected a file path or \":memory:\"")),
             Some(p) => Some(PathBuf::from(p)),
         },
-        hedge_budget_percent: pct,
-        hedge_budget_burst: pos("hedge_budget_burst", g.hedge_budget_burst, 10)? as u32,
+        hedge_budget_percent,
+        hedge_budget_burst: cx.int(&k("hedge_budget_burst"), g.hedge_budget_burst, 10, 1, 1_000_000, "attempts")? as u32,
+        auth,
         keys,
-        auth: match g.auth.as_deref() {
-            None | Some("keys") => AuthMode::Keys,
-            Some("none") => AuthMode::None,
-            Some(_) => return Err(cx.err("gateway.auth", "expected \"keys\" or \"none\"")),
-        },
         webhook_allow_private: g.webhook_allow_private.unwrap_or(false),
-        header_read_timeout: secs("header_read_timeout_s", g.header_read_timeout_s, 10.0)?,
-        body_read_timeout: secs("body_read_timeout_s", g.body_read_timeout_s, 30.0)?,
-        idle_timeout: secs("idle_timeout_s", g.idle_timeout_s, 60.0)?,
-        max_connections: g.max_connections.map(|_| pos("max_connections", g.max_connections, 1)).transpose()?.map(|n| n as usize),
+        header_read_timeout: cx.seconds(&k("header_read_timeout_s"), g.header_read_timeout_s, 10.0, Lo::Excl(0.0), 3600.0)?,
+        body_read_timeout: cx.seconds(&k("body_read_timeout_s"), g.body_read_timeout_s, 30.0, Lo::Excl(0.0), 3600.0)?,
+        idle_timeout: cx.seconds(&k("idle_timeout_s"), g.idle_timeout_s, 60.0, Lo::Excl(0.0), 86_400.0)?,
+        max_connections,
     })
 }
 
@@ -592,20 +684,25 @@ impl ProviderConfig {
     }
 }
 
+/// A provider's billed rate, idle window and expected run (with their float forms).
+fn pricing(cx: &Ctx<'_>, key: &str, raw: &RawProvider, rate: f64, idle: f64) -> Result<(Pricing, f64, f64), ConfigError> {
+    let rate = cx.float(&format!("{key}.rate_usd_per_s"), raw.rate_usd_per_s, rate, Lo::Incl(0.0), MAX_USD_PER_S, "dollars per second")?;
+    let idle_key = format!("{key}.idle_window_s");
+    let idle = cx.float(&idle_key, raw.idle_window_s, idle, Lo::Incl(0.0), WEEK_S, "seconds")?;
+    let idle_window = cx.seconds(&idle_key, Some(idle), idle, Lo::Incl(0.0), WEEK_S)?;
+    let expected_run = cx.seconds(&format!("{key}.expected_run_s"), raw.expected_run_s, 30.0, Lo::Incl(0.0), WEEK_S)?;
+    let pricing = Pricing { rate: RateNanoUsdPerSec::from_usd_per_s(rate), idle_window, expected_run };
+    Ok((pricing, rate, idle))
+}
+
 fn provider(cx: &Ctx<'_>, name: &str, value: toml::Value) -> Result<ProviderConfig, ConfigError> {
     let key = format!("providers.{name}");
-    let raw: RawProvider = cx.typed(&key, value)?;
+    let mut raw: RawProvider = cx.typed(&key, value)?;
     if let Some(remote) = crate::remote::parse(cx.file, &key, &raw)? {
-        let rate = cx.non_negative(&format!("{key}.rate_usd_per_s"), raw.rate_usd_per_s, 0.0)?;
-        let idle = cx.non_negative(&format!("{key}.idle_window_s"), raw.idle_window_s, 0.0)?;
-        let expected = cx.non_negative(&format!("{key}.expected_run_s"), raw.expected_run_s, 30.0)?;
+        let (pricing, rate, idle) = pricing(cx, &key, &raw, 0.0, 0.0)?;
         return Ok(ProviderConfig {
             name: name.to_string(),
-            pricing: Pricing {
-                rate: RateNanoUsdPerSec::from_usd_per_s(rate),
-                idle_window: Duration::from_secs_f64(idle),
-                expected_run: Duration::from_secs_f64(expected),
-            },
+            pricing,
             rate_usd_per_s: rate,
             idle_window_s: idle,
             adapter: Adapter::Remote(Box::new(remote)),
@@ -613,7 +710,7 @@ fn provider(cx: &Ctx<'_>, name: &str, value: toml::Value) -> Result<ProviderConf
     }
     let adapter = match raw.adapter.as_str() {
         "sim" => {
-            let mut table = raw.sim.unwrap_or_default();
+            let mut table = raw.sim.take().unwrap_or_default();
             let profile_name = match table.remove("profile") {
                 None => name.to_string(),
                 Some(toml::Value::String(s)) => s,
@@ -636,7 +733,10 @@ fn provider(cx: &Ctx<'_>, name: &str, value: toml::Value) -> Result<ProviderConf
                 merged.insert(k, v);
             }
             let profile: SimProfile = cx.typed(&format!("{key}.sim"), toml::Value::Table(merged))?;
-            profile.validate().map_err(|e| cx.err(format!("{key}.sim"), e.to_string()))?;
+            profile.validate().map_err(|e| match e {
+                tailcut_sim::ProfileError::Invalid { key: k, expected } => cx.err(format!("{key}.sim.{k}"), expected),
+                other => cx.err(format!("{key}.sim"), other.to_string()),
+            })?;
             Adapter::Sim { profile: Box::new(profile), seed }
         }
         other => {
@@ -646,20 +746,8 @@ fn provider(cx: &Ctx<'_>, name: &str, value: toml::Value) -> Result<ProviderConf
     let Adapter::Sim { profile, .. } = &adapter else {
         return Err(cx.err(format!("{key}.adapter"), "internal: expected the simulator"));
     };
-    let rate = cx.non_negative(&format!("{key}.rate_usd_per_s"), raw.rate_usd_per_s, profile.rate_usd_per_s)?;
-    let idle = cx.non_negative(&format!("{key}.idle_window_s"), raw.idle_window_s, profile.idle_window_s)?;
-    let expected = cx.non_negative(&format!("{key}.expected_run_s"), raw.expected_run_s, 30.0)?;
-    Ok(ProviderConfig {
-        name: name.to_string(),
-        pricing: Pricing {
-            rate: RateNanoUsdPerSec::from_usd_per_s(rate),
-            idle_window: Duration::from_secs_f64(idle),
-            expected_run: Duration::from_secs_f64(expected),
-        },
-        rate_usd_per_s: rate,
-        idle_window_s: idle,
-        adapter,
-    })
+    let (pricing, rate, idle) = pricing(cx, &key, &raw, profile.rate_usd_per_s, profile.idle_window_s)?;
+    Ok(ProviderConfig { name: name.to_string(), pricing, rate_usd_per_s: rate, idle_window_s: idle, adapter })
 }
 
 fn policy(cx: &Ctx<'_>, key: &str, p: RawPolicy) -> Result<PolicySpec, ConfigError> {
@@ -764,7 +852,7 @@ mod tests {
         assert!(e.contains("providers.runpod.rate_usd_per_s"), "{e}");
         assert!(e.contains("expected f64"), "{e}");
         let e = err("[providers.runpod]\nadapter = \"sim\"\nrate_usd_per_s = -1.0\n");
-        assert!(e.contains("expected a non-negative number"), "{e}");
+        assert!(e.contains("expected a number from 0 to 1000 dollars per second, got -1"), "{e}");
     }
 
     #[test]

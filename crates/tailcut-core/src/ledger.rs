@@ -10,8 +10,15 @@
 //!   half-raced at the soft stop;
 //! - `hard_stop`: no submission of any kind may cross it.
 //!
-//! [`MemoryLedger`] keeps totals in process (demo, benchmarks); [`SqliteLedger`] is the
-//! durable default: WAL mode, `BEGIN IMMEDIATE` transactions, one row per charge.
+//! A charge may also name an [`Account`] (the gateway's per-key budgets): its spend is
+//! kept in the same ledger, and its limit is checked and its total moved in the same
+//! atomic step as the global ones, so a key's spend survives reloads, restarts and
+//! `kill -9` exactly as the global spend does, and neither limit can be crossed by a
+//! charge the other refused.
+//!
+//! [`MemoryLedger`] keeps totals in process (demo, benchmarks, `":memory:"`);
+//! [`SqliteLedger`] is the durable default: WAL mode, `BEGIN IMMEDIATE` transactions,
+//! one row per charge.
 
 use crate::money::MicroUsd;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
@@ -48,6 +55,16 @@ pub struct Charge<'a> {
     pub opens_request: bool,
 }
 
+/// A spending account inside the ledger (the gateway's API keys, by name), charged
+/// together with the global limits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Account {
+    /// The account's name (unique: spend is kept under it).
+    pub name: String,
+    /// No submission may take the account's total past this (None: recorded, never refused).
+    pub limit: Option<MicroUsd>,
+}
+
 /// Why a ledger refused or failed.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum LedgerError {
@@ -59,6 +76,18 @@ pub enum LedgerError {
         /// The limit.
         limit: MicroUsd,
         /// Total already committed.
+        spent: MicroUsd,
+        /// The refused charge.
+        requested: MicroUsd,
+    },
+    /// The charge would cross an account's limit; nothing was recorded (globally either).
+    #[error("budget exceeded: the budget {limit} of `{account}` would be crossed (spent {spent}, this submission {requested})")]
+    AccountBudgetExceeded {
+        /// The account.
+        account: String,
+        /// Its limit.
+        limit: MicroUsd,
+        /// What it has spent.
         spent: MicroUsd,
         /// The refused charge.
         requested: MicroUsd,
@@ -90,6 +119,25 @@ pub trait BudgetGate: Send + Sync + fmt::Debug {
 
     /// Current totals.
     fn summary(&self) -> Result<LedgerSummary, LedgerError>;
+
+    /// Records the charge against the global limits and `account`'s limit in one atomic
+    /// step: both totals move, or (refused by either) neither does.
+    fn charge_account(&self, charge: &Charge<'_>, account: &Account) -> Result<MicroUsd, LedgerError>;
+
+    /// Records a correction to the global total and `account`'s total in one step.
+    fn reconcile_account(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str, account: &str) -> Result<(), LedgerError>;
+
+    /// What `account` has spent (projected charges plus reconciliations).
+    fn account_spent(&self, account: &str) -> Result<MicroUsd, LedgerError>;
+}
+
+fn check_account(account: &Account, spent: MicroUsd, charge: &Charge<'_>) -> Result<(), LedgerError> {
+    match account.limit {
+        Some(limit) if spent + charge.amount > limit => {
+            Err(LedgerError::AccountBudgetExceeded { account: account.name.clone(), limit, spent, requested: charge.amount })
+        }
+        _ => Ok(()),
+    }
 }
 
 fn check(limits: &BudgetLimits, spent: MicroUsd, charge: &Charge<'_>) -> Result<(), LedgerError> {
@@ -117,6 +165,21 @@ struct MemoryState {
     total: MicroUsd,
     charges: u64,
     by_provider: std::collections::BTreeMap<String, MicroUsd>,
+    accounts: std::collections::HashMap<String, MicroUsd>,
+}
+
+impl MemoryState {
+    fn record(&mut self, charge: &Charge<'_>) -> MicroUsd {
+        self.total += charge.amount;
+        self.charges += 1;
+        match self.by_provider.get_mut(charge.provider) {
+            Some(v) => *v += charge.amount,
+            None => {
+                self.by_provider.insert(charge.provider.to_string(), charge.amount);
+            }
+        }
+        self.total
+    }
 }
 
 impl MemoryLedger {
@@ -130,15 +193,29 @@ impl BudgetGate for MemoryLedger {
     fn charge(&self, charge: &Charge<'_>) -> Result<MicroUsd, LedgerError> {
         let mut s = self.state.lock().map_err(|_| LedgerError::Storage("ledger lock poisoned".into()))?;
         check(&self.limits, s.total, charge)?;
-        s.total += charge.amount;
-        s.charges += 1;
-        match s.by_provider.get_mut(charge.provider) {
-            Some(v) => *v += charge.amount,
-            None => {
-                s.by_provider.insert(charge.provider.to_string(), charge.amount);
-            }
-        }
-        Ok(s.total)
+        Ok(s.record(charge))
+    }
+
+    fn charge_account(&self, charge: &Charge<'_>, account: &Account) -> Result<MicroUsd, LedgerError> {
+        let mut s = self.state.lock().map_err(|_| LedgerError::Storage("ledger lock poisoned".into()))?;
+        check(&self.limits, s.total, charge)?;
+        let spent = s.accounts.get(&account.name).copied().unwrap_or_default();
+        check_account(account, spent, charge)?;
+        s.accounts.insert(account.name.clone(), spent + charge.amount);
+        Ok(s.record(charge))
+    }
+
+    fn reconcile_account(&self, provider: &str, _request_id: &str, delta: MicroUsd, _note: &str, account: &str) -> Result<(), LedgerError> {
+        let mut s = self.state.lock().map_err(|_| LedgerError::Storage("ledger lock poisoned".into()))?;
+        s.total += delta;
+        *s.by_provider.entry(provider.to_string()).or_default() += delta;
+        *s.accounts.entry(account.to_string()).or_default() += delta;
+        Ok(())
+    }
+
+    fn account_spent(&self, account: &str) -> Result<MicroUsd, LedgerError> {
+        let s = self.state.lock().map_err(|_| LedgerError::Storage("ledger lock poisoned".into()))?;
+        Ok(s.accounts.get(account).copied().unwrap_or_default())
     }
 
     fn reconcile(&self, provider: &str, _request_id: &str, delta: MicroUsd, _note: &str) -> Result<(), LedgerError> {
@@ -182,15 +259,35 @@ CREATE TABLE IF NOT EXISTS ledger_entries (
     provider TEXT NOT NULL,
     request_id TEXT NOT NULL,
     micro_usd INTEGER NOT NULL,
-    note TEXT NOT NULL DEFAULT ''
+    note TEXT NOT NULL DEFAULT '',
+    account TEXT
 );
 CREATE TABLE IF NOT EXISTS ledger_totals (
     scope TEXT PRIMARY KEY,
     micro_usd INTEGER NOT NULL,
     charges INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS account_totals (
+    account TEXT PRIMARY KEY,
+    micro_usd INTEGER NOT NULL,
+    charges INTEGER NOT NULL
+);
 INSERT OR IGNORE INTO ledger_totals (scope, micro_usd, charges) VALUES ('global', 0, 0);
 ";
+
+/// Adds the `account` column to a ledger created before accounts existed. In a write
+/// transaction, so two processes opening one old file cannot both add it.
+fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
+    let has_account: bool = tx
+        .query_row("SELECT COUNT(*) FROM pragma_table_info('ledger_entries') WHERE name = 'account'", [], |r| r.get::<_, i64>(0))
+        .map_err(storage)?
+        > 0;
+    if !has_account {
+        tx.execute_batch("ALTER TABLE ledger_entries ADD COLUMN account TEXT").map_err(storage)?;
+    }
+    tx.commit().map_err(storage)
+}
 
 impl SqliteLedger {
     /// Opens (creating if needed) the ledger at `path`. `:memory:` gives a private
@@ -202,7 +299,9 @@ impl SqliteLedger {
         // death (a killed process loses nothing committed).
         let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(storage)?;
         conn.execute_batch("PRAGMA synchronous = NORMAL;").map_err(storage)?;
+        let mut conn = conn;
         conn.execute_batch(SCHEMA).map_err(storage)?;
+        migrate(&mut conn)?;
         Ok(SqliteLedger { limits, conn: Mutex::new(conn) })
     }
 
@@ -217,16 +316,32 @@ impl SqliteLedger {
     }
 }
 
-impl BudgetGate for SqliteLedger {
-    fn charge(&self, charge: &Charge<'_>) -> Result<MicroUsd, LedgerError> {
+impl SqliteLedger {
+    /// The charge, and the account's if any, in one `BEGIN IMMEDIATE` transaction: both
+    /// limits are read and both totals written under the database's write lock.
+    fn charge_in(&self, charge: &Charge<'_>, account: Option<&Account>) -> Result<MicroUsd, LedgerError> {
         self.with_conn(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
             let spent: i64 =
                 tx.query_row("SELECT micro_usd FROM ledger_totals WHERE scope = 'global'", [], |r| r.get(0)).map_err(storage)?;
             check(&self.limits, MicroUsd(spent), charge)?;
+            if let Some(a) = account {
+                let account_spent: i64 = tx
+                    .query_row("SELECT micro_usd FROM account_totals WHERE account = ?1", [&a.name], |r| r.get(0))
+                    .optional()
+                    .map_err(storage)?
+                    .unwrap_or(0);
+                check_account(a, MicroUsd(account_spent), charge)?;
+                tx.execute(
+                    "INSERT INTO account_totals (account, micro_usd, charges) VALUES (?1, ?2, 1)
+                     ON CONFLICT (account) DO UPDATE SET micro_usd = micro_usd + excluded.micro_usd, charges = charges + 1",
+                    params![a.name, charge.amount.0],
+                )
+                .map_err(storage)?;
+            }
             tx.execute(
-                "INSERT INTO ledger_entries (kind, provider, request_id, micro_usd) VALUES ('projected', ?1, ?2, ?3)",
-                params![charge.provider, charge.request_id, charge.amount.0],
+                "INSERT INTO ledger_entries (kind, provider, request_id, micro_usd, account) VALUES ('projected', ?1, ?2, ?3, ?4)",
+                params![charge.provider, charge.request_id, charge.amount.0, account.map(|a| a.name.as_str())],
             )
             .map_err(storage)?;
             tx.execute(
@@ -239,16 +354,59 @@ impl BudgetGate for SqliteLedger {
         })
     }
 
-    fn reconcile(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str) -> Result<(), LedgerError> {
+    fn reconcile_in(
+        &self,
+        provider: &str,
+        request_id: &str,
+        delta: MicroUsd,
+        note: &str,
+        account: Option<&str>,
+    ) -> Result<(), LedgerError> {
         self.with_conn(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
             tx.execute(
-                "INSERT INTO ledger_entries (kind, provider, request_id, micro_usd, note) VALUES ('reconcile', ?1, ?2, ?3, ?4)",
-                params![provider, request_id, delta.0, note],
+                "INSERT INTO ledger_entries (kind, provider, request_id, micro_usd, note, account) VALUES ('reconcile', ?1, ?2, ?3, ?4, ?5)",
+                params![provider, request_id, delta.0, note, account],
             )
             .map_err(storage)?;
             tx.execute("UPDATE ledger_totals SET micro_usd = micro_usd + ?1 WHERE scope = 'global'", params![delta.0]).map_err(storage)?;
+            if let Some(a) = account {
+                tx.execute(
+                    "INSERT INTO account_totals (account, micro_usd, charges) VALUES (?1, ?2, 0)
+                     ON CONFLICT (account) DO UPDATE SET micro_usd = micro_usd + excluded.micro_usd",
+                    params![a, delta.0],
+                )
+                .map_err(storage)?;
+            }
             tx.commit().map_err(storage)
+        })
+    }
+}
+
+impl BudgetGate for SqliteLedger {
+    fn charge(&self, charge: &Charge<'_>) -> Result<MicroUsd, LedgerError> {
+        self.charge_in(charge, None)
+    }
+
+    fn reconcile(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str) -> Result<(), LedgerError> {
+        self.reconcile_in(provider, request_id, delta, note, None)
+    }
+
+    fn charge_account(&self, charge: &Charge<'_>, account: &Account) -> Result<MicroUsd, LedgerError> {
+        self.charge_in(charge, Some(account))
+    }
+
+    fn reconcile_account(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str, account: &str) -> Result<(), LedgerError> {
+        self.reconcile_in(provider, request_id, delta, note, Some(account))
+    }
+
+    fn account_spent(&self, account: &str) -> Result<MicroUsd, LedgerError> {
+        self.with_conn(|conn| {
+            let spent: Option<i64> = conn
+                .query_row("SELECT micro_usd FROM account_totals WHERE account = ?1", [account], |r| r.get(0))
+                .optional()
+                .map_err(storage)?;
+            Ok(MicroUsd(spent.unwrap_or(0)))
         })
     }
 
@@ -307,6 +465,83 @@ mod tests {
     #[test]
     fn sqlite_ledger_enforces_both_stops() {
         exercise(&SqliteLedger::open(Path::new(":memory:"), limits()).unwrap());
+    }
+
+    fn account(limit: i64) -> Account {
+        Account { name: "team-a".into(), limit: Some(MicroUsd(limit)) }
+    }
+
+    fn exercise_accounts(ledger: &dyn BudgetGate) {
+        let a = account(50);
+        assert_eq!(ledger.charge_account(&charge(30, true), &a).unwrap(), MicroUsd(30));
+        // The account's limit refuses, and nothing moves: neither the global total nor the account's.
+        let err = ledger.charge_account(&charge(30, true), &a).unwrap_err();
+        assert!(matches!(&err, LedgerError::AccountBudgetExceeded { account, spent: MicroUsd(30), .. } if account == "team-a"), "{err}");
+        assert_eq!(ledger.summary().unwrap().total, MicroUsd(30));
+        // Another account and plain charges share the global limits.
+        let b = Account { name: "team-b".into(), limit: None };
+        assert_eq!(ledger.charge_account(&charge(40, true), &b).unwrap(), MicroUsd(70));
+        // The global limit refuses, and the account's total does not move either.
+        let err = ledger.charge_account(&charge(15, true), &a).unwrap_err();
+        assert!(matches!(err, LedgerError::BudgetExceeded { limit_name: "soft_stop", .. }), "{err}");
+        assert_eq!(ledger.account_spent("team-a").unwrap(), MicroUsd(30));
+        // A reconciliation corrects both.
+        ledger.reconcile_account("runpod", "r", MicroUsd(-20), "actual was lower", "team-a").unwrap();
+        assert_eq!(ledger.account_spent("team-a").unwrap(), MicroUsd(10));
+        assert_eq!(ledger.summary().unwrap().total, MicroUsd(50));
+        assert_eq!(ledger.charge_account(&charge(40, false), &a).unwrap(), MicroUsd(90));
+        assert_eq!(ledger.account_spent("team-b").unwrap(), MicroUsd(40));
+        assert_eq!(ledger.account_spent("nobody").unwrap(), MicroUsd(0));
+    }
+
+    #[test]
+    fn memory_ledger_charges_accounts_with_the_global_limits() {
+        exercise_accounts(&MemoryLedger::new(BudgetLimits { soft_stop: MicroUsd(80), hard_stop: MicroUsd(1000) }));
+    }
+
+    #[test]
+    fn sqlite_ledger_charges_accounts_with_the_global_limits() {
+        exercise_accounts(
+            &SqliteLedger::open(Path::new(":memory:"), BudgetLimits { soft_stop: MicroUsd(80), hard_stop: MicroUsd(1000) }).unwrap(),
+        );
+    }
+
+    #[test]
+    fn account_spend_survives_reopen() {
+        // Per-key spend used to live in memory: a restart reset it.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.sqlite");
+        {
+            let l = SqliteLedger::open(&path, BudgetLimits::UNLIMITED).unwrap();
+            l.charge_account(&charge(30, true), &account(50)).unwrap();
+        }
+        let l = SqliteLedger::open(&path, BudgetLimits::UNLIMITED).unwrap();
+        assert_eq!(l.account_spent("team-a").unwrap(), MicroUsd(30));
+        assert!(matches!(l.charge_account(&charge(30, true), &account(50)), Err(LedgerError::AccountBudgetExceeded { .. })));
+        assert_eq!(l.charge_account(&charge(20, true), &account(50)).unwrap(), MicroUsd(50));
+    }
+
+    #[test]
+    fn a_ledger_from_before_accounts_is_migrated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.sqlite");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(
+                "CREATE TABLE ledger_entries (id INTEGER PRIMARY KEY, ts TEXT NOT NULL DEFAULT '', kind TEXT NOT NULL, provider TEXT NOT NULL,
+                   request_id TEXT NOT NULL, micro_usd INTEGER NOT NULL, note TEXT NOT NULL DEFAULT '');
+                 CREATE TABLE ledger_totals (scope TEXT PRIMARY KEY, micro_usd INTEGER NOT NULL, charges INTEGER NOT NULL);
+                 INSERT INTO ledger_totals VALUES ('global', 25, 1);
+                 INSERT INTO ledger_entries (kind, provider, request_id, micro_usd) VALUES ('projected', 'runpod', 'r', 25);",
+            )
+            .unwrap();
+        }
+        let l = SqliteLedger::open(&path, BudgetLimits::UNLIMITED).unwrap();
+        assert_eq!(l.charge_account(&charge(5, true), &account(50)).unwrap(), MicroUsd(30));
+        drop(l);
+        // Opening it again finds the column in place.
+        let l = SqliteLedger::open(&path, BudgetLimits::UNLIMITED).unwrap();
+        assert_eq!(l.account_spent("team-a").unwrap(), MicroUsd(5));
     }
 
     #[test]

@@ -38,6 +38,7 @@ async fn gateway(primary: &str, hedge: &str, delay_ms: u64, first_token_ms: u64)
 [budget]
 ledger = ":memory:"
 [gateway]
+auth = "none"
 store = ":memory:"
 auth = "none"
 max_connections = 15000

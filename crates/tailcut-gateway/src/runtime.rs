@@ -180,6 +180,8 @@ fn openai_backend(name: &str, a: &tailcut_config::remote::RemoteAdapter, route: 
 
 impl Runtime {
     fn build(config: Config) -> Result<Runtime, String> {
+        // No keys only with an explicit `auth = "none"` (also on reload).
+        config.gateway.check_serving(&config.source).map_err(|e| e.to_string())?;
         let global: Arc<dyn BudgetGate> = match &config.budget.ledger {
             None => Arc::new(MemoryLedger::new(config.budget.limits)),
             Some(p) => {

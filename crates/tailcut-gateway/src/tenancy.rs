@@ -1,12 +1,17 @@
 //! Tenants: API keys (stored as SHA-256), per-key token-bucket rate limits and per-key
-//! budgets charged through the core ledger alongside the global one; and the per-route
-//! hedge-load cap.
+//! budgets; and the per-route hedge-load cap.
+//!
+//! A key's budget is an [`Account`] in the gateway's one ledger (the SQLite file of
+//! `budget.ledger`, or memory for `":memory:"`), kept under the key's name: each
+//! submission is checked against and charged to the key's account and the global limits
+//! in one transaction ([`TenantGate`]), so a key's spend survives `SIGHUP` reloads,
+//! restarts and `kill -9` exactly as the global spend does.
 
 use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tailcut_core::engine::HedgeGate;
-use tailcut_core::ledger::{BudgetGate, BudgetLimits, Charge, LedgerError, LedgerSummary, MemoryLedger};
+use tailcut_core::ledger::{Account, BudgetGate, Charge, LedgerError, LedgerSummary};
 use tailcut_core::MicroUsd;
 
 /// Lowercase hex SHA-256.
@@ -52,60 +57,71 @@ pub struct Tenant {
     pub name: String,
     /// Rate limit.
     pub bucket: Option<Bucket>,
-    /// Budget.
-    pub ledger: Option<Arc<MemoryLedger>>,
+    /// The key's account in the gateway's ledger, when it has a budget (charged with the
+    /// global limits by [`TenantGate`]).
+    pub ledger: Option<Arc<Account>>,
     /// Allowed routes (None: all).
     pub routes: Option<Vec<String>>,
 }
 
 tokio::task_local! {
-    /// The current request's tenant ledger (charged together with the global one).
-    pub static TENANT_LEDGER: Option<Arc<MemoryLedger>>;
+    /// The current request's tenant account (charged together with the global limits).
+    pub static TENANT_LEDGER: Option<Arc<Account>>;
 }
 
-/// Charges the tenant's ledger (if any) and the global ledger, both or neither.
+/// The current request's account, if it runs for a tenant with a budget.
+fn current_account() -> Option<Arc<Account>> {
+    TENANT_LEDGER.try_with(Clone::clone).ok().flatten()
+}
+
+/// The gateway's budget gate: charges the current request's tenant account (if any) and
+/// the global limits in one atomic ledger step, both or neither.
 #[derive(Debug)]
 pub struct TenantGate {
-    /// The global ledger.
+    /// The ledger (global limits, and every key's account).
     pub global: Arc<dyn BudgetGate>,
 }
 
 impl BudgetGate for TenantGate {
     fn charge(&self, charge: &Charge<'_>) -> Result<MicroUsd, LedgerError> {
-        let tenant = TENANT_LEDGER.try_with(|t| t.clone()).ok().flatten();
-        if let Some(t) = &tenant {
-            t.charge(charge)?;
-        }
-        match self.global.charge(charge) {
-            Ok(total) => Ok(total),
-            Err(e) => {
-                if let Some(t) = &tenant {
-                    let _ = t.reconcile(charge.provider, charge.request_id, MicroUsd(-charge.amount.0), "refund: global budget refused");
-                }
-                Err(e)
-            }
+        match current_account() {
+            Some(account) => self.global.charge_account(charge, &account),
+            None => self.global.charge(charge),
         }
     }
 
     fn reconcile(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str) -> Result<(), LedgerError> {
-        self.global.reconcile(provider, request_id, delta, note)
+        match current_account() {
+            Some(account) => self.global.reconcile_account(provider, request_id, delta, note, &account.name),
+            None => self.global.reconcile(provider, request_id, delta, note),
+        }
     }
 
     fn summary(&self) -> Result<LedgerSummary, LedgerError> {
         self.global.summary()
     }
+
+    fn charge_account(&self, charge: &Charge<'_>, account: &Account) -> Result<MicroUsd, LedgerError> {
+        self.global.charge_account(charge, account)
+    }
+
+    fn reconcile_account(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str, account: &str) -> Result<(), LedgerError> {
+        self.global.reconcile_account(provider, request_id, delta, note, account)
+    }
+
+    fn account_spent(&self, account: &str) -> Result<MicroUsd, LedgerError> {
+        self.global.account_spent(account)
+    }
 }
 
 impl Tenant {
-    /// A tenant from config.
+    /// A tenant from config. A key with a budget gets an account under its name (names
+    /// are unique, checked at load), so its spend is found again after a reload or restart.
     pub fn new(name: &str, rate: Option<f64>, budget_usd: Option<f64>, routes: Option<Vec<String>>) -> Tenant {
         Tenant {
             name: name.to_string(),
             bucket: rate.map(Bucket::new),
-            ledger: budget_usd.map(|b| {
-                let m = MicroUsd::from_usd(b);
-                Arc::new(MemoryLedger::new(BudgetLimits { soft_stop: m, hard_stop: m }))
-            }),
+            ledger: budget_usd.map(|b| Arc::new(Account { name: name.to_string(), limit: Some(MicroUsd::from_usd(b)) })),
             routes,
         }
     }
@@ -222,6 +238,30 @@ mod tests {
         w.extras[i] += 1;
         assert_eq!(w.totals(61), (10, 1));
         assert_eq!(w.totals(200), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn the_gate_charges_the_tenant_account_and_the_global_limits_together() {
+        use tailcut_core::ledger::{BudgetLimits, SqliteLedger};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.sqlite");
+        let limits = BudgetLimits { soft_stop: MicroUsd(1_000_000), hard_stop: MicroUsd(1_000_000) };
+        let tenant = Tenant::new("team-a", None, Some(0.05), None);
+        let charge = |amount| Charge { provider: "p", request_id: "r", amount: MicroUsd(amount), opens_request: true };
+        {
+            let gate = TenantGate { global: Arc::new(SqliteLedger::open(&path, limits).unwrap()) };
+            TENANT_LEDGER.scope(tenant.ledger.clone(), async { gate.charge(&charge(30_000)).unwrap() }).await;
+            // Outside a tenant's request: the global limits only.
+            gate.charge(&charge(1)).unwrap();
+        }
+        // A restart (or a reload: a new gate over the same file) still counts the key's spend.
+        let gate = TenantGate { global: Arc::new(SqliteLedger::open(&path, limits).unwrap()) };
+        let tenant = Tenant::new("team-a", None, Some(0.05), None);
+        let refused = TENANT_LEDGER.scope(tenant.ledger.clone(), async { gate.charge(&charge(30_000)) }).await;
+        assert!(matches!(refused, Err(LedgerError::AccountBudgetExceeded { .. })), "{refused:?}");
+        assert_eq!(gate.summary().unwrap().total, MicroUsd(30_001), "a refused charge moves no total");
+        TENANT_LEDGER.scope(tenant.ledger.clone(), async { gate.charge(&charge(20_000)).unwrap() }).await;
+        assert_eq!(gate.account_spent("team-a").unwrap(), MicroUsd(50_000));
     }
 
     #[test]

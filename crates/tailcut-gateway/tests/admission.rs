@@ -14,6 +14,7 @@ fn config(upstream: &str, gateway: &str) -> String {
 [budget]
 ledger = ":memory:"
 [gateway]
+auth = "none"
 store = ":memory:"
 auth = "none"
 {gateway}
@@ -333,6 +334,7 @@ async fn whole_replies_carry_the_request_id_winner_attempts_and_hedge_reason() {
 [budget]
 ledger = ":memory:"
 [gateway]
+auth = "none"
 store = ":memory:"
 auth = "none"
 [providers.slow]

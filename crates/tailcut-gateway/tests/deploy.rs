@@ -44,6 +44,8 @@ fn configmap_holds_a_valid_gateway_config() {
     let c = tailcut_config::Config::parse(toml, "configmap tailcut.toml").unwrap();
     assert_eq!(c.routes.len(), 2);
     assert_eq!(c.gateway.listen, "0.0.0.0:8080");
+    // `serve` would start: no keys only with an explicit `auth = "none"`.
+    c.gateway.check_serving("configmap tailcut.toml").unwrap();
     let secret = yaml("deploy/k8s/secret.yaml");
     for k in ["RUNPOD_API_KEY", "CEREBRIUM_TOKEN"] {
         assert!(secret["stringData"].get(k).is_some(), "{k}");
@@ -56,4 +58,30 @@ fn dockerfile_runs_the_gateway_as_non_root() {
     assert!(text.contains("USER tailcut"));
     assert!(text.contains("\"serve\""));
     assert!(text.contains("EXPOSE 8080"));
+}
+
+#[test]
+fn scripts_stop_only_the_processes_they_started() {
+    // `pkill -f "tailcut serve"` in a benchmark script killed a user's own gateway.
+    for entry in std::fs::read_dir(repo("scripts")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|x| x != "sh") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split('#').next().unwrap_or("");
+            for word in ["pkill", "killall", "kill 0", "kill -- -", "$(jobs -p)"] {
+                assert!(!code.contains(word), "{}:{}: `{word}` stops processes by name or group: {line}", path.display(), n + 1);
+            }
+            // Every background process is recorded by pid on the next line.
+            if code.trim_end().ends_with('&') {
+                let next = text.lines().nth(n + 1).unwrap_or("");
+                assert!(next.contains("$!"), "{}:{}: a background process whose pid is not kept: {line}", path.display(), n + 1);
+            }
+        }
+        if text.contains(" &\n") {
+            assert!(text.contains("trap "), "{}: starts processes but stops none on exit", path.display());
+        }
+    }
 }

@@ -54,6 +54,7 @@ async fn gateway(up: &str, primary: &str, hedge: &str) -> String {
 [budget]
 ledger = ":memory:"
 [gateway]
+auth = "none"
 store = ":memory:"
 auth = "none"
 [providers.p]

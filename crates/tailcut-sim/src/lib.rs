@@ -19,4 +19,4 @@ mod backend;
 mod profile;
 
 pub use backend::{SimBackend, SimBilling};
-pub use profile::{ProfileError, SimOutput, SimProfile};
+pub use profile::{ProfileError, SimOutput, SimProfile, MAX_SECONDS, MAX_WORKERS};

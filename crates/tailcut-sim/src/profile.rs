@@ -15,6 +15,12 @@ pub enum SimOutput {
 /// A uniform range `[lo, hi]` in seconds.
 pub type Range = (f64, f64);
 
+/// The longest duration a profile may name: one week.
+pub const MAX_SECONDS: f64 = 7.0 * 86_400.0;
+
+/// The largest worker pool a profile may name.
+pub const MAX_WORKERS: usize = 10_000_000;
+
 /// How a simulated provider behaves. All times are seconds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -196,8 +202,10 @@ impl SimProfile {
         }
     }
 
-    /// Checks every probability is in [0, 1], every range ordered and non-negative, and
-    /// the pool non-empty.
+    /// Checks every probability is in [0, 1], every range ordered, non-negative and at
+    /// most [`MAX_SECONDS`] (ranges in milliseconds: as many milliseconds), every other
+    /// duration and the rate finite and in range, and the pool non-empty and bounded: a
+    /// profile that validates can never make a simulated attempt's clock arithmetic panic.
     pub fn validate(&self) -> Result<(), ProfileError> {
         let probs: [(&'static str, f64); 4] =
             [("cold_fast_p", self.cold_fast_p), ("failure_p", self.failure_p), ("malformed_p", self.malformed_p), ("leak_p", self.leak_p)];
@@ -206,7 +214,7 @@ impl SimProfile {
                 return Err(ProfileError::Invalid { key, expected: "a probability between 0 and 1" });
             }
         }
-        let ranges: [(&'static str, Range); 9] = [
+        let seconds: [(&'static str, Range); 7] = [
             ("submit_latency_s", self.submit_latency_s),
             ("warm_dispatch_s", self.warm_dispatch_s),
             ("warm_run_s", self.warm_run_s),
@@ -214,22 +222,33 @@ impl SimProfile {
             ("cold_fast_run_s", self.cold_fast_run_s),
             ("cold_slow_queue_s", self.cold_slow_queue_s),
             ("cold_slow_run_s", self.cold_slow_run_s),
-            ("cancel_ack_ms", self.cancel_ack_ms),
-            ("cancel_confirm_ms", self.cancel_confirm_ms),
         ];
-        for (key, (lo, hi)) in ranges {
-            if !(lo >= 0.0 && hi >= lo && hi.is_finite()) {
-                return Err(ProfileError::Invalid { key, expected: "a range [lo, hi] with 0 <= lo <= hi" });
+        for (key, (lo, hi)) in seconds {
+            // NaN fails every comparison.
+            if !(lo >= 0.0 && hi >= lo && hi <= MAX_SECONDS) {
+                return Err(ProfileError::Invalid { key, expected: "a range [lo, hi] of seconds with 0 <= lo <= hi <= 604800 (one week)" });
             }
         }
-        if self.max_workers == 0 {
-            return Err(ProfileError::Invalid { key: "max_workers", expected: "at least 1" });
+        let millis: [(&'static str, Range); 2] = [("cancel_ack_ms", self.cancel_ack_ms), ("cancel_confirm_ms", self.cancel_confirm_ms)];
+        for (key, (lo, hi)) in millis {
+            if !(lo >= 0.0 && hi >= lo && hi <= MAX_SECONDS * 1000.0) {
+                return Err(ProfileError::Invalid {
+                    key,
+                    expected: "a range [lo, hi] of milliseconds with 0 <= lo <= hi <= 604800000 (one week)",
+                });
+            }
         }
-        if !(self.idle_window_s >= 0.0 && self.idle_window_s.is_finite()) {
-            return Err(ProfileError::Invalid { key: "idle_window_s", expected: "a non-negative number of seconds" });
+        if !(1..=MAX_WORKERS).contains(&self.max_workers) {
+            return Err(ProfileError::Invalid { key: "max_workers", expected: "an integer from 1 to 10000000" });
         }
-        if !(self.rate_usd_per_s >= 0.0 && self.rate_usd_per_s.is_finite()) {
-            return Err(ProfileError::Invalid { key: "rate_usd_per_s", expected: "a non-negative rate" });
+        if !(self.idle_window_s >= 0.0 && self.idle_window_s <= MAX_SECONDS) {
+            return Err(ProfileError::Invalid { key: "idle_window_s", expected: "0 to 604800 seconds (one week)" });
+        }
+        if !(self.billing_granularity_s >= 0.0 && self.billing_granularity_s <= MAX_SECONDS) {
+            return Err(ProfileError::Invalid { key: "billing_granularity_s", expected: "0 to 604800 seconds (one week)" });
+        }
+        if !(self.rate_usd_per_s >= 0.0 && self.rate_usd_per_s <= 1000.0) {
+            return Err(ProfileError::Invalid { key: "rate_usd_per_s", expected: "a rate from 0 to 1000 dollars per second" });
         }
         Ok(())
     }
@@ -274,6 +293,24 @@ mod tests {
     fn bad_probability_is_rejected() {
         let p = SimProfile { leak_p: 1.5, ..SimProfile::runpod() };
         assert_eq!(p.validate(), Err(ProfileError::Invalid { key: "leak_p", expected: "a probability between 0 and 1" }));
+    }
+
+    #[test]
+    fn huge_and_non_finite_durations_are_rejected() {
+        // `1e308` passed validation and then panicked in `Duration::from_secs_f64` on
+        // every simulated attempt.
+        for bad in [(1e308, 1e308), (0.0, f64::INFINITY), (f64::NAN, 1.0), (0.0, MAX_SECONDS + 1.0)] {
+            let p = SimProfile { cold_slow_queue_s: bad, ..SimProfile::runpod() };
+            assert!(matches!(p.validate(), Err(ProfileError::Invalid { key: "cold_slow_queue_s", .. })), "{bad:?}");
+        }
+        let p = SimProfile { cancel_ack_ms: (0.0, 1e308), ..SimProfile::runpod() };
+        assert!(matches!(p.validate(), Err(ProfileError::Invalid { key: "cancel_ack_ms", .. })));
+        let p = SimProfile { billing_granularity_s: f64::NAN, ..SimProfile::runpod() };
+        assert!(matches!(p.validate(), Err(ProfileError::Invalid { key: "billing_granularity_s", .. })));
+        let p = SimProfile { idle_window_s: 1e308, ..SimProfile::runpod() };
+        assert!(matches!(p.validate(), Err(ProfileError::Invalid { key: "idle_window_s", .. })));
+        let p = SimProfile { max_workers: usize::MAX, ..SimProfile::runpod() };
+        assert!(matches!(p.validate(), Err(ProfileError::Invalid { key: "max_workers", .. })));
     }
 
     #[test]

@@ -11,6 +11,13 @@ pub fn run(cmd: &ConfigCommand) -> anyhow::Result<ExitCode> {
         }
         ConfigCommand::Check { file } => {
             let c = tailcut_config::Config::load(file)?;
+            // What `serve` and the live commands check at start, so a file that passes
+            // here starts.
+            let serves = !c.routes.is_empty();
+            if serves {
+                c.gateway.check_serving(&c.source)?;
+            }
+            c.check_writable(serves)?;
             println!(
                 "{}: ok — {} provider(s) [{}], {} polic{} [{}]",
                 file.display(),
@@ -20,6 +27,9 @@ pub fn run(cmd: &ConfigCommand) -> anyhow::Result<ExitCode> {
                 if c.policies.len() == 1 { "y" } else { "ies" },
                 c.policies.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
             );
+            if let Some(w) = c.gateway.auth_warning().filter(|_| serves) {
+                eprintln!("{w}");
+            }
         }
         ConfigCommand::ImportGpuhedge { file } => {
             let text = std::fs::read_to_string(file).map_err(|e| BadInput(format!("{}: {e}", file.display())))?;

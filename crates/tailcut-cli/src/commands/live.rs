@@ -43,6 +43,8 @@ fn guard_spend(config: &Config, names: &[String], go: bool) -> anyhow::Result<()
 }
 
 fn ledger(config: &Config) -> anyhow::Result<Arc<dyn BudgetGate>> {
+    // An unwritable ledger path is bad input naming its key (exit 2).
+    config.check_ledger_writable()?;
     Ok(match &config.budget.ledger {
         None => Arc::new(MemoryLedger::new(config.budget.limits)),
         Some(path) => {

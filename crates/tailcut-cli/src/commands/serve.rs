@@ -38,6 +38,12 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     if config.routes.is_empty() {
         return Err(BadInput(format!("{}: no [routes.*] configured; the gateway would serve nothing", config.source)).into());
     }
+    config.gateway.check_serving(&config.source)?;
+    config.check_writable(true)?;
+    if let Some(warning) = config.gateway.auth_warning() {
+        // Always shown (not a log line that TAILCUT_LOG=off would silence).
+        eprintln!("tailcut: {warning}");
+    }
     let listen = args.listen.clone().unwrap_or_else(|| config.gateway.listen.clone());
     let mut config = config;
     #[cfg(unix)]

@@ -15,8 +15,9 @@ pub fn run(args: &SimProviderArgs) -> anyhow::Result<ExitCode> {
         profile.max_workers = w;
     }
     profile.validate().map_err(|e| BadInput(e.to_string()))?;
-    if !(args.time_scale > 0.0 && args.time_scale.is_finite()) {
-        return Err(BadInput("--time-scale must be a positive number".into()).into());
+    // Bounded so that a profile's longest duration (one week) stays a valid duration.
+    if !(args.time_scale > 0.0 && args.time_scale <= 1000.0) {
+        return Err(BadInput("--time-scale must be a number greater than 0 and at most 1000".into()).into());
     }
     let settings = tailcut_simserver::Settings {
         name: args.name.clone().unwrap_or_else(|| args.profile.clone()),

@@ -1,0 +1,133 @@
+//! `tailcut config check`, `demo` and `serve` on bad configurations, through the real
+//! binary: every out-of-range number, unsafe gateway setting and unwritable output path
+//! exits 2 naming the file and key (never a panic, exit 101, or a silent start), and a
+//! gateway with authentication off says so at start.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+
+fn tailcut(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tailcut")).args(args).env("TAILCUT_LOG", "off").output().unwrap()
+}
+
+const ROUTES: &str = r#"
+[budget]
+ledger = ":memory:"
+[providers.up]
+adapter = "openai"
+base_url = "http://127.0.0.1:9/v1"
+rate_usd_per_s = 0.0
+[policies.p]
+kind = "single"
+provider = "up"
+[routes.chat]
+kind = "openai"
+models = ["m"]
+policy = "p"
+"#;
+
+fn write(dir: &tempfile::TempDir, text: &str) -> String {
+    let path = dir.path().join("tailcut.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn assert_exit_2(out: &std::process::Output, file: &str, key: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert!(err.contains(&format!("{file}: key `{key}`")), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn huge_simulator_durations_are_refused_by_check_and_demo() {
+    // `config check` passed this and `demo` panicked in every attempt (exit 101).
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(&dir, "[budget]\nledger = \":memory:\"\n[providers.runpod]\nadapter = \"sim\"\nsim = { profile = \"runpod\", cold_slow_queue_s = [1e308, 1e308] }\n");
+    assert_exit_2(&tailcut(&["config", "check", &f]), &f, "providers.runpod.sim.cold_slow_queue_s");
+    assert_exit_2(&tailcut(&["demo", "--config", &f, "--requests", "5"]), &f, "providers.runpod.sim.cold_slow_queue_s");
+    for (text, key) in [
+        ("[race]\ncap_s = 1e308\n", "race.cap_s"),
+        ("[gateway]\ntotal_timeout_s = 1e308\n", "gateway.total_timeout_s"),
+        ("[gateway]\njob_retention_s = 1e308\n", "gateway.job_retention_s"),
+        ("[providers.runpod]\nadapter = \"sim\"\nexpected_run_s = 1e308\n", "providers.runpod.expected_run_s"),
+        ("[providers.runpod]\nadapter = \"sim\"\nidle_window_s = 1e308\n", "providers.runpod.idle_window_s"),
+    ] {
+        let f = write(&dir, text);
+        assert_exit_2(&tailcut(&["config", "check", &f]), &f, key);
+        assert_exit_2(&tailcut(&["demo", "--config", &f, "--requests", "5"]), &f, key);
+    }
+}
+
+#[test]
+fn serving_with_no_keys_needs_an_explicit_auth_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(&dir, &format!("[gateway]\nstore = \":memory:\"\n{ROUTES}"));
+    for args in [vec!["config", "check", &f], vec!["serve", "--config", &f, "--listen", "127.0.0.1:0"]] {
+        let out = tailcut(&args);
+        assert_exit_2(&out, &f, "gateway.keys");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("auth = \"none\""), "says how to serve without keys: {err}");
+    }
+}
+
+#[test]
+fn serve_with_auth_none_warns_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(&dir, &format!("[gateway]\nauth = \"none\"\nstore = \":memory:\"\n{ROUTES}"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tailcut"))
+        .args(["serve", "--config", &f, "--listen", "127.0.0.1:0"])
+        .env("TAILCUT_LOG", "off")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.contains("listening on http://"), "{line:?}");
+    // Stop the gateway this test started (by its handle), then read what it printed.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(err.contains("auth = \"none\"") && err.contains("every route is unauthenticated"), "{err}");
+    // `config check` passes it, and warns too.
+    let out = tailcut(&["config", "check", &f]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("every route is unauthenticated"));
+}
+
+#[test]
+fn unwritable_ledger_and_store_fail_check_and_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    // /proc refuses new files even to root.
+    let routes = ROUTES.replace("ledger = \":memory:\"", "ledger = \"/proc/tailcut-test/ledger.sqlite\"");
+    let f = write(&dir, &format!("[gateway]\nauth = \"none\"\nstore = \":memory:\"\n{routes}"));
+    assert_exit_2(&tailcut(&["config", "check", &f]), &f, "budget.ledger");
+    assert_exit_2(&tailcut(&["serve", "--config", &f, "--listen", "127.0.0.1:0"]), &f, "budget.ledger");
+    // `tailcut run` opens the ledger too.
+    let f = write(
+        &dir,
+        "[budget]\nledger = \"/proc/tailcut-test/ledger.sqlite\"\n[providers.runpod]\nadapter = \"sim\"\n[policies.p]\nkind = \"single\"\nprovider = \"runpod\"\n",
+    );
+    assert_exit_2(&tailcut(&["run", "--config", &f, "--policy", "p"]), &f, "budget.ledger");
+    let f = write(&dir, &format!("[gateway]\nauth = \"none\"\nstore = \"/proc/tailcut-test/gateway.sqlite\"\n{ROUTES}"));
+    assert_exit_2(&tailcut(&["config", "check", &f]), &f, "gateway.store");
+    assert_exit_2(&tailcut(&["serve", "--config", &f, "--listen", "127.0.0.1:0"]), &f, "gateway.store");
+}
+
+#[test]
+fn gateway_footguns_are_refused_by_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let sha = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+    for (gateway, key) in [
+        (format!("keys = [{{ name = \"a\", sha256 = \"{sha}\", rate_per_s = nan }}]"), "gateway.keys[0].rate_per_s"),
+        (format!("keys = [{{ name = \"a\", sha256 = \"{sha}\", rate_per_s = 0 }}]"), "gateway.keys[0].rate_per_s"),
+        (format!("keys = [{{ name = \"a\", sha256 = \"{sha}\", budget_usd = -1 }}]"), "gateway.keys[0].budget_usd"),
+        (format!("keys = [{{ name = \"a\", sha256 = \"{sha}\" }}, {{ name = \"b\", sha256 = \"{sha}\" }}]"), "gateway.keys[1].sha256"),
+        (format!("keys = [{{ name = \"a\", sha256 = \"{sha}\", routes = [\"nope\"] }}]"), "gateway.keys[0].routes"),
+    ] {
+        let f = write(&dir, &format!("[gateway]\nstore = \":memory:\"\n{gateway}\n{ROUTES}"));
+        assert_exit_2(&tailcut(&["config", "check", &f]), &f, key);
+    }
+}

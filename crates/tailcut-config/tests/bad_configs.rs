@@ -1,0 +1,134 @@
+//! The corpus of bad configurations (`tests/corpus/*.toml`, each naming the key its
+//! error must name in a `# expect: KEY` first line): every one is refused at load with
+//! a `ConfigError` naming the file and that key, never accepted and never a panic.
+//! They are also the seeds of the loader's fuzz test (`fuzz_loader.rs`).
+
+use std::path::{Path, PathBuf};
+use tailcut_config::{AuthMode, Config, ConfigError};
+
+fn corpus() -> Vec<(PathBuf, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "toml")).collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let key =
+                text.lines().next().and_then(|l| l.strip_prefix("# expect: ")).unwrap_or_else(|| panic!("{}: no expect line", p.display()));
+            (p.clone(), key.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn every_bad_config_in_the_corpus_is_refused_naming_its_key() {
+    let cases = corpus();
+    assert!(cases.len() >= 25, "corpus shrank: {}", cases.len());
+    for (path, key) in cases {
+        match Config::load(&path) {
+            Ok(_) => panic!("{} was accepted (expected an error naming `{key}`)", path.display()),
+            Err(e @ ConfigError::Invalid { .. }) => {
+                let msg = e.to_string();
+                assert!(msg.starts_with(&format!("{}: key `{key}`:", path.display())), "{}: {msg}", path.display());
+            }
+            Err(e) => panic!("{}: not a key error: {e}", path.display()),
+        }
+    }
+}
+
+const ROUTES: &str = r#"
+[providers.up]
+adapter = "openai"
+base_url = "http://127.0.0.1:9/v1"
+rate_usd_per_s = 0.0
+[policies.p]
+kind = "single"
+provider = "up"
+[routes.chat]
+kind = "openai"
+models = ["m"]
+policy = "p"
+"#;
+
+const SHA: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+
+#[test]
+fn no_keys_needs_an_explicit_auth_none_to_serve() {
+    // `keys = []` used to turn authentication off silently.
+    let c = Config::parse(&format!("[gateway]\nkeys = []\n{ROUTES}"), "t.toml").unwrap();
+    assert_eq!(c.gateway.auth, AuthMode::Keys, "keys is the default");
+    let e = c.gateway.check_serving("t.toml").unwrap_err().to_string();
+    assert!(e.starts_with("t.toml: key `gateway.keys`"), "{e}");
+    assert!(e.contains("auth = \"none\"") && e.contains("sha256sum"), "says how to fix it: {e}");
+    assert!(c.gateway.auth_warning().is_none());
+
+    let c = Config::parse(&format!("[gateway]\nauth = \"none\"\n{ROUTES}"), "t.toml").unwrap();
+    assert_eq!(c.gateway.auth, AuthMode::None);
+    c.gateway.check_serving("t.toml").unwrap();
+    assert!(c.gateway.auth_warning().unwrap().contains("every route is unauthenticated"));
+
+    let c = Config::parse(
+        &format!("[gateway]\nkeys = [{{ name = \"a\", sha256 = \"{SHA}\", budget_usd = 0.05, rate_per_s = 2 }}]\n{ROUTES}"),
+        "t",
+    )
+    .unwrap();
+    c.gateway.check_serving("t").unwrap();
+    assert_eq!(c.gateway.keys[0].budget_usd, Some(0.05));
+}
+
+#[test]
+fn new_gateway_settings_have_their_defaults_and_are_range_checked() {
+    let g = Config::parse("", "t").unwrap().gateway;
+    assert!(!g.webhook_allow_private);
+    assert_eq!(g.header_read_timeout.as_secs(), 10);
+    assert_eq!(g.body_read_timeout.as_secs(), 30);
+    assert_eq!(g.idle_timeout.as_secs(), 60);
+    assert_eq!(g.max_connections, None);
+    let g = Config::parse(
+        "[gateway]\nwebhook_allow_private = true\nheader_read_timeout_s = 2.5\nbody_read_timeout_s = 5\nidle_timeout_s = 7\nmax_connections = 900\n",
+        "t",
+    )
+    .unwrap()
+    .gateway;
+    assert!(g.webhook_allow_private);
+    assert_eq!(g.header_read_timeout.as_millis(), 2500);
+    assert_eq!((g.body_read_timeout.as_secs(), g.idle_timeout.as_secs(), g.max_connections), (5, 7, Some(900)));
+    for bad in ["header_read_timeout_s = 0", "body_read_timeout_s = -1", "idle_timeout_s = 1e308", "max_connections = -5"] {
+        let e = Config::parse(&format!("[gateway]\n{bad}\n"), "t").unwrap_err().to_string();
+        let key = bad.split(' ').next().unwrap();
+        assert!(e.starts_with(&format!("t: key `gateway.{key}`")), "{e}");
+    }
+}
+
+#[test]
+fn unwritable_ledger_and_store_paths_fail_the_check_naming_the_key() {
+    // /proc refuses new files even to root.
+    let c =
+        Config::parse(&format!("[budget]\nledger = \"/proc/tailcut-test/ledger.sqlite\"\n[gateway]\nauth = \"none\"\n{ROUTES}"), "t.toml")
+            .unwrap();
+    let e = c.check_writable(true).unwrap_err().to_string();
+    assert!(e.starts_with("t.toml: key `budget.ledger`: `/proc/tailcut-test/ledger.sqlite`"), "{e}");
+    let c = Config::parse(&format!("[budget]\nledger = \":memory:\"\n[gateway]\nstore = \"/proc/version\"\n{ROUTES}"), "t.toml").unwrap();
+    let e = c.check_writable(true).unwrap_err().to_string();
+    assert!(e.starts_with("t.toml: key `gateway.store`"), "{e}");
+    // The store is only checked for the gateway.
+    c.check_writable(false).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ok = format!(
+        "[budget]\nledger = \"{}/a/ledger.sqlite\"\n[gateway]\nstore = \"{}/b/g.sqlite\"\n",
+        dir.path().display(),
+        dir.path().display()
+    );
+    Config::parse(&ok, "t").unwrap().check_writable(true).unwrap();
+}
+
+#[test]
+fn sane_values_at_the_edges_still_load() {
+    let text = format!(
+        "[race]\ncap_s = 604800\n[budget]\nhard_stop_usd = 1e9\nsoft_stop_usd = 0\n[gateway]\njob_retention_s = 2592000\nkeys = [{{ name = \"a\", sha256 = \"{SHA}\", budget_usd = 1e-6, rate_per_s = 0.01, routes = [\"chat\"] }}]\n{ROUTES}[providers.x]\nadapter = \"sim\"\nidle_window_s = 0\nsim = {{ profile = \"runpod\", cold_slow_queue_s = [0.0, 604800.0] }}\n"
+    );
+    let c = Config::parse(&text, "t").unwrap();
+    assert_eq!(c.race.cap.as_secs(), 604_800);
+}

@@ -74,7 +74,6 @@ ledger = ":memory:"
 [gateway]
 auth = "none"
 store = ":memory:"
-auth = "none"
 max_body_bytes = 4096
 [providers.stall]
 adapter = "openai"
@@ -287,7 +286,6 @@ ledger = ":memory:"
 [gateway]
 auth = "none"
 store = "{}"
-auth = "none"
 [providers.slowsim]
 adapter = "sim"
 sim = {{ profile = "runpod", cold_fast_p = 0.0 }}

@@ -40,7 +40,6 @@ ledger = ":memory:"
 [gateway]
 auth = "none"
 store = ":memory:"
-auth = "none"
 max_connections = 15000
 max_in_flight = 100000
 admission_wait_ms = 30000

@@ -16,7 +16,6 @@ ledger = ":memory:"
 [gateway]
 auth = "none"
 store = ":memory:"
-auth = "none"
 {gateway}
 [providers.up]
 adapter = "openai"
@@ -336,7 +335,6 @@ ledger = ":memory:"
 [gateway]
 auth = "none"
 store = ":memory:"
-auth = "none"
 [providers.slow]
 adapter = "openai"
 base_url = "{}/v1"

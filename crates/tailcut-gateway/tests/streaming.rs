@@ -56,7 +56,6 @@ ledger = ":memory:"
 [gateway]
 auth = "none"
 store = ":memory:"
-auth = "none"
 [providers.p]
 adapter = "openai"
 base_url = "{up}/{primary}/v1"

@@ -90,6 +90,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
         let mut latencies = Vec::new();
         let mut leaked = 0usize;
+        let mut without_result = 0usize;
         for i in 0..args.repeat {
             if i > 0 && !args.wait.is_zero() {
                 tokio::time::sleep(args.wait).await;
@@ -106,6 +107,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             latencies.push(latency);
             let record = outcome.settled.wait().await.context("loser cleanup failed")?;
             leaked += record.receipts.iter().filter(|r| r.leaked).count();
+            if record.winner.is_none() {
+                without_result += 1;
+                report_failed_attempts(&record);
+            }
             if args.json {
                 println!("{}", serde_json::to_string(&record)?);
                 continue;
@@ -156,8 +161,33 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 trace_path.map_or(String::new(), |p| format!("; trace appended to {}", p.display()))
             );
         }
-        anyhow::Ok(ExitCode::SUCCESS)
+        // A request without a valid result is a failure of the command, as for curl: a
+        // script must not read "winner none" as success.
+        anyhow::Ok(if without_result == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
     })
+}
+
+/// Why each attempt of a request without a valid result failed, on stderr (stdout keeps
+/// its format, JSON included).
+fn report_failed_attempts(record: &tailcut_core::trace::RequestTrace) {
+    if record.attempts.is_empty() {
+        eprintln!("tailcut: {}: no valid result: no attempt was sent", record.request_id);
+        return;
+    }
+    eprintln!("tailcut: {}: no valid result from {} attempt(s):", record.request_id, record.attempts.len());
+    for a in &record.attempts {
+        let cause = if !a.reasons.is_empty() {
+            a.reasons.join("; ")
+        } else if let Some(e) = &a.submit_error {
+            format!("submit failed: {e}")
+        } else {
+            match a.outcome {
+                Some(state) => format!("ended {}", state.wire()),
+                None => "no result before the race ended".to_string(),
+            }
+        };
+        eprintln!("tailcut:   {} ({}): {cause}", a.provider, format!("{:?}", a.role).to_lowercase());
+    }
 }
 
 /// Open sockets of this process (Linux), for load reports.

@@ -112,17 +112,26 @@ pub fn receipt_facts(r: &Value) -> ReceiptFacts {
     }
 }
 
-fn seconds_after(label: &str, marker: &str) -> Option<f64> {
-    let rest = &label[label.find(marker)? + marker.len()..];
-    let end = rest.find('s')?;
-    rest[..end].parse().ok()
+/// The seconds after `marker` in a policy label (`@10s`): `None` when absent or not a
+/// number, an error when a number out of range.
+fn seconds_after(label: &str, marker: &str) -> Result<Option<f64>, String> {
+    let Some(at) = label.find(marker) else { return Ok(None) };
+    let rest = &label[at + marker.len()..];
+    let Some(end) = rest.find('s') else { return Ok(None) };
+    let Ok(v) = rest[..end].parse::<f64>() else { return Ok(None) };
+    if v.is_finite() && (0.0..=MAX_OFFSET_MS / 1000.0).contains(&v) {
+        Ok(Some(v))
+    } else {
+        Err(format!("policy label `{label}` launches at {}s: expected seconds between 0 and {}", show(v), show(MAX_OFFSET_MS / 1000.0)))
+    }
 }
 
-/// Normalises one engine record; `None` for other kinds.
-pub fn live_row(rec: &Value) -> Option<LiveRow> {
-    let kind = rec.get("kind")?.as_str()?;
-    if !matches!(kind, "tailcut_request" | "hedged_request" | "state_aware_request" | "cascade_request" | "single_request") {
-        return None;
+/// Normalises one engine record; `None` for other kinds, an error when a legacy record's
+/// latency cannot be rebuilt from its policy label.
+pub fn live_row(rec: &Value) -> Result<Option<LiveRow>, String> {
+    let Some(kind) = rec.get("kind").and_then(Value::as_str) else { return Ok(None) };
+    if !REQUEST_KINDS.contains(&kind) {
+        return Ok(None);
     }
     let policy = rec.get("policy").and_then(Value::as_str).unwrap_or("?").to_string();
     let winner = rec.get("winner").and_then(Value::as_str).map(str::to_string);
@@ -139,11 +148,11 @@ pub fn live_row(rec: &Value) -> Option<LiveRow> {
                 let offset = if w == primary {
                     0.0
                 } else if cutover {
-                    seconds_after(&policy, "@q").unwrap_or(0.0)
+                    seconds_after(&policy, "@q")?.unwrap_or(0.0)
                 } else if safety {
-                    seconds_after(&policy, "+s").unwrap_or(0.0)
+                    seconds_after(&policy, "+s")?.unwrap_or(0.0)
                 } else {
-                    seconds_after(&policy, "@").unwrap_or(0.0)
+                    seconds_after(&policy, "@")?.unwrap_or(0.0)
                 };
                 (offset + valid_at / 1000.0, offset > 0.0)
             }
@@ -159,7 +168,7 @@ pub fn live_row(rec: &Value) -> Option<LiveRow> {
         receipts.push(receipt_facts(r));
     }
     let refused = matches!(rec.get("attempts"), Some(Value::Array(a)) if a.is_empty());
-    Some(LiveRow { arm: policy, latency_s, latency_estimated, winner, hedge_launched, cutover, safety, escalation, receipts, refused })
+    Ok(Some(LiveRow { arm: policy, latency_s, latency_estimated, winner, hedge_launched, cutover, safety, escalation, receipts, refused }))
 }
 
 /// A cancel-audit record.
@@ -429,7 +438,12 @@ pub fn read_live_with(paths: &[PathBuf], opts: LiveOptions) -> Result<LiveTraces
         }
     }
     if index.is_empty() {
-        out.rows = engine.iter().filter_map(|l| live_row(&l.rec)).collect();
+        for l in &engine {
+            match live_row(&l.rec) {
+                Ok(row) => out.rows.extend(row),
+                Err(message) => out.reject(opts.skip_bad_lines, l.error(message))?,
+            }
+        }
         return Ok(out);
     }
     // Joined by request id: an id seen twice on either side cannot be joined, and would
@@ -461,7 +475,14 @@ pub fn read_live_with(paths: &[PathBuf], opts: LiveOptions) -> Result<LiveTraces
                 }
             }
         }
-        if let Some(mut row) = live_row(&merged) {
+        let row = match live_row(&merged) {
+            Ok(row) => row,
+            Err(message) => {
+                out.reject(opts.skip_bad_lines, idx.error(message))?;
+                continue;
+            }
+        };
+        if let Some(mut row) = row {
             if let Some(arm) = idx.rec.get("arm").and_then(Value::as_str) {
                 row.arm = arm.to_string();
             }

@@ -849,28 +849,19 @@ pub fn load(paths: &[PathBuf], providers: &[String], opts: LoadOptions, progress
                 if stop.load(Ordering::Relaxed) {
                     break 'files;
                 }
-                // Always room for a full block after the carried-over bytes, so a line
-                // longer than a block keeps growing until its newline (or the cap).
+                // A full block is read after the carried-over bytes, so a line longer than
+                // a block keeps growing until its newline (or the cap). `read_to_end`
+                // fills only what it reads (no 4 MiB zeroing for a small file).
                 let mut buf = std::mem::take(&mut carry);
                 let filled_from = buf.len();
-                buf.resize(filled_from + BLOCK_BYTES, 0);
-                let mut filled = filled_from;
-                let mut eof = false;
-                while filled < buf.len() {
-                    match file.read(&mut buf[filled..]) {
-                        Ok(0) => {
-                            eof = true;
-                            break;
-                        }
-                        Ok(n) => filled += n,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(source) => {
-                            read_error = Some(ReplayError::Io { file: name.to_string(), source });
-                            break 'files;
-                        }
+                let eof = match (&mut file).take(BLOCK_BYTES as u64).read_to_end(&mut buf) {
+                    Ok(n) => n < BLOCK_BYTES,
+                    Err(source) => {
+                        read_error = Some(ReplayError::Io { file: name.to_string(), source });
+                        break 'files;
                     }
-                }
-                buf.truncate(filled);
+                };
+                let filled = buf.len();
                 read_bytes += (filled - filled_from) as u64;
                 progress(read_bytes);
                 if discarding {
@@ -884,7 +875,10 @@ pub fn load(paths: &[PathBuf], providers: &[String], opts: LoadOptions, progress
                         None => continue,
                     }
                 }
-                let cut = if eof { buf.len() } else { memchr::memrchr(b'\n', &buf).map_or(0, |i| i + 1) };
+                // The carried-over bytes hold no newline: only the new ones are searched, so
+                // a long line costs one pass, not one per block.
+                let fresh = filled_from.min(buf.len());
+                let cut = if eof { buf.len() } else { memchr::memrchr(b'\n', &buf[fresh..]).map_or(0, |i| fresh + i + 1) };
                 let lines_here = memchr::memchr_iter(b'\n', &buf[..cut]).count() as u64;
                 if buf.len() - cut > max_line {
                     // The line starting at `cut` is over the cap: stop reading it.

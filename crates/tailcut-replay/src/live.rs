@@ -751,6 +751,12 @@ mod tests {
             let e = err(format!("{}{}", request(1, ""), request(2, extra)).as_bytes());
             assert!(e.contains(":2: malformed record: ") && e.contains(expected), "{extra}: {e}");
         }
+        // A legacy record rebuilds the winner's launch offset from its policy label.
+        for label in ["runpod->modal@1e308s", "runpod->modal@nans", "runpod->modal@-5s"] {
+            let legacy = format!(r#"{{"kind":"hedged_request","request_id":1,"policy":"{label}","winner":"modal","winner_valid_at_ms":3000}}"#);
+            let e = err(format!("{legacy}\n").as_bytes());
+            assert!(e.contains(&format!(":1: malformed record: policy label `{label}` launches at ")), "{e}");
+        }
         let audit =
             r#"{"kind":"forced_cancel","provider":"runpod","phase":"early","receipt":{"cancel_sent_ms":1e308,"cancel_ack_ms":-1e308}}"#;
         assert!(err(format!("{audit}\n").as_bytes()).contains(":1: malformed record: `receipt.cancel_sent_ms` is 1e308"));

@@ -104,8 +104,8 @@ pub enum Command {
     /// Write synthetic paired-round traces drawn from the simulator profiles.
     Synth(SynthArgs),
     /// Send one hedged request (or `--repeat N`) through a configured policy; prints the
-    /// winner, latency, cost and every receipt, and appends the trace. Exits 1 when a
-    /// request got no valid result, with each attempt's cause on stderr.
+    /// winner, latency, cost and every receipt, and appends the trace. Exits 1 when no
+    /// request got a valid result; each failed request's attempt causes go to stderr.
     Run(RunArgs),
     /// Check each configured provider's credentials with read-only calls (spends nothing).
     LoginCheck(LoginCheckArgs),

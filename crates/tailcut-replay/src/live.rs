@@ -753,7 +753,8 @@ mod tests {
         }
         // A legacy record rebuilds the winner's launch offset from its policy label.
         for label in ["runpod->modal@1e308s", "runpod->modal@nans", "runpod->modal@-5s"] {
-            let legacy = format!(r#"{{"kind":"hedged_request","request_id":1,"policy":"{label}","winner":"modal","winner_valid_at_ms":3000}}"#);
+            let legacy =
+                format!(r#"{{"kind":"hedged_request","request_id":1,"policy":"{label}","winner":"modal","winner_valid_at_ms":3000}}"#);
             let e = err(format!("{legacy}\n").as_bytes());
             assert!(e.contains(&format!(":1: malformed record: policy label `{label}` launches at ")), "{e}");
         }

@@ -161,9 +161,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 trace_path.map_or(String::new(), |p| format!("; trace appended to {}", p.display()))
             );
         }
-        // A request without a valid result is a failure of the command, as for curl: a
-        // script must not read "winner none" as success.
-        anyhow::Ok(if without_result == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        // Nothing useful came back: a failure of the command, so that a script does not
+        // read "winner none" as success. With `--repeat`, partial failures are measured
+        // data (the summary counts them, stderr names their causes).
+        anyhow::Ok(if args.repeat > 0 && without_result == args.repeat { ExitCode::from(1) } else { ExitCode::SUCCESS })
     })
 }
 
@@ -272,7 +273,8 @@ async fn load(hedger: &Hedger, policy: Arc<dyn tailcut_core::policy::Policy>, in
             summary["peak_open_sockets"]
         );
     }
-    Ok(if errors == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    let none_valid = args.repeat > 0 && latencies.iter().filter(|x| x.is_infinite()).count() == args.repeat;
+    Ok(if errors == 0 && !none_valid { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 pub fn login_check(args: &LoginCheckArgs) -> anyhow::Result<ExitCode> {

@@ -86,3 +86,28 @@ fn a_run_without_a_valid_result_exits_1_naming_each_attempts_cause() {
         }
     }
 }
+
+#[test]
+fn a_request_the_budget_refuses_is_reported_once_and_traced_as_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("budget.toml");
+    std::fs::write(
+        &cfg,
+        "[budget]\nhard_stop_usd = 0.01\nsoft_stop_usd = 0.005\n[providers.sim]\nadapter = \"sim\"\nrate_usd_per_s = 0.000306\nexpected_run_s = 90\nsim = { profile = \"runpod\" }\n[policies.one]\nkind = \"single\"\nprovider = \"sim\"\n",
+    )
+    .unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_tailcut"))
+        .args(["run", "--config", cfg.to_str().unwrap(), "--policy", "one", "--trace", trace.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.matches("budget exceeded").count(), 1, "printed once: {stderr}");
+    assert!(stderr.contains("request 0 refused: budget exceeded"), "{stderr}");
+    // The trace records the request with no attempt; report counts it as refused, not as a miss.
+    let out = Command::new(env!("CARGO_BIN_EXE_tailcut")).args(["report", trace.to_str().unwrap(), "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let arm = &v["arms"][0];
+    assert_eq!((arm["n"].as_u64(), arm["refused"].as_u64(), arm["misses"].as_u64()), (Some(1), Some(1), Some(0)), "{arm}");
+}

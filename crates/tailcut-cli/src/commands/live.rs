@@ -98,10 +98,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             let request = JobRequest::new(format!("run-{}-{i}", now_rfc3339()), input.clone());
             let outcome = match hedger.run(policy.as_ref(), request).await {
                 Ok(o) => o,
-                Err(e) => {
-                    eprintln!("tailcut: request {i} refused: {e}");
-                    return Err(anyhow::Error::new(e));
-                }
+                Err(e) => return Err(anyhow::Error::new(e).context(format!("request {i} refused"))),
             };
             let latency = outcome.latency.map_or(f64::INFINITY, |d| d.as_secs_f64());
             latencies.push(latency);

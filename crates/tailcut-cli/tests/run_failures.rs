@@ -93,7 +93,7 @@ fn a_request_the_budget_refuses_is_reported_once_and_traced_as_refused() {
     let cfg = dir.path().join("budget.toml");
     std::fs::write(
         &cfg,
-        "[budget]\nhard_stop_usd = 0.01\nsoft_stop_usd = 0.005\n[providers.sim]\nadapter = \"sim\"\nrate_usd_per_s = 0.000306\nexpected_run_s = 90\nsim = { profile = \"runpod\" }\n[policies.one]\nkind = \"single\"\nprovider = \"sim\"\n",
+        "[budget]\nhard_stop_usd = 0.01\nsoft_stop_usd = 0.005\nledger = \":memory:\"\n[providers.sim]\nadapter = \"sim\"\nrate_usd_per_s = 0.000306\nexpected_run_s = 90\nsim = { profile = \"runpod\" }\n[policies.one]\nkind = \"single\"\nprovider = \"sim\"\n",
     )
     .unwrap();
     let trace = dir.path().join("trace.jsonl");

@@ -4,6 +4,80 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Largest number of seconds a flag accepts (11.6 days, the trace readers' bound on
+/// one request): a larger deadline or delay is a typo, and infinities and NaN would
+/// print as `miss>NaNs` or poison every comparison.
+pub const MAX_FLAG_SECONDS: f64 = 1e6;
+
+fn finite(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if v.is_finite() {
+        Ok(v)
+    } else {
+        Err(format!("`{s}` is not a finite number"))
+    }
+}
+
+/// Seconds in (0, [`MAX_FLAG_SECONDS`]]: deadlines.
+pub fn positive_seconds(s: &str) -> Result<f64, String> {
+    let v = finite(s)?;
+    if v > 0.0 && v <= MAX_FLAG_SECONDS {
+        Ok(v)
+    } else {
+        Err(format!("expected seconds above 0 and at most {MAX_FLAG_SECONDS:e}"))
+    }
+}
+
+/// Seconds in [0, [`MAX_FLAG_SECONDS`]]: delays.
+pub fn seconds(s: &str) -> Result<f64, String> {
+    let v = finite(s)?;
+    if (0.0..=MAX_FLAG_SECONDS).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("expected seconds between 0 and {MAX_FLAG_SECONDS:e}"))
+    }
+}
+
+/// A probability in [0, 1].
+pub fn probability(s: &str) -> Result<f64, String> {
+    let v = finite(s)?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err("expected a probability between 0 and 1".to_string())
+    }
+}
+
+/// A positive finite factor or rate, at most 1e6.
+pub fn positive(s: &str) -> Result<f64, String> {
+    let v = finite(s)?;
+    if v > 0.0 && v <= 1e6 {
+        Ok(v)
+    } else {
+        Err("expected a number above 0 and at most 1e6".to_string())
+    }
+}
+
+/// A non-negative finite fraction, at most 1e6.
+pub fn non_negative(s: &str) -> Result<f64, String> {
+    let v = finite(s)?;
+    if (0.0..=1e6).contains(&v) {
+        Ok(v)
+    } else {
+        Err("expected a number between 0 and 1e6".to_string())
+    }
+}
+
+/// Worker threads: 0 (one per core) to 1024.
+pub fn threads(s: &str) -> Result<usize, String> {
+    let v: usize = s.trim().parse().map_err(|_| format!("`{s}` is not a thread count"))?;
+    if v <= 1024 {
+        Ok(v)
+    } else {
+        Err("expected at most 1024 threads".to_string())
+    }
+}
+
 /// tailcut cuts the latency tail of GPU inference: it races a job across serverless GPU
 /// providers, takes the first valid result, cancels the losers with evidence, and
 /// replays traces offline to pick policies.
@@ -30,7 +104,8 @@ pub enum Command {
     /// Write synthetic paired-round traces drawn from the simulator profiles.
     Synth(SynthArgs),
     /// Send one hedged request (or `--repeat N`) through a configured policy; prints the
-    /// winner, latency, cost and every receipt, and appends the trace.
+    /// winner, latency, cost and every receipt, and appends the trace. Exits 1 when no
+    /// request got a valid result; each failed request's attempt causes go to stderr.
     Run(RunArgs),
     /// Check each configured provider's credentials with read-only calls (spends nothing).
     LoginCheck(LoginCheckArgs),
@@ -102,16 +177,16 @@ pub struct ContendRunArgs {
     #[arg(long)]
     pub model: Option<String>,
     /// Requests per second for http agents.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_parser = positive)]
     pub rate: f64,
     /// Bootstrap resamples for the degradation intervals.
     #[arg(long, default_value_t = 300)]
     pub bootstrap: usize,
     /// "Median barely moves" tolerance for the verdict (0.10 = ±10%).
-    #[arg(long, default_value_t = 0.10)]
+    #[arg(long, default_value_t = 0.10, value_parser = non_negative)]
     pub median_tolerance: f64,
     /// "Tail moves" threshold on the p99 factor for the verdict.
-    #[arg(long, default_value_t = 1.25)]
+    #[arg(long, default_value_t = 1.25, value_parser = positive)]
     pub tail_factor: f64,
     /// Seed of the bootstrap.
     #[arg(long, default_value_t = 1)]
@@ -176,7 +251,7 @@ pub struct ContendAgentArgs {
     #[arg(long)]
     pub model: Option<String>,
     /// Requests per second (http).
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_parser = positive)]
     pub rate: f64,
 }
 
@@ -311,7 +386,7 @@ pub struct ReplayArgs {
     #[arg(long, value_delimiter = ',')]
     pub deadlines: Option<Vec<u32>>,
     /// Fixed-hedge delays in seconds, comma-separated (default from config: 0,5,10,15,20,30,45,60).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = seconds)]
     pub delays: Option<Vec<f64>>,
     /// Quantile estimator.
     #[arg(long, value_enum, default_value_t = EstimatorArg::Nearest)]
@@ -342,7 +417,7 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub skip_bad_lines: bool,
     /// Worker threads (default: one per core).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = threads)]
     pub threads: usize,
 }
 
@@ -354,7 +429,7 @@ pub struct ReportArgs {
     #[arg(required = true)]
     pub traces: Vec<PathBuf>,
     /// Deadline for the miss column, seconds.
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = 60.0, value_parser = positive_seconds)]
     pub deadline: f64,
     /// Print JSON instead of tables.
     #[arg(long)]
@@ -413,11 +488,11 @@ pub struct DemoArgs {
     #[arg(long, value_enum, default_value_t = Arrivals::Fixed)]
     pub arrivals: Arrivals,
     /// Deadline for the miss column, seconds.
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = 60.0, value_parser = positive_seconds)]
     pub deadline: f64,
     /// Probability that a running cancel is acknowledged but ineffective (on every
     /// simulated provider); shows how leaks are reported.
-    #[arg(long)]
+    #[arg(long, value_parser = probability)]
     pub leak_p: Option<f64>,
     /// Configuration file (defaults to the built-in simulated providers and policies).
     #[arg(long)]
@@ -566,13 +641,13 @@ pub struct SimProviderArgs {
     #[arg(long, default_value_t = 8001)]
     pub port: u16,
     /// Real seconds per simulated second (0.01 makes a 100 s cold start take 1 s).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = positive)]
     pub time_scale: f64,
     /// Seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Probability a running cancel is acknowledged but ignored.
-    #[arg(long)]
+    #[arg(long, value_parser = probability)]
     pub leak_p: Option<f64>,
     /// Most workers at once (default: the profile's; raise it for load tests).
     #[arg(long)]

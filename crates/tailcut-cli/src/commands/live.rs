@@ -92,6 +92,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
         let mut latencies = Vec::new();
         let mut leaked = 0usize;
+        let mut without_result = 0usize;
         for i in 0..args.repeat {
             if i > 0 && !args.wait.is_zero() {
                 tokio::time::sleep(args.wait).await;
@@ -99,15 +100,16 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             let request = JobRequest::new(format!("run-{}-{i}", now_rfc3339()), input.clone());
             let outcome = match hedger.run(policy.as_ref(), request).await {
                 Ok(o) => o,
-                Err(e) => {
-                    eprintln!("tailcut: request {i} refused: {e}");
-                    return Err(anyhow::Error::new(e));
-                }
+                Err(e) => return Err(anyhow::Error::new(e).context(format!("request {i} refused"))),
             };
             let latency = outcome.latency.map_or(f64::INFINITY, |d| d.as_secs_f64());
             latencies.push(latency);
             let record = outcome.settled.wait().await.context("loser cleanup failed")?;
             leaked += record.receipts.iter().filter(|r| r.leaked).count();
+            if record.winner.is_none() {
+                without_result += 1;
+                report_failed_attempts(&record);
+            }
             if args.json {
                 println!("{}", serde_json::to_string(&record)?);
                 continue;
@@ -158,8 +160,34 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 trace_path.map_or(String::new(), |p| format!("; trace appended to {}", p.display()))
             );
         }
-        anyhow::Ok(ExitCode::SUCCESS)
+        // Nothing useful came back: a failure of the command, so that a script does not
+        // read "winner none" as success. With `--repeat`, partial failures are measured
+        // data (the summary counts them, stderr names their causes).
+        anyhow::Ok(if args.repeat > 0 && without_result == args.repeat { ExitCode::from(1) } else { ExitCode::SUCCESS })
     })
+}
+
+/// Why each attempt of a request without a valid result failed, on stderr (stdout keeps
+/// its format, JSON included).
+fn report_failed_attempts(record: &tailcut_core::trace::RequestTrace) {
+    if record.attempts.is_empty() {
+        eprintln!("tailcut: {}: no valid result: no attempt was sent", record.request_id);
+        return;
+    }
+    eprintln!("tailcut: {}: no valid result from {} attempt(s):", record.request_id, record.attempts.len());
+    for a in &record.attempts {
+        let cause = if !a.reasons.is_empty() {
+            a.reasons.join("; ")
+        } else if let Some(e) = &a.submit_error {
+            format!("submit failed: {e}")
+        } else {
+            match a.outcome {
+                Some(state) => format!("ended {}", state.wire()),
+                None => "no result before the race ended".to_string(),
+            }
+        };
+        eprintln!("tailcut:   {} ({}): {cause}", a.provider, format!("{:?}", a.role).to_lowercase());
+    }
 }
 
 /// Open sockets of this process (Linux), for load reports.
@@ -244,7 +272,8 @@ async fn load(hedger: &Hedger, policy: Arc<dyn tailcut_core::policy::Policy>, in
             summary["peak_open_sockets"]
         );
     }
-    Ok(if errors == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    let none_valid = args.repeat > 0 && latencies.iter().filter(|x| x.is_infinite()).count() == args.repeat;
+    Ok(if errors == 0 && !none_valid { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 pub fn login_check(args: &LoginCheckArgs) -> anyhow::Result<ExitCode> {

@@ -161,7 +161,12 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let bar = delayed_bar(total_bytes, "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} ({eta})");
     bar.message("reading rounds".into());
     let names: Vec<String> = rates.iter().map(|r| r.name.clone()).collect();
-    let loaded = load(&args.traces, &names, LoadOptions { skip_bad_lines: args.skip_bad_lines, threads: args.threads }, &|b| bar.set(b))?;
+    let loaded = load(
+        &args.traces,
+        &names,
+        LoadOptions { skip_bad_lines: args.skip_bad_lines, threads: args.threads, ..LoadOptions::default() },
+        &|b| bar.set(b),
+    )?;
     if loaded.skipped > 0 {
         eprintln!("tailcut: skipped {} malformed line(s), e.g. {}", loaded.skipped, loaded.skipped_examples.join("; "));
     }

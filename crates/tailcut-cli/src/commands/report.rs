@@ -17,7 +17,7 @@ fn spread(s: Option<Spread>) -> String {
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let traces = read_live(&args.traces, args.skip_bad_lines)?;
     if traces.skipped > 0 {
-        eprintln!("tailcut: skipped {} malformed line(s)", traces.skipped);
+        eprintln!("tailcut: skipped {} malformed line(s), e.g. {}", traces.skipped, traces.skipped_examples.join("; "));
     }
     let arms = summarize(&traces.rows, args.deadline);
     let audits = audit_matrix(&traces.audits);
@@ -29,8 +29,11 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
                 order.push(&r.arm);
             }
         }
-        let series: Vec<(String, Vec<f64>)> =
-            order.iter().map(|a| (a.to_string(), traces.rows.iter().filter(|r| r.arm == *a).map(|r| r.latency_s).collect())).collect();
+        // Refused requests were never sent: they have no latency to plot.
+        let series: Vec<(String, Vec<f64>)> = order
+            .iter()
+            .map(|a| (a.to_string(), traces.rows.iter().filter(|r| r.arm == *a && !r.refused).map(|r| r.latency_s).collect()))
+            .collect();
         let deadline = args.deadline.round().max(0.0) as u32;
         tailcut_replay::plot::ecdf_svg(path, "Live requests: share finished by time t", &series, &[deadline])?;
         eprintln!("tailcut: wrote {}", path.display());
@@ -45,29 +48,36 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if !arms.is_empty() {
-        println!("Live requests per arm ({} requests)", traces.rows.len());
-        let miss_title = format!("miss>{:.0}s (95% CI)", args.deadline);
-        let mut t = Table::new(&["arm", "n", "p50 s", "p90 s", "p95 s nr / linear", "max s", &miss_title, "hedged", "winners"]);
+        let refused = traces.rows.iter().filter(|r| r.refused).count();
+        println!("Live requests per arm ({} requests, {} sent, {refused} refused)", traces.rows.len(), traces.rows.len() - refused);
+        let miss_title = format!("miss>{}s of sent (95% CI)", tailcut_replay::fmt_g(args.deadline));
+        let mut t = Table::new(&["arm", "n", "refused", "p50 s", "p90 s", "p95 s nr / linear", "max s", &miss_title, "hedged", "winners"]);
         for a in &arms {
             let hedged = if a.cutovers + a.safety_hedges + a.escalations > 0 {
-                format!("{}/{} ({} cutover, {} safety, {} escalated)", a.hedged, a.n, a.cutovers, a.safety_hedges, a.escalations)
+                format!("{}/{} ({} cutover, {} safety, {} escalated)", a.hedged, a.sent, a.cutovers, a.safety_hedges, a.escalations)
             } else {
-                format!("{}/{}", a.hedged, a.n)
+                format!("{}/{}", a.hedged, a.sent)
             };
             let winners = a.winners.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ");
             t.row(vec![
                 a.arm.clone(),
                 a.n.to_string(),
+                a.refused.to_string(),
                 s1(a.p50_s),
                 s1(a.p90_s),
                 format!("{} / {}", s1(a.p95_s), s1(a.p95_linear_s)),
                 s1(a.max_s),
-                miss_ci(a.misses, a.n as u64),
+                miss_ci(a.misses, a.sent as u64),
                 hedged,
                 winners,
             ]);
         }
         print!("{}", t.render());
+        if refused > 0 {
+            println!(
+                "refused = never sent to any provider (the first submission was refused: budget or live-attempt cap); quantiles, misses, hedges and winners are over the sent requests."
+            );
+        }
 
         println!("\nLoser cancellations per arm");
         let mut t = Table::new(&["arm", "receipts", "evidence", "leaked", "ack ms", "cancel→terminal ms"]);

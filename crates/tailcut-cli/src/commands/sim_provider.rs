@@ -32,15 +32,14 @@ pub fn run(args: &SimProviderArgs) -> anyhow::Result<ExitCode> {
             super::listen_deep(&format!("{host}:{}", args.port)).await?
         };
         let addr = listener.local_addr()?;
-        let mut out = std::io::stdout().lock();
-        writeln!(
-            out,
-            "sim-provider `{}` ({} profile, time scale {}) listening on http://{addr}",
+        // The banner is best-effort: a reader that took the address and went away
+        // (`… | head -1`, a test harness) must not stop the server.
+        let banner = format!(
+            "sim-provider `{}` ({} profile, time scale {}) listening on http://{addr}\n  RunPod queue API: http://{addr}/v2/<endpoint>/run | status/<id> | cancel/<id> | health\n  OpenAI API:       http://{addr}/v1/chat/completions | /v1/models;  metrics: http://{addr}/metrics\n",
             settings.name, args.profile, args.time_scale
-        )?;
-        writeln!(out, "  RunPod queue API: http://{addr}/v2/<endpoint>/run | status/<id> | cancel/<id> | health")?;
-        writeln!(out, "  OpenAI API:       http://{addr}/v1/chat/completions | /v1/models;  metrics: http://{addr}/metrics")?;
-        out.flush()?;
+        );
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
         drop(out);
         let shutdown = async {
             let _ = tokio::signal::ctrl_c().await;

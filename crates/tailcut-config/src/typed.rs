@@ -611,6 +611,9 @@ fn gateway(cx: &Ctx<'_>, raw: Option<toml::Table>) -> Result<GatewayConfig, Conf
             None => None,
             r => Some(cx.float(&at("rate_per_s"), r, 0.0, Lo::Excl(0.0), 1e6, "requests per second")?),
         };
+        if key.routes.as_ref().is_some_and(Vec::is_empty) {
+            return Err(cx.err(at("routes"), "expected at least one route name (leave `routes` out to allow every route)"));
+        }
         keys.push(ApiKey { name: key.name, sha256: hex, budget_usd, rate_per_s, routes: key.routes });
     }
     let hedge_budget_percent =

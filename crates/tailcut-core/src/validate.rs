@@ -164,7 +164,8 @@ fn bad(spec: &ValidatorSpec, key: &str, expected: &str) -> ValidatorError {
 fn f64_setting(spec: &ValidatorSpec, key: &str, default: f64) -> Result<f64, ValidatorError> {
     match spec.settings.get(key) {
         None => Ok(default),
-        Some(v) => v.as_f64().ok_or_else(|| bad(spec, key, "a number")),
+        // Finite and non-negative: a negative bound would refuse (or pass) every result.
+        Some(v) => v.as_f64().filter(|x| (0.0..=1e9).contains(x)).ok_or_else(|| bad(spec, key, "a number from 0 to 1e9")),
     }
 }
 

@@ -132,6 +132,18 @@ pub struct Generic {
 
 /// Replaces `${VAR}` from the environment; an unset variable is an error naming it.
 pub fn substitute_env(text: &str) -> Result<String, BackendError> {
+    substitute(text, |_| false)
+}
+
+/// Whether a variable's name says it holds a credential (`API_KEY`, `TOKEN`, ...).
+fn names_a_credential(var: &str) -> bool {
+    let up = var.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASS", "AUTH", "CRED"].iter().any(|w| up.contains(w))
+}
+
+/// [`substitute_env`], registering for redaction ([`crate::redact`]) the value of each
+/// variable `secret` picks.
+fn substitute(text: &str, secret: impl Fn(&str) -> bool) -> Result<String, BackendError> {
     let mut out = String::new();
     let mut rest = text;
     while let Some(start) = rest.find("${") {
@@ -144,6 +156,9 @@ pub fn substitute_env(text: &str) -> Result<String, BackendError> {
         let var = &after[..end];
         let value = std::env::var(var)
             .map_err(|_| BackendError::Rejected { status: 0, message: format!("environment variable `{var}` is not set") })?;
+        if secret(var) {
+            crate::redact::register(&value);
+        }
         out.push_str(&value);
         rest = &after[end + 1..];
     }
@@ -184,13 +199,15 @@ impl Generic {
         job_id: &str,
         body: Option<Value>,
     ) -> Result<reqwest::RequestBuilder, BackendError> {
-        let url = substitute_env(&call.url)?.replace("{job_id}", job_id);
+        // What goes into headers is a credential as a rule; in a URL, only a variable
+        // named like one (a host or a path is not, and redacting it would mangle replies).
+        let url = substitute(&call.url, names_a_credential)?.replace("{job_id}", job_id);
         let method = call.method.clone().unwrap_or_else(|| default.into()).to_ascii_uppercase();
         let m = reqwest::Method::from_bytes(method.as_bytes())
             .map_err(|_| BackendError::Rejected { status: 0, message: format!("bad method {method}") })?;
         let mut r = c.request(m.clone(), url);
         for (k, v) in &self.spec.headers {
-            r = r.header(k, substitute_env(v)?);
+            r = r.header(k, substitute(v, |_| true)?);
         }
         if let Some(b) = body {
             if matches!(method.as_str(), "POST" | "PUT" | "PATCH") {

@@ -152,7 +152,7 @@ async fn run(cfg: OpenAi, body: bytes::Bytes, id: String, started: Instant) -> J
     };
     let status = resp.status();
     if !streamed || !status.is_success() {
-        return match resp.bytes().await {
+        return match crate::client::read_body(resp).await {
             Ok(b) => whole_reply(status.as_u16(), b, cfg.check_json, started),
             Err(e) => finish(JobResult::bare(JobState::Failed, Some(crate::client::describe(e))), started),
         };
@@ -162,14 +162,12 @@ async fn run(cfg: OpenAi, body: bytes::Bytes, id: String, started: Instant) -> J
     let mut usage = Value::Null;
     let mut finish_reason = Value::Null;
     let mut sse = crate::sse::SseData::default();
-    let mut stream = resp.bytes_stream();
+    let mut stream = crate::client::body_stream(resp);
     let mut done = false;
     while let Some(chunk) = stream.next().await {
         let chunk = match chunk {
             Ok(c) => c,
-            Err(e) => {
-                return finish(JobResult::bare(JobState::Failed, Some(format!("stream broke: {}", crate::client::describe(e)))), started)
-            }
+            Err(e) => return finish(JobResult::bare(JobState::Failed, Some(format!("stream broke: {e}"))), started),
         };
         for data in sse.push(&chunk) {
             if data == "[DONE]" {

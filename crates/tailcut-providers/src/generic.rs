@@ -4,7 +4,7 @@
 //! substitution in headers and URLs. The reference tool's YAML field names are accepted
 //! too (`job_id_path`, `audio_b64_path`, `metrics_path`, `state_map` with member names).
 
-use crate::client::HttpClient;
+use crate::client::{HttpClient, Reply};
 use crate::polling::{json_payload, path, CancelReply, Dialect, Observation, Remote};
 use async_trait::async_trait;
 use base64::Engine;
@@ -217,7 +217,40 @@ impl Generic {
         Ok(r)
     }
 
-    fn payload(&self, v: &Value) -> Result<Payload, BackendError> {
+    /// Reads a submit reply: the job id at `id_path`.
+    pub fn read_submit(&self, reply: &Reply) -> Result<Remote, BackendError> {
+        let v = reply.success_json()?;
+        let id = path(&v, &self.spec.id_path)
+            .and_then(|x| x.as_str().map(str::to_string).or_else(|| x.as_i64().map(|n| n.to_string())))
+            .ok_or_else(|| BackendError::MalformedResponse(format!("no job id at `{}`", self.spec.id_path)))?;
+        Ok(Remote { id, ..Remote::default() })
+    }
+
+    /// Reads a status reply: the state at `state_path` through the state map, the
+    /// metrics at `metrics_path`, and the reply itself as the output of a completed job
+    /// when no result call is configured.
+    pub fn read_status(&self, reply: &Reply) -> Result<Observation, BackendError> {
+        let v = reply.success_json()?;
+        let raw = path(&v, &self.spec.state_path)
+            .and_then(Value::as_str)
+            .ok_or_else(|| BackendError::MalformedResponse(format!("no state at `{}`", self.spec.state_path)))?;
+        let mut obs = Observation::state(map_state(raw, &self.spec.state_map));
+        if let Some(Value::Object(m)) = self.spec.metrics_path.as_deref().and_then(|p| path(&v, p)) {
+            obs.metrics = m.clone();
+        }
+        if obs.state == JobState::Completed && self.spec.result.is_none() {
+            obs.output = Some(v);
+        }
+        Ok(obs)
+    }
+
+    /// Reads a result reply: the payload.
+    pub fn read_result(&self, reply: &Reply) -> Result<Payload, BackendError> {
+        self.payload(&reply.success_json()?)
+    }
+
+    /// The payload in a result (or status) document.
+    pub fn payload(&self, v: &Value) -> Result<Payload, BackendError> {
         if let Some(p) = &self.spec.audio_b64_path {
             let b64 =
                 path(v, p).and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse(format!("no base64 payload at `{p}`")))?;
@@ -254,11 +287,7 @@ impl Dialect for Generic {
         let reply = http
             .once(|c| self.request(c, &call, "POST", "", Some(body.clone())).unwrap_or_else(|_| c.get("http://invalid.invalid")))
             .await?;
-        let v = reply.success_json()?;
-        let id = path(&v, &self.spec.id_path)
-            .and_then(|x| x.as_str().map(str::to_string).or_else(|| x.as_i64().map(|n| n.to_string())))
-            .ok_or_else(|| BackendError::MalformedResponse(format!("no job id at `{}`", self.spec.id_path)))?;
-        Ok(Remote { id, ..Remote::default() })
+        self.read_submit(&reply)
     }
 
     async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
@@ -268,18 +297,7 @@ impl Dialect for Generic {
         drop(self.request(http.raw(), call, "GET", &job.id, None)?);
         let reply =
             http.idempotent(|c| self.request(c, call, "GET", &job.id, None).unwrap_or_else(|_| c.get("http://invalid.invalid"))).await?;
-        let v = reply.success_json()?;
-        let raw = path(&v, &self.spec.state_path)
-            .and_then(Value::as_str)
-            .ok_or_else(|| BackendError::MalformedResponse(format!("no state at `{}`", self.spec.state_path)))?;
-        let mut obs = Observation::state(map_state(raw, &self.spec.state_map));
-        if let Some(Value::Object(m)) = self.spec.metrics_path.as_deref().and_then(|p| path(&v, p)) {
-            obs.metrics = m.clone();
-        }
-        if obs.state == JobState::Completed && self.spec.result.is_none() {
-            obs.output = Some(v);
-        }
-        Ok(obs)
+        self.read_status(&reply)
     }
 
     async fn fetch(&self, http: &HttpClient, job: &Remote, obs: &Observation) -> Result<Payload, BackendError> {
@@ -290,7 +308,7 @@ impl Dialect for Generic {
                 let reply = http
                     .idempotent(|c| self.request(c, call, "GET", &job.id, None).unwrap_or_else(|_| c.get("http://invalid.invalid")))
                     .await?;
-                self.payload(&reply.success_json()?)
+                self.read_result(&reply)
             }
         }
     }

@@ -112,7 +112,7 @@ async fn upstream(i: usize, up: Upstream, http: reqwest::Client, body: bytes::By
                 return;
             };
             if v.get("error").is_some() {
-                let _ = tx.send((i, Ev::Failed(format!("upstream error: {}", v["error"]))));
+                let _ = tx.send((i, Ev::Failed(tailcut_providers::polling::error_text(&format!("upstream error: {}", v["error"])))));
                 return;
             }
             let ev = if has_content(&v) { Ev::Token(framed(&data)) } else { Ev::Line(framed(&data)) };

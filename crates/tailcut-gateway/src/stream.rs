@@ -76,8 +76,8 @@ async fn open(up: &Upstream, http: &reqwest::Client, path: &str, body: bytes::By
     }
     let resp = req.send().await.map_err(tailcut_providers::client::describe)?;
     let status = resp.status().as_u16();
-    let stream = resp.bytes_stream().map(|r| r.map_err(tailcut_providers::client::describe));
-    Ok((status, Box::pin(stream)))
+    // Read through the providers' client, which redacts credentials as it reads.
+    Ok((status, tailcut_providers::client::body_stream(resp)))
 }
 
 async fn upstream(i: usize, up: Upstream, http: reqwest::Client, body: bytes::Bytes, chat: bool, tx: mpsc::UnboundedSender<(usize, Ev)>) {
@@ -112,7 +112,7 @@ async fn upstream(i: usize, up: Upstream, http: reqwest::Client, body: bytes::By
                 return;
             };
             if v.get("error").is_some() {
-                let _ = tx.send((i, Ev::Failed(format!("upstream error: {}", v["error"]))));
+                let _ = tx.send((i, Ev::Failed(tailcut_providers::polling::error_text(&format!("upstream error: {}", v["error"])))));
                 return;
             }
             let ev = if has_content(&v) { Ev::Token(framed(&data)) } else { Ev::Line(framed(&data)) };

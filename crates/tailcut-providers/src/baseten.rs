@@ -3,7 +3,7 @@
 //! store async outputs: they go to your webhook, and this adapter reads them back from
 //! your collector at `result_url` (`{request_id}` substituted).
 
-use crate::client::HttpClient;
+use crate::client::{HttpClient, Reply};
 use crate::polling::{CancelReply, Dialect, Observation, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
@@ -70,24 +70,13 @@ impl Dialect for Baseten {
             body["webhook_endpoint"] = json!(w);
         }
         let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
-        let v = reply.success_json()?;
-        let id = v
-            .get("request_id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| BackendError::MalformedResponse("reply without `request_id`".into()))?;
-        Ok(Remote { id: id.to_string(), ..Remote::default() })
+        read_submit(&reply)
     }
 
     async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
         let url = format!("{}/async_request/{}", self.base, job.id);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        let v = reply.success_json()?;
-        let s = v.get("status").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("status without `status`".into()))?;
-        let mut obs = Observation::state(state(s));
-        if let Some(errs) = v.get("errors").and_then(Value::as_array).filter(|e| !e.is_empty()) {
-            obs.error = Some(errs.iter().filter_map(|e| e.get("message").and_then(Value::as_str)).collect::<Vec<_>>().join("; "));
-        }
-        Ok(obs)
+        read_status(&reply)
     }
 
     async fn fetch(&self, http: &HttpClient, job: &Remote, _obs: &Observation) -> Result<tailcut_core::Payload, BackendError> {
@@ -96,23 +85,50 @@ impl Dialect for Baseten {
         };
         let url = template.replace("{request_id}", &job.id);
         let reply = http.idempotent(|c| c.get(&url)).await?;
-        let v = reply.success_json()?;
-        Ok(crate::polling::json_payload(v.get("data").unwrap_or(&v)))
+        read_result(&reply)
     }
 
     async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {
         let url = format!("{}/async_request/{}", self.base, job.id);
         let reply = http.once(|c| self.auth(c.delete(&url))).await?;
-        let v = reply.success_json()?;
-        let canceled = v.get("canceled").and_then(Value::as_bool).unwrap_or(false);
-        let message = v.get("message").and_then(Value::as_str).unwrap_or("").to_string();
-        Ok(if canceled {
-            CancelReply { acknowledged: true, note: message }
-        } else {
-            CancelReply {
-                acknowledged: false,
-                note: format!("Baseten refused: {message} (an IN_PROGRESS async request cannot be cancelled)"),
-            }
-        })
+        read_cancel(&reply)
     }
+}
+
+/// Reads an async-predict reply: the request id.
+pub fn read_submit(reply: &Reply) -> Result<Remote, BackendError> {
+    let v = reply.success_json()?;
+    let id =
+        v.get("request_id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("reply without `request_id`".into()))?;
+    Ok(Remote { id: id.to_string(), ..Remote::default() })
+}
+
+/// Reads an async-request status reply.
+pub fn read_status(reply: &Reply) -> Result<Observation, BackendError> {
+    let v = reply.success_json()?;
+    let s = v.get("status").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("status without `status`".into()))?;
+    let mut obs = Observation::state(state(s));
+    if let Some(errs) = v.get("errors").and_then(Value::as_array).filter(|e| !e.is_empty()) {
+        let joined = errs.iter().filter_map(|e| e.get("message").and_then(Value::as_str)).collect::<Vec<_>>().join("; ");
+        obs.error = Some(crate::polling::error_text(&joined));
+    }
+    Ok(obs)
+}
+
+/// Reads what the webhook collector kept (its `data`, or the whole document).
+pub fn read_result(reply: &Reply) -> Result<tailcut_core::Payload, BackendError> {
+    let v = reply.success_json()?;
+    Ok(crate::polling::json_payload(v.get("data").unwrap_or(&v)))
+}
+
+/// Reads a cancel reply (Baseten cancels only while queued).
+pub fn read_cancel(reply: &Reply) -> Result<CancelReply, BackendError> {
+    let v = reply.success_json()?;
+    let canceled = v.get("canceled").and_then(Value::as_bool).unwrap_or(false);
+    let message = crate::polling::error_text(v.get("message").and_then(Value::as_str).unwrap_or(""));
+    Ok(if canceled {
+        CancelReply { acknowledged: true, note: message }
+    } else {
+        CancelReply { acknowledged: false, note: format!("Baseten refused: {message} (an IN_PROGRESS async request cannot be cancelled)") }
+    })
 }

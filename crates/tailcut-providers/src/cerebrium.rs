@@ -5,7 +5,7 @@
 //! and honest that nothing stronger than a closed channel can be proven.
 
 use crate::channel::{correlation_id, ChannelJob};
-use crate::client::HttpClient;
+use crate::client::{HttpClient, Reply};
 use crate::secret::Secret;
 use async_trait::async_trait;
 use futures::FutureExt;
@@ -28,6 +28,29 @@ pub struct Cerebrium {
     pub http: HttpClient,
 }
 
+/// Reads the synchronous call's reply for provider `name`: the job's result.
+pub fn read_reply(reply: &Reply, name: &str) -> JobResult {
+    if !reply.ok() {
+        return JobResult::bare(JobState::Failed, Some(reply.rejected().to_string()));
+    }
+    let v = match reply.json() {
+        Err(e) => return JobResult::bare(JobState::Failed, Some(e.to_string())),
+        Ok(v) => v,
+    };
+    let Some(result) = v.get("result") else {
+        return JobResult::bare(JobState::Failed, Some("response without `result`".into()));
+    };
+    let mut r = JobResult::bare(JobState::Completed, None);
+    r.payload = Some(Payload { bytes: serde_json::to_vec(result).unwrap_or_default().into(), content_type: "application/json".into() });
+    if let Some(ms) = v.get("run_time_ms") {
+        r.metrics.insert(format!("{name}_run_time_ms"), ms.clone());
+    }
+    if let Some(run) = v.get("run_id").and_then(Value::as_str) {
+        r.metrics.insert(format!("{name}_run_id"), json!(run));
+    }
+    r
+}
+
 #[async_trait]
 impl Backend for Cerebrium {
     fn capabilities(&self) -> Capabilities {
@@ -43,27 +66,7 @@ impl Backend for Cerebrium {
             let finished = Instant::now();
             let mut r = match reply {
                 Err(e) => JobResult::bare(JobState::Failed, Some(e.to_string())),
-                Ok(reply) if !reply.ok() => JobResult::bare(JobState::Failed, Some(reply.rejected().to_string())),
-                Ok(reply) => match reply.json() {
-                    Err(e) => JobResult::bare(JobState::Failed, Some(e.to_string())),
-                    Ok(v) => match v.get("result") {
-                        None => JobResult::bare(JobState::Failed, Some("response without `result`".into())),
-                        Some(result) => {
-                            let mut r = JobResult::bare(JobState::Completed, None);
-                            r.payload = Some(Payload {
-                                bytes: serde_json::to_vec(result).unwrap_or_default().into(),
-                                content_type: "application/json".into(),
-                            });
-                            if let Some(ms) = v.get("run_time_ms") {
-                                r.metrics.insert(format!("{name}_run_time_ms"), ms.clone());
-                            }
-                            if let Some(run) = v.get("run_id").and_then(Value::as_str) {
-                                r.metrics.insert(format!("{name}_run_id"), json!(run));
-                            }
-                            r
-                        }
-                    },
-                },
+                Ok(reply) => read_reply(&reply, &name),
             };
             r.finished = finished;
             r

@@ -1,5 +1,8 @@
 //! The shared HTTP client: pooled connections, timeouts, and bounded retry for
 //! idempotent calls (transport errors, 5xx, and 429 honouring `Retry-After`).
+//!
+//! Every reply body read through reqwest is read here ([`read_body`], [`body_stream`]),
+//! and comes out with every configured credential redacted ([`crate::redact`]).
 
 use std::time::Duration;
 use tailcut_core::BackendError;
@@ -28,6 +31,18 @@ pub struct Reply {
     pub status: u16,
     /// Body bytes.
     pub body: bytes::Bytes,
+}
+
+/// Reads a whole reply body, redacted (the only way tailcut reads one from reqwest).
+pub async fn read_body(resp: reqwest::Response) -> Result<bytes::Bytes, reqwest::Error> {
+    resp.bytes().await.map(crate::redact::bytes)
+}
+
+/// A reply body as it streams, redacted (also a secret cut across two chunks), with
+/// errors as one line each (see [`describe`]).
+pub fn body_stream(resp: reqwest::Response) -> crate::plain::ByteStream {
+    use futures::StreamExt;
+    crate::redact::stream(Box::pin(resp.bytes_stream().map(|r| r.map_err(describe))))
 }
 
 impl Reply {
@@ -131,7 +146,7 @@ impl HttpClient {
     pub async fn once(&self, build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder) -> Result<Reply, BackendError> {
         let resp = build(&self.inner).send().await.map_err(transport)?;
         let status = resp.status().as_u16();
-        let body = resp.bytes().await.map_err(transport)?;
+        let body = read_body(resp).await.map_err(transport)?;
         Ok(Reply { status, body })
     }
 
@@ -150,7 +165,7 @@ impl HttpClient {
                         .and_then(|v| v.to_str().ok())
                         .and_then(|v| v.trim().parse::<u64>().ok())
                         .map(Duration::from_secs);
-                    let body = resp.bytes().await.map_err(transport);
+                    let body = read_body(resp).await.map_err(transport);
                     let reply = body.map(|body| Reply { status, body });
                     let retryable = status == 429 || status >= 500;
                     if !retryable {

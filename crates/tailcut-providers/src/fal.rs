@@ -3,7 +3,7 @@
 //! cancelled state, so a cancelled request is only ever seen as `COMPLETED`, and the
 //! receipt says exactly that.
 
-use crate::client::HttpClient;
+use crate::client::{HttpClient, Reply};
 use crate::polling::{CancelReply, Dialect, Observation, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
@@ -56,68 +56,88 @@ impl Dialect for Fal {
         let url = format!("{}/{}", self.base, self.model);
         let body = request.input().clone();
         let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
-        let v = reply.success_json()?;
-        let id = v
-            .get("request_id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| BackendError::MalformedResponse("submit reply without `request_id`".into()))?;
-        let mut remote = Remote { id: id.to_string(), ..Remote::default() };
-        for k in ["status_url", "response_url", "cancel_url"] {
-            if let Some(u) = v.get(k).and_then(Value::as_str) {
-                remote.urls.insert(k.to_string(), u.to_string());
-            }
-        }
-        Ok(remote)
+        read_submit(&reply)
     }
 
     async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
         let url = self.url(job, "status_url");
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        let v = reply.success_json()?;
-        let status = v.get("status").and_then(Value::as_str).unwrap_or("");
-        let mut obs = Observation::state(match status {
-            "IN_QUEUE" => JobState::Queued,
-            "IN_PROGRESS" => JobState::Running,
-            "COMPLETED" => JobState::Completed,
-            _ => JobState::Unknown,
-        });
-        if let Some(p) = v.get("queue_position") {
-            obs.metrics.insert(format!("{}_queue_position", self.name), p.clone());
-        }
-        if let Some(t) = v.pointer("/metrics/inference_time").and_then(Value::as_f64) {
-            obs.metrics.insert(format!("{}_inference_ms", self.name), json!(t * 1000.0));
-        }
-        if let Some(e) = v.get("error").and_then(Value::as_str) {
-            // A failed or cancelled request still ends COMPLETED, with an error.
-            obs.state = if obs.state == JobState::Completed { JobState::Failed } else { obs.state };
-            obs.error = Some(e.to_string());
-        }
-        Ok(obs)
+        read_status(&reply, &self.name)
     }
 
     async fn fetch(&self, http: &HttpClient, job: &Remote, _obs: &Observation) -> Result<tailcut_core::Payload, BackendError> {
         let url = self.url(job, "response_url");
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        reply.success_json().map(|v| crate::polling::json_payload(&v))
+        read_result(&reply)
     }
 
     async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {
         let url = self.url(job, "cancel_url");
         let reply = http.once(|c| self.auth(c.put(&url))).await?;
-        let status = reply.json().ok().and_then(|v| v.get("status").and_then(Value::as_str).map(str::to_string)).unwrap_or_default();
-        match status.as_str() {
-            "OK" => Ok(CancelReply { acknowledged: true, note: "fal removed the request from the queue".into() }),
-            "CANCELLATION_REQUESTED" => Ok(CancelReply {
-                acknowledged: true,
-                note: "fal forwarded the cancel to the running app; fal has no cancelled state, so a terminal COMPLETED is all that can be observed".into(),
-            }),
-            "ALREADY_COMPLETED" => Ok(CancelReply { acknowledged: true, note: "already completed".into() }),
-            _ if reply.ok() => Ok(CancelReply { acknowledged: true, note: String::new() }),
-            _ => Err(reply.rejected()),
-        }
+        read_cancel(&reply)
     }
 
     fn execution_metric(&self) -> Option<String> {
         Some(format!("{}_inference_ms", self.name))
+    }
+}
+
+/// Reads a submit reply: the request id and the URLs to use for it.
+pub fn read_submit(reply: &Reply) -> Result<Remote, BackendError> {
+    let v = reply.success_json()?;
+    let id = v
+        .get("request_id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| BackendError::MalformedResponse("submit reply without `request_id`".into()))?;
+    let mut remote = Remote { id: id.to_string(), ..Remote::default() };
+    for k in ["status_url", "response_url", "cancel_url"] {
+        if let Some(u) = v.get(k).and_then(Value::as_str) {
+            remote.urls.insert(k.to_string(), u.to_string());
+        }
+    }
+    Ok(remote)
+}
+
+/// Reads a status reply for provider `name`.
+pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, BackendError> {
+    let v = reply.success_json()?;
+    let status = v.get("status").and_then(Value::as_str).unwrap_or("");
+    let mut obs = Observation::state(match status {
+        "IN_QUEUE" => JobState::Queued,
+        "IN_PROGRESS" => JobState::Running,
+        "COMPLETED" => JobState::Completed,
+        _ => JobState::Unknown,
+    });
+    if let Some(p) = v.get("queue_position") {
+        obs.metrics.insert(format!("{name}_queue_position"), p.clone());
+    }
+    if let Some(t) = v.pointer("/metrics/inference_time").and_then(Value::as_f64) {
+        obs.metrics.insert(format!("{name}_inference_ms"), json!(t * 1000.0));
+    }
+    if let Some(e) = v.get("error").and_then(Value::as_str) {
+        // A failed or cancelled request still ends COMPLETED, with an error.
+        obs.state = if obs.state == JobState::Completed { JobState::Failed } else { obs.state };
+        obs.error = Some(crate::polling::error_text(e));
+    }
+    Ok(obs)
+}
+
+/// Reads a result reply.
+pub fn read_result(reply: &Reply) -> Result<tailcut_core::Payload, BackendError> {
+    reply.success_json().map(|v| crate::polling::json_payload(&v))
+}
+
+/// Reads a cancel reply.
+pub fn read_cancel(reply: &Reply) -> Result<CancelReply, BackendError> {
+    let status = reply.json().ok().and_then(|v| v.get("status").and_then(Value::as_str).map(str::to_string)).unwrap_or_default();
+    match status.as_str() {
+        "OK" => Ok(CancelReply { acknowledged: true, note: "fal removed the request from the queue".into() }),
+        "CANCELLATION_REQUESTED" => Ok(CancelReply {
+            acknowledged: true,
+            note: "fal forwarded the cancel to the running app; fal has no cancelled state, so a terminal COMPLETED is all that can be observed".into(),
+        }),
+        "ALREADY_COMPLETED" => Ok(CancelReply { acknowledged: true, note: "already completed".into() }),
+        _ if reply.ok() => Ok(CancelReply { acknowledged: true, note: String::new() }),
+        _ => Err(reply.rejected()),
     }
 }

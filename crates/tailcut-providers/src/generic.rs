@@ -4,7 +4,7 @@
 //! substitution in headers and URLs. The reference tool's YAML field names are accepted
 //! too (`job_id_path`, `audio_b64_path`, `metrics_path`, `state_map` with member names).
 
-use crate::client::HttpClient;
+use crate::client::{HttpClient, Reply};
 use crate::polling::{json_payload, path, CancelReply, Dialect, Observation, Remote};
 use async_trait::async_trait;
 use base64::Engine;
@@ -132,6 +132,18 @@ pub struct Generic {
 
 /// Replaces `${VAR}` from the environment; an unset variable is an error naming it.
 pub fn substitute_env(text: &str) -> Result<String, BackendError> {
+    substitute(text, |_| false)
+}
+
+/// Whether a variable's name says it holds a credential (`API_KEY`, `TOKEN`, ...).
+fn names_a_credential(var: &str) -> bool {
+    let up = var.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASS", "AUTH", "CRED"].iter().any(|w| up.contains(w))
+}
+
+/// [`substitute_env`], registering for redaction ([`crate::redact`]) the value of each
+/// variable `secret` picks.
+fn substitute(text: &str, secret: impl Fn(&str) -> bool) -> Result<String, BackendError> {
     let mut out = String::new();
     let mut rest = text;
     while let Some(start) = rest.find("${") {
@@ -144,6 +156,9 @@ pub fn substitute_env(text: &str) -> Result<String, BackendError> {
         let var = &after[..end];
         let value = std::env::var(var)
             .map_err(|_| BackendError::Rejected { status: 0, message: format!("environment variable `{var}` is not set") })?;
+        if secret(var) {
+            crate::redact::register(&value);
+        }
         out.push_str(&value);
         rest = &after[end + 1..];
     }
@@ -184,13 +199,15 @@ impl Generic {
         job_id: &str,
         body: Option<Value>,
     ) -> Result<reqwest::RequestBuilder, BackendError> {
-        let url = substitute_env(&call.url)?.replace("{job_id}", job_id);
+        // What goes into headers is a credential as a rule; in a URL, only a variable
+        // named like one (a host or a path is not, and redacting it would mangle replies).
+        let url = substitute(&call.url, names_a_credential)?.replace("{job_id}", job_id);
         let method = call.method.clone().unwrap_or_else(|| default.into()).to_ascii_uppercase();
         let m = reqwest::Method::from_bytes(method.as_bytes())
             .map_err(|_| BackendError::Rejected { status: 0, message: format!("bad method {method}") })?;
         let mut r = c.request(m.clone(), url);
         for (k, v) in &self.spec.headers {
-            r = r.header(k, substitute_env(v)?);
+            r = r.header(k, substitute(v, |_| true)?);
         }
         if let Some(b) = body {
             if matches!(method.as_str(), "POST" | "PUT" | "PATCH") {
@@ -200,7 +217,40 @@ impl Generic {
         Ok(r)
     }
 
-    fn payload(&self, v: &Value) -> Result<Payload, BackendError> {
+    /// Reads a submit reply: the job id at `id_path`.
+    pub fn read_submit(&self, reply: &Reply) -> Result<Remote, BackendError> {
+        let v = reply.success_json()?;
+        let id = path(&v, &self.spec.id_path)
+            .and_then(|x| x.as_str().map(str::to_string).or_else(|| x.as_i64().map(|n| n.to_string())))
+            .ok_or_else(|| BackendError::MalformedResponse(format!("no job id at `{}`", self.spec.id_path)))?;
+        Ok(Remote { id, ..Remote::default() })
+    }
+
+    /// Reads a status reply: the state at `state_path` through the state map, the
+    /// metrics at `metrics_path`, and the reply itself as the output of a completed job
+    /// when no result call is configured.
+    pub fn read_status(&self, reply: &Reply) -> Result<Observation, BackendError> {
+        let v = reply.success_json()?;
+        let raw = path(&v, &self.spec.state_path)
+            .and_then(Value::as_str)
+            .ok_or_else(|| BackendError::MalformedResponse(format!("no state at `{}`", self.spec.state_path)))?;
+        let mut obs = Observation::state(map_state(raw, &self.spec.state_map));
+        if let Some(Value::Object(m)) = self.spec.metrics_path.as_deref().and_then(|p| path(&v, p)) {
+            obs.metrics = m.clone();
+        }
+        if obs.state == JobState::Completed && self.spec.result.is_none() {
+            obs.output = Some(v);
+        }
+        Ok(obs)
+    }
+
+    /// Reads a result reply: the payload.
+    pub fn read_result(&self, reply: &Reply) -> Result<Payload, BackendError> {
+        self.payload(&reply.success_json()?)
+    }
+
+    /// The payload in a result (or status) document.
+    pub fn payload(&self, v: &Value) -> Result<Payload, BackendError> {
         if let Some(p) = &self.spec.audio_b64_path {
             let b64 =
                 path(v, p).and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse(format!("no base64 payload at `{p}`")))?;
@@ -237,11 +287,7 @@ impl Dialect for Generic {
         let reply = http
             .once(|c| self.request(c, &call, "POST", "", Some(body.clone())).unwrap_or_else(|_| c.get("http://invalid.invalid")))
             .await?;
-        let v = reply.success_json()?;
-        let id = path(&v, &self.spec.id_path)
-            .and_then(|x| x.as_str().map(str::to_string).or_else(|| x.as_i64().map(|n| n.to_string())))
-            .ok_or_else(|| BackendError::MalformedResponse(format!("no job id at `{}`", self.spec.id_path)))?;
-        Ok(Remote { id, ..Remote::default() })
+        self.read_submit(&reply)
     }
 
     async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
@@ -251,18 +297,7 @@ impl Dialect for Generic {
         drop(self.request(http.raw(), call, "GET", &job.id, None)?);
         let reply =
             http.idempotent(|c| self.request(c, call, "GET", &job.id, None).unwrap_or_else(|_| c.get("http://invalid.invalid"))).await?;
-        let v = reply.success_json()?;
-        let raw = path(&v, &self.spec.state_path)
-            .and_then(Value::as_str)
-            .ok_or_else(|| BackendError::MalformedResponse(format!("no state at `{}`", self.spec.state_path)))?;
-        let mut obs = Observation::state(map_state(raw, &self.spec.state_map));
-        if let Some(Value::Object(m)) = self.spec.metrics_path.as_deref().and_then(|p| path(&v, p)) {
-            obs.metrics = m.clone();
-        }
-        if obs.state == JobState::Completed && self.spec.result.is_none() {
-            obs.output = Some(v);
-        }
-        Ok(obs)
+        self.read_status(&reply)
     }
 
     async fn fetch(&self, http: &HttpClient, job: &Remote, obs: &Observation) -> Result<Payload, BackendError> {
@@ -273,7 +308,7 @@ impl Dialect for Generic {
                 let reply = http
                     .idempotent(|c| self.request(c, call, "GET", &job.id, None).unwrap_or_else(|_| c.get("http://invalid.invalid")))
                     .await?;
-                self.payload(&reply.success_json()?)
+                self.read_result(&reply)
             }
         }
     }

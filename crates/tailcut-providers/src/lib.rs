@@ -10,7 +10,8 @@
 //! small per-provider [`polling::Dialect`]; request-channel providers (Cerebrium,
 //! OpenAI-compatible servers) run the request in a task and cancel by closing it
 //! ([`channel`]). Receipts record exactly what was observed: a cancel is confirmed only
-//! by a terminal state polled afterwards.
+//! by a terminal state polled afterwards. Every reply is read off the wire through
+//! [`redact`], which removes every configured credential before anything parses it.
 
 pub mod baseten;
 pub mod cerebrium;
@@ -22,6 +23,7 @@ pub mod modal;
 pub mod openai;
 pub mod plain;
 pub mod polling;
+pub mod redact;
 pub mod replicate;
 pub mod runpod;
 pub mod secret;

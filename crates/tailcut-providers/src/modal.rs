@@ -4,7 +4,7 @@
 //! `GET /status/{id}` → call-graph status (`PENDING` covers queued and running),
 //! `GET /result/{id}` → 202 while pending, `POST /cancel/{id}` → `FunctionCall.cancel()`.
 
-use crate::client::HttpClient;
+use crate::client::{HttpClient, Reply};
 use crate::polling::{CancelReply, Dialect, Observation, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
@@ -21,6 +21,36 @@ pub struct Modal {
     pub base: String,
     /// Proxy-auth token id and secret (`Modal-Key`, `Modal-Secret`), if enabled.
     pub proxy_auth: Option<(Secret, Secret)>,
+}
+
+/// Reads a `/submit` reply: the call id.
+pub fn read_submit(reply: &Reply) -> Result<Remote, BackendError> {
+    let v = reply.success_json()?;
+    let id = v.get("call_id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("reply without `call_id`".into()))?;
+    Ok(Remote { id: id.to_string(), ..Remote::default() })
+}
+
+/// Reads a `/status/{id}` reply.
+pub fn read_status(reply: &Reply) -> Result<Observation, BackendError> {
+    let v = reply.success_json()?;
+    let s = v.get("status").and_then(Value::as_str).unwrap_or("");
+    Ok(Observation::state(match s {
+        "PENDING" => JobState::Pending,
+        "SUCCESS" => JobState::Completed,
+        "FAILURE" | "INIT_FAILURE" | "EXPIRED" => JobState::Failed,
+        "TERMINATED" => JobState::Cancelled,
+        "TIMEOUT" => JobState::Failed,
+        _ => JobState::Unknown,
+    }))
+}
+
+/// Reads a `/result/{id}` reply (202 while pending is not a result).
+pub fn read_result(reply: &Reply) -> Result<tailcut_core::Payload, BackendError> {
+    if reply.status != 200 {
+        return Err(reply.rejected());
+    }
+    let v = reply.json()?;
+    v.get("result").map(crate::polling::json_payload).ok_or_else(|| BackendError::MalformedResponse("result reply without `result`".into()))
 }
 
 impl Modal {
@@ -53,37 +83,19 @@ impl Dialect for Modal {
         let url = format!("{}/submit", self.base);
         let body = request.input().clone();
         let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
-        let v = reply.success_json()?;
-        let id =
-            v.get("call_id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("reply without `call_id`".into()))?;
-        Ok(Remote { id: id.to_string(), ..Remote::default() })
+        read_submit(&reply)
     }
 
     async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
         let url = format!("{}/status/{}", self.base, job.id);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        let v = reply.success_json()?;
-        let s = v.get("status").and_then(Value::as_str).unwrap_or("");
-        Ok(Observation::state(match s {
-            "PENDING" => JobState::Pending,
-            "SUCCESS" => JobState::Completed,
-            "FAILURE" | "INIT_FAILURE" | "EXPIRED" => JobState::Failed,
-            "TERMINATED" => JobState::Cancelled,
-            "TIMEOUT" => JobState::Failed,
-            _ => JobState::Unknown,
-        }))
+        read_status(&reply)
     }
 
     async fn fetch(&self, http: &HttpClient, job: &Remote, _obs: &Observation) -> Result<tailcut_core::Payload, BackendError> {
         let url = format!("{}/result/{}", self.base, job.id);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        if reply.status != 200 {
-            return Err(reply.rejected());
-        }
-        let v = reply.json()?;
-        v.get("result")
-            .map(crate::polling::json_payload)
-            .ok_or_else(|| BackendError::MalformedResponse("result reply without `result`".into()))
+        read_result(&reply)
     }
 
     async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {

@@ -114,7 +114,7 @@ fn finish(mut r: JobResult, started: Instant) -> JobResult {
 }
 
 /// A whole (non-streamed) reply: a JSON document, or why not.
-fn whole_reply(status: u16, bytes: bytes::Bytes, check_json: bool, started: Instant) -> JobResult {
+pub fn whole_reply(status: u16, bytes: bytes::Bytes, check_json: bool, started: Instant) -> JobResult {
     if !(200..300).contains(&status) {
         let text: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
         return ended(JobState::Failed, Some(format!("HTTP {status}: {text}")), started);
@@ -152,69 +152,106 @@ async fn run(cfg: OpenAi, body: bytes::Bytes, id: String, started: Instant) -> J
     };
     let status = resp.status();
     if !streamed || !status.is_success() {
-        return match resp.bytes().await {
+        return match crate::client::read_body(resp).await {
             Ok(b) => whole_reply(status.as_u16(), b, cfg.check_json, started),
             Err(e) => finish(JobResult::bare(JobState::Failed, Some(crate::client::describe(e))), started),
         };
     }
-    let mut content = String::new();
-    let mut ttft = None;
-    let mut usage = Value::Null;
-    let mut finish_reason = Value::Null;
-    let mut sse = crate::sse::SseData::default();
-    let mut stream = resp.bytes_stream();
-    let mut done = false;
+    let mut assembly = StreamAssembly::new(started);
+    let mut stream = crate::client::body_stream(resp);
     while let Some(chunk) = stream.next().await {
         let chunk = match chunk {
             Ok(c) => c,
-            Err(e) => {
-                return finish(JobResult::bare(JobState::Failed, Some(format!("stream broke: {}", crate::client::describe(e)))), started)
-            }
+            Err(e) => return finish(JobResult::bare(JobState::Failed, Some(format!("stream broke: {e}"))), started),
         };
-        for data in sse.push(&chunk) {
+        match assembly.push(&chunk) {
+            Err(failure) => return finish(JobResult::bare(JobState::Failed, Some(failure)), started),
+            Ok(true) => break,
+            Ok(false) => {}
+        }
+    }
+    finish(assembly.finish(cfg.route, &cfg.name), started)
+}
+
+/// A streamed completion put back together: the content deltas, the finish reason, the
+/// usage chunk and the time to the first content token, from the server-sent events.
+#[derive(Debug)]
+pub struct StreamAssembly {
+    sse: crate::sse::SseData,
+    content: String,
+    ttft: Option<std::time::Duration>,
+    usage: Value,
+    finish_reason: Value,
+    done: bool,
+    started: Instant,
+}
+
+impl StreamAssembly {
+    /// An empty assembly for a request that started at `started`.
+    pub fn new(started: Instant) -> StreamAssembly {
+        StreamAssembly {
+            sse: crate::sse::SseData::default(),
+            content: String::new(),
+            ttft: None,
+            usage: Value::Null,
+            finish_reason: Value::Null,
+            done: false,
+            started,
+        }
+    }
+
+    /// Adds a chunk of the stream: `Ok(true)` once `[DONE]` arrived, `Err(why)` when the
+    /// stream failed (a malformed event, an error event).
+    pub fn push(&mut self, chunk: &[u8]) -> Result<bool, String> {
+        for data in self.sse.push(chunk) {
             if data == "[DONE]" {
-                done = true;
-                break;
+                self.done = true;
+                return Ok(true);
             }
             let Ok(v) = serde_json::from_str::<Value>(&data) else {
-                return finish(JobResult::bare(JobState::Failed, Some("malformed stream event".into())), started);
+                return Err("malformed stream event".into());
             };
             if let Some(err) = v.get("error") {
-                return finish(JobResult::bare(JobState::Failed, Some(format!("stream error: {err}"))), started);
+                return Err(crate::polling::error_text(&format!("stream error: {err}")));
             }
             let piece = crate::sse::chunk_text(&v).and_then(Value::as_str).unwrap_or("");
-            if !piece.is_empty() && ttft.is_none() {
-                ttft = Some(started.elapsed());
+            if !piece.is_empty() && self.ttft.is_none() {
+                self.ttft = Some(self.started.elapsed());
             }
-            content.push_str(piece);
+            self.content.push_str(piece);
             if let Some(f) = crate::sse::first_choice(&v).and_then(|c| c.get("finish_reason")).filter(|f| !f.is_null()) {
-                finish_reason = f.clone();
+                self.finish_reason = f.clone();
             }
             if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
-                usage = u.clone();
+                self.usage = u.clone();
             }
         }
-        if done {
-            break;
-        }
+        Ok(false)
     }
-    if !done {
-        return finish(JobResult::bare(JobState::Failed, Some("stream ended without [DONE]".into())), started);
-    }
-    let assembled = match cfg.route {
-        Route::Chat => {
-            json!({"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}], "usage": usage})
+
+    /// The completion (chat or text, by `route`) once the stream ended, or a failure if
+    /// it ended without `[DONE]`. `name` prefixes the time-to-first-token metric.
+    pub fn finish(self, route: Route, name: &str) -> JobResult {
+        if !self.done {
+            return JobResult::bare(JobState::Failed, Some("stream ended without [DONE]".into()));
         }
-        Route::Completions | Route::Embeddings => {
-            json!({"object": "text_completion", "choices": [{"index": 0, "text": content, "finish_reason": finish_reason}], "usage": usage})
+        let (content, finish_reason, usage) = (self.content, self.finish_reason, self.usage);
+        let assembled = match route {
+            Route::Chat => {
+                json!({"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}], "usage": usage})
+            }
+            Route::Completions | Route::Embeddings => {
+                json!({"object": "text_completion", "choices": [{"index": 0, "text": content, "finish_reason": finish_reason}], "usage": usage})
+            }
+        };
+        let mut r = JobResult::bare(JobState::Completed, None);
+        r.payload =
+            Some(Payload { bytes: serde_json::to_vec(&assembled).unwrap_or_default().into(), content_type: "application/json".into() });
+        if let Some(t) = self.ttft {
+            r.metrics.insert(format!("{name}_ttft_ms"), json!(t.as_secs_f64() * 1000.0));
         }
-    };
-    let mut r = JobResult::bare(JobState::Completed, None);
-    r.payload = Some(Payload { bytes: serde_json::to_vec(&assembled).unwrap_or_default().into(), content_type: "application/json".into() });
-    if let Some(t) = ttft {
-        r.metrics.insert(format!("{}_ttft_ms", cfg.name), json!(t.as_secs_f64() * 1000.0));
+        r
     }
-    finish(r, started)
 }
 
 #[async_trait]

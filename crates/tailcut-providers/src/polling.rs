@@ -285,6 +285,18 @@ impl<D: Dialect> Job for PollingJob<D> {
     }
 }
 
+/// The longest provider error text kept (characters): a provider's error string goes
+/// into results, traces and job rows, and one of megabytes must not.
+pub const MAX_ERROR_CHARS: usize = 1000;
+
+/// A provider's error text as kept: at most [`MAX_ERROR_CHARS`] characters, marked when cut.
+pub fn error_text(text: &str) -> String {
+    match text.char_indices().nth(MAX_ERROR_CHARS) {
+        None => text.to_string(),
+        Some((cut, _)) => format!("{}… ({} bytes in all)", &text[..cut], text.len()),
+    }
+}
+
 /// A JSON value as a payload.
 pub fn json_payload(v: &Value) -> Payload {
     Payload { bytes: serde_json::to_vec(v).unwrap_or_default().into(), content_type: "application/json".into() }

@@ -1,7 +1,7 @@
 //! Replicate predictions: create by version, by model or by deployment; poll; cancel.
 //! `starting` mixes queued and booting, so it is reported as `PENDING`, never as queued.
 
-use crate::client::HttpClient;
+use crate::client::{HttpClient, Reply};
 use crate::polling::{CancelReply, Dialect, Observation, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
@@ -47,7 +47,8 @@ pub fn state(s: &str) -> JobState {
     }
 }
 
-fn observe(v: &Value, name: &str) -> Result<Observation, BackendError> {
+/// Reads a prediction (a status reply) for provider `name`.
+pub fn observe(v: &Value, name: &str) -> Result<Observation, BackendError> {
     let status =
         v.get("status").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("prediction without `status`".into()))?;
     let mut obs = Observation::state(state(status));
@@ -55,12 +56,32 @@ fn observe(v: &Value, name: &str) -> Result<Observation, BackendError> {
         obs.metrics.insert(format!("{name}_execution_ms"), json!(t * 1000.0));
     }
     obs.output = v.get("output").filter(|o| !o.is_null()).cloned();
-    obs.error = v.get("error").and_then(Value::as_str).map(str::to_string);
+    obs.error = v.get("error").and_then(Value::as_str).map(crate::polling::error_text);
     if obs.state == JobState::Completed && v.get("data_removed").and_then(Value::as_bool) == Some(true) {
         obs.state = JobState::Failed;
         obs.error = Some("prediction output was removed (retention expired)".into());
     }
     Ok(obs)
+}
+
+/// Reads a create-prediction reply: the prediction id.
+pub fn read_submit(reply: &Reply) -> Result<Remote, BackendError> {
+    let v = reply.success_json()?;
+    let id = v.get("id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("prediction without `id`".into()))?;
+    Ok(Remote { id: id.to_string(), ..Remote::default() })
+}
+
+/// Reads a status reply for provider `name`.
+pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, BackendError> {
+    observe(&reply.success_json()?, name)
+}
+
+/// Reads a cancel reply.
+pub fn read_cancel(reply: &Reply) -> Result<CancelReply, BackendError> {
+    if !reply.ok() {
+        return Err(reply.rejected());
+    }
+    Ok(CancelReply { acknowledged: true, note: String::new() })
 }
 
 impl Replicate {
@@ -101,24 +122,19 @@ impl Dialect for Replicate {
                 r
             })
             .await?;
-        let v = reply.success_json()?;
-        let id = v.get("id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("prediction without `id`".into()))?;
-        Ok(Remote { id: id.to_string(), ..Remote::default() })
+        read_submit(&reply)
     }
 
     async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
         let url = format!("{}/predictions/{}", self.base, job.id);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        observe(&reply.success_json()?, &self.name)
+        read_status(&reply, &self.name)
     }
 
     async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {
         let url = format!("{}/predictions/{}/cancel", self.base, job.id);
         let reply = http.once(|c| self.auth(c.post(&url))).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        Ok(CancelReply { acknowledged: true, note: String::new() })
+        read_cancel(&reply)
     }
 
     fn execution_metric(&self) -> Option<String> {

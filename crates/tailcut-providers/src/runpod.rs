@@ -2,7 +2,7 @@
 //! `GET /health`, `POST /purge-queue`. `IN_QUEUE` vs `IN_PROGRESS` tells queued from
 //! running; `delayTime` is the queue delay and `executionTime` the billed execution.
 
-use crate::client::HttpClient;
+use crate::client::{HttpClient, Reply};
 use crate::polling::{metric, CancelReply, Dialect, Observation, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
@@ -33,6 +33,42 @@ pub fn state(s: &str) -> JobState {
     }
 }
 
+/// Reads a `/run` reply: the job id.
+pub fn read_submit(reply: &Reply) -> Result<Remote, BackendError> {
+    let v = reply.success_json()?;
+    let id = v.get("id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("submit reply without `id`".into()))?;
+    Ok(Remote { id: id.to_string(), ..Remote::default() })
+}
+
+/// Reads a `/status/{id}` reply for provider `name` (metric keys are prefixed with it).
+pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, BackendError> {
+    let v = reply.success_json()?;
+    let status =
+        v.get("status").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("status reply without `status`".into()))?;
+    let mut obs = Observation::state(state(status));
+    metric(&mut obs.metrics, &format!("{name}_delay_ms"), v.get("delayTime"));
+    metric(&mut obs.metrics, &format!("{name}_execution_ms"), v.get("executionTime"));
+    obs.output = v.get("output").cloned();
+    obs.error = v.get("error").and_then(Value::as_str).map(crate::polling::error_text);
+    Ok(obs)
+}
+
+/// Reads a `/cancel/{id}` reply.
+pub fn read_cancel(reply: &Reply) -> Result<CancelReply, BackendError> {
+    if !reply.ok() {
+        return Err(reply.rejected());
+    }
+    Ok(CancelReply { acknowledged: true, note: String::new() })
+}
+
+/// Reads a `/stream/{id}` reply: the status and the batch of `stream` items.
+pub fn read_stream(reply: &Reply) -> Result<(JobState, Vec<Value>), BackendError> {
+    let v = reply.success_json()?;
+    let status = v.get("status").and_then(Value::as_str).map_or(JobState::Unknown, state);
+    let items = v.get("stream").and_then(Value::as_array).cloned().unwrap_or_default();
+    Ok((status, items))
+}
+
 impl RunPod {
     fn auth(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         r.bearer_auth(self.key.expose())
@@ -50,10 +86,7 @@ impl RunPod {
     pub async fn stream(&self, http: &HttpClient, job_id: &str) -> Result<(JobState, Vec<Value>), BackendError> {
         let url = format!("{}/stream/{job_id}", self.base);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        let v = reply.success_json()?;
-        let status = v.get("status").and_then(Value::as_str).map_or(JobState::Unknown, state);
-        let items = v.get("stream").and_then(Value::as_array).cloned().unwrap_or_default();
-        Ok((status, items))
+        read_stream(&reply)
     }
 
     /// Drops queued jobs (best effort scale-to-zero helper).
@@ -82,35 +115,19 @@ impl Dialect for RunPod {
         let url = format!("{}/run", self.base);
         let body = json!({"input": request.input()});
         let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
-        let v = reply.success_json()?;
-        let id = v.get("id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("submit reply without `id`".into()))?;
-        Ok(Remote { id: id.to_string(), ..Remote::default() })
+        read_submit(&reply)
     }
 
     async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
         let url = format!("{}/status/{}", self.base, job.id);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
-        let v = reply.success_json()?;
-        let status = v
-            .get("status")
-            .and_then(Value::as_str)
-            .ok_or_else(|| BackendError::MalformedResponse("status reply without `status`".into()))?;
-        let mut obs = Observation::state(state(status));
-        let p = &self.name;
-        metric(&mut obs.metrics, &format!("{p}_delay_ms"), v.get("delayTime"));
-        metric(&mut obs.metrics, &format!("{p}_execution_ms"), v.get("executionTime"));
-        obs.output = v.get("output").cloned();
-        obs.error = v.get("error").and_then(Value::as_str).map(str::to_string);
-        Ok(obs)
+        read_status(&reply, &self.name)
     }
 
     async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {
         let url = format!("{}/cancel/{}", self.base, job.id);
         let reply = http.once(|c| self.auth(c.post(&url))).await?;
-        if !reply.ok() {
-            return Err(reply.rejected());
-        }
-        Ok(CancelReply { acknowledged: true, note: String::new() })
+        read_cancel(&reply)
     }
 
     fn execution_metric(&self) -> Option<String> {

@@ -1,4 +1,6 @@
-//! Credentials that never print: `Debug` and `Display` show `***`.
+//! Credentials that never print: `Debug` and `Display` show `***`, and a value that
+//! comes back from a provider is redacted ([`crate::redact`]): making a `Secret`
+//! registers it there.
 
 use std::fmt;
 
@@ -10,12 +12,14 @@ pub struct Secret(String);
 impl Secret {
     /// Wraps a value.
     pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
+        let value = value.into();
+        crate::redact::register(&value);
+        Secret(value)
     }
 
     /// Reads the environment variable `name`.
     pub fn from_env(name: &str) -> Option<Secret> {
-        std::env::var(name).ok().filter(|v| !v.trim().is_empty()).map(Secret)
+        std::env::var(name).ok().filter(|v| !v.trim().is_empty()).map(Secret::new)
     }
 
     /// The value, for an auth header only.

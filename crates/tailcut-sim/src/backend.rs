@@ -267,7 +267,7 @@ impl Backend for SimBackend {
             prev_busy,
             span,
             draws,
-            timeline: Mutex::new(Timeline { end, cancelled_at: None, leaked: false }),
+            timeline: Mutex::new(Timeline { end, cancelled_at: None, cancelled_in_queue: false, leaked: false }),
             notify: Notify::new(),
         };
         Ok(Arc::new(job))
@@ -278,6 +278,9 @@ impl Backend for SimBackend {
 struct Timeline {
     end: Instant,
     cancelled_at: Option<Instant>,
+    /// The cancel arrived while the job was queued: no worker ever ran it, so it
+    /// executed (and is billed) nothing, whatever its planned run was.
+    cancelled_in_queue: bool,
     leaked: bool,
 }
 
@@ -320,7 +323,7 @@ impl SimJob {
             return JobState::Cancelled;
         }
         let coarse = |s| if self.backend.profile.reports_queued { s } else { JobState::Pending };
-        if now < self.start {
+        if now < self.start || t.cancelled_in_queue {
             coarse(JobState::Queued)
         } else if now < t.end {
             coarse(JobState::Running)
@@ -333,10 +336,17 @@ impl SimJob {
         let name = &self.backend.name;
         let mut m = serde_json::Map::new();
         m.insert("sim_mode".into(), self.mode.label().into());
-        let exec_ms = self.timeline().end.saturating_duration_since(self.start).as_millis() as u64;
+        let (exec_ms, left_queue) = {
+            let t = self.timeline();
+            match t.cancelled_at.filter(|_| t.cancelled_in_queue) {
+                // Never ran: no execution; it waited until the cancel took it out.
+                Some(c) => (0, c),
+                None => (t.end.saturating_duration_since(self.start).as_millis() as u64, self.start),
+            }
+        };
         m.insert(format!("{name}_execution_ms"), exec_ms.into());
         if self.backend.profile.reports_queued {
-            let delay_ms = self.start.saturating_duration_since(self.submitted).as_secs_f64() * 1000.0;
+            let delay_ms = left_queue.saturating_duration_since(self.submitted).as_secs_f64() * 1000.0;
             m.insert(format!("{name}_delay_ms"), serde_json::json!((delay_ms * 10.0).round() / 10.0));
         }
         m
@@ -452,9 +462,16 @@ impl Job for SimJob {
             return Ok(receipt);
         }
         if now < self.start {
-            // Still queued: no worker ran it, nothing is billed.
-            self.timeline().cancelled_at = Some(ack_at);
+            // Still queued: no worker ran it, nothing is billed. (The worker is released
+            // first: `stop_at` recognises it by the job's planned end.)
             self.stop_at(now, true);
+            {
+                let mut t = self.timeline();
+                t.cancelled_at = Some(ack_at);
+                t.cancelled_in_queue = true;
+                // It never runs, so it cannot finish before the cancel takes effect.
+                t.end = t.end.max(ack_at);
+            }
             self.notify.notify_waiters();
             sleep_until(ack_at).await;
             receipt.record_ack(ctx.ms(ack_at));
@@ -562,6 +579,10 @@ mod tests {
         let bill = sim.billing();
         assert_eq!(bill.billed, MicroUsd::ZERO);
         assert_eq!(bill.active, MicroUsd::ZERO);
+        // What the provider reports agrees: no execution, queued until the cancel.
+        assert_eq!(result.metrics["runpod_execution_ms"], 0);
+        let delay = result.metrics["runpod_delay_ms"].as_f64().unwrap();
+        assert!((250.0..=310.0).contains(&delay), "queued until the cancel took effect: {delay}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -42,9 +42,14 @@ pub struct Settings {
 
 struct Entry {
     job: Arc<dyn Job>,
-    result: Arc<Mutex<Option<JobResult>>>,
-    submitted: Instant,
+    /// The job's end, stored by the first status read that finds the job terminal.
+    /// A status is terminal only together with this (output, metrics, error), and every
+    /// later read shows the same end.
+    settled: Settled,
 }
+
+/// Where a job's end is stored once seen (see [`observe`]).
+type Settled = Arc<std::sync::OnceLock<JobResult>>;
 
 struct Shared {
     settings: Settings,
@@ -93,16 +98,8 @@ async fn submit(st: &Arc<Shared>, input: Value) -> Result<String, Response> {
     let job = st.sim.submit(&req).await.map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))?;
     let n = st.counter.fetch_add(1, Ordering::SeqCst) + 1;
     let id = format!("{}-{n:08}-u1", st.settings.name);
-    let result = Arc::new(Mutex::new(None));
-    let (j, r) = (job.clone(), result.clone());
-    tokio::spawn(async move {
-        let out = j.result(Instant::now() + Duration::from_secs(86_400)).await;
-        if let Ok(mut slot) = r.lock() {
-            *slot = Some(out);
-        }
-    });
     if let Ok(mut jobs) = st.jobs.lock() {
-        jobs.insert(id.clone(), Entry { job, result, submitted: Instant::now() });
+        jobs.insert(id.clone(), Entry { job, settled: Arc::default() });
     }
     Ok(id)
 }
@@ -117,11 +114,39 @@ async fn run(State(st): St, Json(body): Json<Value>) -> Response {
     }
 }
 
-fn lookup(st: &Shared, id: &str) -> Option<(Arc<dyn Job>, Option<JobResult>, Instant)> {
+fn lookup(st: &Shared, id: &str) -> Option<(Arc<dyn Job>, Settled)> {
     let jobs = st.jobs.lock().ok()?;
     let e = jobs.get(id)?;
-    let r = e.result.lock().ok().and_then(|r| r.clone());
-    Some((e.job.clone(), r, e.submitted))
+    Some((e.job.clone(), e.settled.clone()))
+}
+
+/// What a status read reports: a terminal state with its result (one value, stored
+/// once), or a state that is not terminal.
+enum Seen {
+    Ended(JobResult),
+    Open(JobState),
+}
+
+/// Reads a job's state and, when it has ended, its result, as one observation. The
+/// result is computed from the job's clock in the same read that finds it terminal (a
+/// wait with a deadline of now returns at once), never filled in later by another task,
+/// so no reader can see a terminal state whose output is not there yet.
+async fn observe(job: &dyn Job, settled: &std::sync::OnceLock<JobResult>) -> Seen {
+    for _ in 0..3 {
+        if let Some(r) = settled.get() {
+            return Seen::Ended(r.clone());
+        }
+        let r = job.result(Instant::now()).await;
+        if r.state.is_terminal() && r.state != JobState::TimedOut {
+            return Seen::Ended(settled.get_or_init(|| r).clone());
+        }
+        let state = job.status().await.unwrap_or(JobState::Unknown);
+        if !state.is_terminal() {
+            return Seen::Open(state);
+        }
+        // It ended between the two reads: read its result again.
+    }
+    Seen::Open(JobState::Running)
 }
 
 fn wire(s: JobState) -> &'static str {
@@ -136,33 +161,33 @@ fn wire(s: JobState) -> &'static str {
 }
 
 async fn status(State(st): St, Path((_ep, id)): Path<(String, String)>) -> Response {
-    let Some((job, result, _submitted)) = lookup(&st, &id) else {
+    let Some((job, settled)) = lookup(&st, &id) else {
         return err(StatusCode::NOT_FOUND, "job not found");
     };
-    let state = job.status().await.unwrap_or(JobState::Unknown);
     let name = &st.settings.name;
-    let mut out = json!({"id": id, "status": wire(state)});
-    if let Some(r) = result.filter(|_| state.is_terminal()) {
-        if let Some(d) = r.metrics.get(&format!("{name}_delay_ms")) {
-            out["delayTime"] = d.clone();
+    let r = match observe(job.as_ref(), &settled).await {
+        Seen::Open(state) => return Json(json!({"id": id, "status": wire(state)})).into_response(),
+        Seen::Ended(r) => r,
+    };
+    let mut out = json!({"id": id, "status": wire(r.state)});
+    if let Some(d) = r.metrics.get(&format!("{name}_delay_ms")) {
+        out["delayTime"] = d.clone();
+    }
+    if let Some(e) = r.metrics.get(&format!("{name}_execution_ms")) {
+        out["executionTime"] = e.clone();
+    }
+    match r.state {
+        JobState::Completed => {
+            out["output"] = r.payload.and_then(|p| serde_json::from_slice(&p.bytes).ok()).unwrap_or(Value::Null);
         }
-        if let Some(e) = r.metrics.get(&format!("{name}_execution_ms")) {
-            out["executionTime"] = e.clone();
-        }
-        out["status"] = json!(wire(r.state));
-        match r.state {
-            JobState::Completed => {
-                out["output"] = r.payload.and_then(|p| serde_json::from_slice(&p.bytes).ok()).unwrap_or(Value::Null);
-            }
-            JobState::Failed => out["error"] = json!(r.error.unwrap_or_else(|| "failed".into())),
-            _ => {}
-        }
+        JobState::Failed => out["error"] = json!(r.error.unwrap_or_else(|| "failed".into())),
+        _ => {}
     }
     Json(out).into_response()
 }
 
 async fn cancel(State(st): St, Path((_ep, id)): Path<(String, String)>) -> Response {
-    let Some((job, _, _)) = lookup(&st, &id) else {
+    let Some((job, _)) = lookup(&st, &id) else {
         return err(StatusCode::NOT_FOUND, "job not found");
     };
     st.cancels.fetch_add(1, Ordering::SeqCst);
@@ -241,7 +266,7 @@ async fn chat(State(st): St, Json(body): Json<Value>) -> Response {
         Ok(id) => id,
         Err(r) => return r,
     };
-    let Some((job, _, _)) = lookup(&st, &id) else {
+    let Some((job, _)) = lookup(&st, &id) else {
         return err(StatusCode::INTERNAL_SERVER_ERROR, "lost job");
     };
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
@@ -345,5 +370,107 @@ mod tests {
         let m = c.get(format!("http://{addr}/metrics")).send().await.unwrap().text().await.unwrap();
         assert!(m.contains("tailcut_sim_jobs_total{provider=\"runpod\"} 1"), "{m}");
         assert!(m.contains("tailcut_sim_billed_usd_total"));
+    }
+
+    async fn start(profile: SimProfile, time_scale: f64) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let settings = Settings { name: "runpod".into(), profile, time_scale, seed: 11 };
+        tokio::spawn(serve(listener, settings, futures::future::pending()));
+        format!("http://{addr}")
+    }
+
+    fn metric(text: &str, name: &str) -> f64 {
+        text.lines().find(|l| l.starts_with(name)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
+    }
+
+    /// A job cancelled while `IN_QUEUE` never ran: its status reports no execution and
+    /// the server bills nothing for it.
+    #[tokio::test]
+    async fn a_job_cancelled_in_the_queue_reports_no_execution_and_bills_nothing() {
+        // Cold starts only, with a queue delay of 100-120 simulated seconds (1-1.2 s real).
+        let profile = SimProfile {
+            cold_fast_p: 0.0,
+            cold_slow_queue_s: (100.0, 120.0),
+            submit_latency_s: (0.0, 0.0),
+            failure_p: 0.0,
+            ..SimProfile::runpod()
+        };
+        let url = start(profile, 0.01).await;
+        let c = reqwest::Client::new();
+        let base = format!("{url}/v2/sim");
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            let v: Value = c.post(format!("{base}/run")).json(&json!({"input": {}})).send().await.unwrap().json().await.unwrap();
+            ids.push(v["id"].as_str().unwrap().to_string());
+        }
+        for id in &ids {
+            let s: Value = c.get(format!("{base}/status/{id}")).send().await.unwrap().json().await.unwrap();
+            assert_eq!(s["status"], "IN_QUEUE", "{s}");
+            c.post(format!("{base}/cancel/{id}")).send().await.unwrap();
+        }
+        for id in &ids {
+            let mut last = Value::Null;
+            for _ in 0..300 {
+                last = c.get(format!("{base}/status/{id}")).send().await.unwrap().json().await.unwrap();
+                if last["status"] == "CANCELLED" {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            assert_eq!(last["status"], "CANCELLED", "{last}");
+            assert_eq!(last["executionTime"], json!(0), "a job cancelled in the queue never executed: {last}");
+        }
+        let m = c.get(format!("{url}/metrics")).send().await.unwrap().text().await.unwrap();
+        assert_eq!(metric(&m, "tailcut_sim_billed_usd_total"), 0.0, "{m}");
+        assert_eq!(metric(&m, "tailcut_sim_active_usd_total"), 0.0, "{m}");
+        assert_eq!(metric(&m, "tailcut_sim_cold_starts_total"), 0.0, "{m}");
+    }
+
+    /// The status never says `COMPLETED` (or any terminal state) without what goes with
+    /// it: many short jobs at once, each polled as fast as the client can.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_terminal_status_always_carries_its_output_and_metrics() {
+        let profile = SimProfile {
+            submit_latency_s: (0.0, 0.0),
+            max_workers: 64,
+            failure_p: 0.0,
+            malformed_p: 0.0,
+            cold_fast_p: 1.0,
+            ..SimProfile::runpod()
+        };
+        // Jobs of 6-8 simulated seconds take 3-4 ms.
+        let url = start(profile, 0.0005).await;
+        let c = reqwest::Client::new();
+        let base = format!("{url}/v2/sim");
+        let mut pollers = Vec::new();
+        for _ in 0..100 {
+            let (c, base) = (c.clone(), base.clone());
+            pollers.push(tokio::spawn(async move {
+                let v: Value = c.post(format!("{base}/run")).json(&json!({"input": {}})).send().await.unwrap().json().await.unwrap();
+                let id = v["id"].as_str().unwrap().to_string();
+                for _ in 0..5000 {
+                    let s: Value = c.get(format!("{base}/status/{id}")).send().await.unwrap().json().await.unwrap();
+                    if s["status"] == "COMPLETED" {
+                        return Ok(s);
+                    }
+                    if s["status"] != "IN_QUEUE" && s["status"] != "IN_PROGRESS" {
+                        return Err(format!("unexpected status {s}"));
+                    }
+                }
+                Err("never completed".into())
+            }));
+        }
+        let mut bad = Vec::new();
+        for p in pollers {
+            match p.await.unwrap() {
+                Ok(s) if !s["output"].is_object() || !s["executionTime"].is_number() || !s["delayTime"].is_number() => {
+                    bad.push(s.to_string())
+                }
+                Ok(_) => {}
+                Err(e) => bad.push(e),
+            }
+        }
+        assert!(bad.is_empty(), "{} of 100 terminal statuses came without output or metrics: {:?}", bad.len(), &bad[..bad.len().min(3)]);
     }
 }

@@ -14,7 +14,8 @@
 //! their cause but never the URL. A pooled connection the server closed while idle is
 //! seen before use (from the readiness the runtime already has) and replaced; a request
 //! is sent again, on a fresh connection, only when writing it failed, never once it may
-//! have reached the server.
+//! have reached the server. Reply bodies, whole or streamed, come out with every
+//! configured credential redacted ([`crate::redact`]).
 
 mod pool;
 mod wire;
@@ -173,7 +174,7 @@ impl PlainHttp {
             if head.reusable() && !conn.has_unread() {
                 pool::checkin(self.id.0, to.authority, conn);
             }
-            Ok((head.status, reply))
+            Ok((head.status, crate::redact::bytes(reply)))
         };
         match tokio::time::timeout(self.timeout, whole).await {
             Ok(r) => r,
@@ -232,7 +233,7 @@ impl PlainHttp {
                 Err(e) => Some((Err(format!("error reading a body from connection: {e}")), None)),
             }
         });
-        Ok((status, Box::pin(stream)))
+        Ok((status, crate::redact::stream(Box::pin(stream))))
     }
 }
 

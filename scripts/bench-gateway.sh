@@ -14,15 +14,15 @@ pkill -f "tailcut serve" 2>/dev/null || true
 pkill -f "tailcut sim-provider" 2>/dev/null || true
 echo "== 1. latency, throughput, time to first token (tailcut vs nginx, separate processes)"
 cargo bench -p tailcut-cli --bench gateway 2>/dev/null | grep -v '^$'
-cargo build --release -p tailcut-cli >/dev/null 2>&1
-cargo build --release -p tailcut-gateway --benches >/dev/null 2>&1
-bench=$(ls -t target/release/deps/gateway_load-* | grep -v '\.d$' | head -1)
+cargo build --profile dist -p tailcut-cli >/dev/null 2>&1
+cargo build --profile dist -p tailcut-gateway --benches >/dev/null 2>&1
+bench=$(ls -t target/dist/deps/gateway_load-* | grep -v '\.d$' | head -1)
 echo
 echo "== 2a. 10,000 concurrent hedged requests, gateway in process"
 TAILCUT_LOG=off "$bench" 2>/dev/null | grep -v '^$'
 work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
-bin=target/release/tailcut
+bin=target/dist/tailcut
 $bin sim-provider --profile runpod --port 8101 --time-scale 1 --max-workers 1000000 >"$work/stall.log" 2>&1 &
 $bin sim-provider --profile instant --port 8102 --max-workers 1000000 >"$work/fast.log" 2>&1 &
 cat >"$work/gw.toml" <<TOML

@@ -111,7 +111,11 @@ fn metric(text: &str, name_and_labels: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hedged_streaming_and_whole_responses_through_the_openai_client() {
     // Provision the client first: a first-time install must not run beside live upstreams.
-    tokio::task::spawn_blocking(|| drop(openai_python())).await.unwrap();
+    tokio::task::spawn_blocking(|| {
+        openai_python();
+    })
+    .await
+    .unwrap();
     let stall = MockServer::start(
         Flavor::OpenAi,
         Behaviour { queue: Duration::from_secs(60), run: Duration::from_secs(1), ..Behaviour::default() },

@@ -230,7 +230,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         return Err(BadInput(format!("{}: no providers configured", config.source)).into());
     }
     let trace = match &args.trace {
-        Some(p) => Some(Arc::new(TraceWriter::append(p)?)),
+        Some(p) => Some(Arc::new(crate::commands::open_trace(p)?)),
         None => None,
     };
     let specs = policies(&config);
@@ -262,7 +262,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         args.seed
     );
     println!();
-    let miss_title = format!("miss>{:.0}s (95% CI)", args.deadline);
+    let miss_title = format!("miss>{}s (95% CI)", args.deadline);
     let mut t = Table::new(&[
         "policy",
         "n",

@@ -80,7 +80,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         let validator = ValidatorRegistry::default().build(&config.validator)?;
         let trace_path = args.trace.clone().or_else(|| config.trace_path.clone());
         let trace = match &trace_path {
-            Some(p) => Some(Arc::new(TraceWriter::append(p)?)),
+            Some(p) => Some(Arc::new(crate::commands::open_trace(p)?)),
             None => None,
         };
         let hedger = Hedger::new(entries, validator, ledger(&config)?, config.race, trace);

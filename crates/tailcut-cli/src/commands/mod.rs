@@ -56,6 +56,19 @@ pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<tailcut_con
     })
 }
 
+/// Opens a trace file for appending, and says so on stderr when it already holds
+/// records: a re-run adds to them, and `tailcut report` reads every record in the file.
+pub fn open_trace(path: &std::path::Path) -> anyhow::Result<tailcut_core::trace::TraceWriter> {
+    let existing = std::fs::read(path).map(|b| b.iter().filter(|c| **c == b'\n').count()).unwrap_or(0);
+    if existing > 0 {
+        eprintln!(
+            "tailcut: appending to {}, which already holds {existing} record(s) (`tailcut report` reads them all; remove the file to start over)",
+            path.display()
+        );
+    }
+    Ok(tailcut_core::trace::TraceWriter::append(path)?)
+}
+
 /// A progress bar on stderr that stays hidden until the work has taken a second.
 pub fn delayed_bar(len: u64, template: &str) -> DelayedBar {
     let bar = indicatif::ProgressBar::with_draw_target(Some(len), indicatif::ProgressDrawTarget::hidden());

@@ -318,6 +318,10 @@ pub struct ReplayArgs {
     /// Quantile estimator.
     #[arg(long, value_enum, default_value_t = EstimatorArg::Nearest)]
     pub estimator: EstimatorArg,
+    /// Multiply the cutover, safety and escalation timers (2.5, 8.5, 25 s) by this, for
+    /// rounds recorded against `tailcut sim-provider --time-scale S` (give the same S).
+    #[arg(long, default_value_t = 1.0, value_name = "S")]
+    pub time_scale: f64,
     /// Show only the N best policies (by `--by`) instead of the reference's selection.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,

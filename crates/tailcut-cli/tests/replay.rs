@@ -166,3 +166,12 @@ fn top_ranks_on_calibration_and_freezes_those_policies_for_evaluation() {
     let text = stdout(&tailcut(&["replay", &fixture("moss_rounds.jsonl"), "--calibration-rounds", "18", "--top", "3", "--by", "p50"]));
     assert!(text.contains("ranked here, then frozen") && text.contains("the policies frozen on calibration"), "{text}");
 }
+
+#[test]
+fn time_scale_scales_the_queue_state_timers() {
+    let out = stdout(&tailcut(&["replay", &fixture("moss_rounds.jsonl"), "--time-scale", "0.01", "--all"]));
+    assert!(out.contains("cutover:runpod->cerebrium@q0.025s+s0.085s"), "{out}");
+    assert!(out.contains("+e0.25s"), "{out}");
+    let bad = tailcut(&["replay", &fixture("moss_rounds.jsonl"), "--time-scale", "0"]);
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -9,7 +9,7 @@ use crate::cli::{Arrivals, DemoArgs};
 use crate::commands::{load_config, BadInput};
 use crate::table::{miss_ci, secs, Table};
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use serde::Serialize;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -234,12 +234,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let specs = policies(&config);
-    let bar = ProgressBar::new((specs.len() * args.requests) as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} racing {msg} [{bar:30}] {pos}/{len}")
-            .map_err(|e| anyhow::anyhow!(e))?
-            .progress_chars("=> "),
-    );
+    let bar = crate::commands::progress((specs.len() * args.requests) as u64, "racing", args.json);
     let mut rows = Vec::new();
     for spec in &specs {
         rows.push(race_policy(&config, args, spec, trace.clone(), &bar)?);

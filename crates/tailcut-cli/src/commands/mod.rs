@@ -69,6 +69,28 @@ pub fn open_trace(path: &std::path::Path) -> anyhow::Result<tailcut_core::trace:
     Ok(tailcut_core::trace::TraceWriter::append(path)?)
 }
 
+/// A progress bar on stderr for a command that runs for a while (`run --repeat`, `bench`,
+/// `cancel-audit`, `contend run`, `demo`): drawn only when stderr is a terminal (indicatif
+/// hides it otherwise) and never when `hidden` (`--json`). Print lines to stdout through
+/// [`say`] so they land above the bar instead of through it.
+pub fn progress(len: u64, what: &str, hidden: bool) -> indicatif::ProgressBar {
+    if hidden {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len}, {elapsed} elapsed, ~{eta} left") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(what.to_string());
+    bar.enable_steady_tick(std::time::Duration::from_millis(250));
+    bar
+}
+
+/// Prints `text` to stdout above `bar` (suspending it while the line is written).
+pub fn say(bar: &indicatif::ProgressBar, text: &str) {
+    bar.suspend(|| println!("{text}"));
+}
+
 /// A progress bar on stderr that stays hidden until the work has taken a second.
 pub fn delayed_bar(len: u64, template: &str) -> DelayedBar {
     let bar = indicatif::ProgressBar::with_draw_target(Some(len), indicatif::ProgressDrawTarget::hidden());

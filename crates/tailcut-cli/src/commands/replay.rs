@@ -204,6 +204,9 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     }
     let deadlines = args.deadlines.clone().unwrap_or_else(|| config.replay.deadlines_s.clone());
     let delays = args.delays.clone().unwrap_or_else(|| config.replay.delays_s.clone());
+    if !(args.time_scale.is_finite() && args.time_scale > 0.0) {
+        return Err(BadInput(format!("--time-scale {}: expected a positive number (0.01 for sim-provider rounds)", args.time_scale)).into());
+    }
     if delays.iter().any(|d| !d.is_finite() || *d < 0.0) {
         return Err(BadInput("--delays: expected non-negative seconds".into()).into());
     }
@@ -226,6 +229,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         estimator,
         cap_s: config.replay.cap_s,
         threads: args.threads,
+        timer_scale: args.time_scale,
     };
     let mut evaluated: Vec<(Split, Rows)> = Vec::new();
     let parts = splits(loaded.rounds, args.calibration_rounds);

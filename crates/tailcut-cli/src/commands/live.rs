@@ -204,8 +204,9 @@ async fn load(hedger: &Hedger, policy: Arc<dyn tailcut_core::policy::Policy>, in
     let (mut latencies, mut errors, mut receipts, mut leaked, mut losers_without_receipt) = (Vec::new(), 0usize, 0usize, 0usize, 0usize);
     let bar = crate::commands::progress(args.repeat as u64, "requests answered", args.json);
     for t in tasks {
+        let joined = t.await;
         bar.inc(1);
-        match t.await {
+        match joined {
             Ok(Ok((lat, Some(record)))) => {
                 latencies.push(lat);
                 receipts += record.receipts.len();

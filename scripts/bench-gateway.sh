@@ -34,13 +34,13 @@ for port in 8100 8101 8102; do
 done
 echo "== 1. latency, throughput, time to first token (tailcut vs nginx, separate processes)"
 cargo bench -p tailcut-cli --bench gateway 2>/dev/null | grep -v '^$'
-cargo build --release -p tailcut-cli >/dev/null 2>&1
-cargo build --release -p tailcut-gateway --benches >/dev/null 2>&1
-bench=$(ls -t target/release/deps/gateway_load-* | grep -v '\.d$' | head -1)
+cargo build --profile dist -p tailcut-cli >/dev/null 2>&1
+cargo build --profile dist -p tailcut-gateway --benches >/dev/null 2>&1
+bench=$(ls -t target/dist/deps/gateway_load-* | grep -v '\.d$' | head -1)
 echo
 echo "== 2a. 10,000 concurrent hedged requests, gateway in process"
 TAILCUT_LOG=off "$bench" 2>/dev/null | grep -v '^$'
-bin=target/release/tailcut
+bin=target/dist/tailcut
 $bin sim-provider --profile runpod --port 8101 --time-scale 1 --max-workers 1000000 >"$work/stall.log" 2>&1 &
 pids+=($!)
 $bin sim-provider --profile instant --port 8102 --max-workers 1000000 >"$work/fast.log" 2>&1 &

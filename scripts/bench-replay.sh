@@ -11,8 +11,8 @@ venv="${1:-.bench-venv}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-cargo build --release -p tailcut-cli >/dev/null 2>&1
-bin=target/release/tailcut
+cargo build --profile dist -p tailcut-cli >/dev/null 2>&1
+bin=target/dist/tailcut
 
 echo "== synth"
 $bin synth --rounds 1000000 --seed 7 -o "$work/r1m.jsonl"

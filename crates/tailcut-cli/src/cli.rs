@@ -197,7 +197,7 @@ pub struct ContendRunArgs {
     /// Include the pooled samples in the JSON.
     #[arg(long)]
     pub include_samples: bool,
-    /// Write an SVG: per-agent latency ECDFs solo vs shared and degradation bars.
+    /// Write an SVG: per-agent latency tails (P(latency > x), log axes) solo vs shared and degradation bars.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
 }
@@ -305,7 +305,9 @@ pub struct ContendK8sArgs {
     /// Namespace of the NVIDIA device plugin.
     #[arg(long, default_value = "nvidia-device-plugin")]
     pub plugin_namespace: String,
-    /// Image containing `tailcut` built with `--features cuda`.
+    /// Image containing `tailcut` built with `--features cuda`; nothing publishes one: build
+    /// and push it from this repository (`docker build --build-arg FEATURES=cuda -t IMAGE .`),
+    /// as the manifest's header repeats.
     #[arg(long, default_value = "ghcr.io/tailcut/tailcut:cuda")]
     pub image: String,
     /// Warm-up per agent run.
@@ -391,6 +393,10 @@ pub struct ReplayArgs {
     /// Quantile estimator.
     #[arg(long, value_enum, default_value_t = EstimatorArg::Nearest)]
     pub estimator: EstimatorArg,
+    /// Multiply the cutover, safety and escalation timers (2.5, 8.5, 25 s) by this, for
+    /// rounds recorded against `tailcut sim-provider --time-scale S` (give the same S).
+    #[arg(long, default_value_t = 1.0, value_name = "S")]
+    pub time_scale: f64,
     /// Show only the N best policies (by `--by`) instead of the reference's selection.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
@@ -409,8 +415,10 @@ pub struct ReplayArgs {
     /// Print CSV (one row per split and policy).
     #[arg(long)]
     pub csv: bool,
-    /// Write an SVG of the shown policies' latency ECDFs with the deadlines marked
-    /// (the evaluation split when there is one).
+    /// Write an SVG (the evaluation split when there is one): the latency tails, as
+    /// P(latency > x) on a log axis, of the best single provider (the baseline) and of up
+    /// to `--top` (default 4) policies along the billed-cost/p95 frontier, beside every
+    /// policy's cost against p95 with the frontier marked.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
     /// Skip malformed lines (and report how many) instead of failing.
@@ -434,7 +442,8 @@ pub struct ReportArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
-    /// Write an SVG of each arm's latency ECDF.
+    /// Write an SVG of the arms' latency tails (P(latency > x) on a log axis), the fastest
+    /// single-provider arm dashed as the baseline.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
     /// Skip malformed lines instead of failing.
@@ -497,7 +506,8 @@ pub struct DemoArgs {
     /// Configuration file (defaults to the built-in simulated providers and policies).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Append every request's trace record (JSONL) to this file.
+    /// Append every request's trace record (JSONL) to this file (records already there are
+    /// kept, and `tailcut report` reads them all: use a new file per run).
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Print a JSON array (one object per policy) instead of the table.

@@ -87,3 +87,31 @@ fn built_in_config_round_trips_through_check() {
     let out = tailcut(&["config", "check", path.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn report_prints_the_deadline_as_given_explains_its_columns_and_plots_tails() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    let svg = dir.path().join("r.svg");
+    assert!(tailcut(&["demo", "--requests", "30", "--trace", trace.to_str().unwrap()]).status.success());
+    let out = tailcut(&["report", trace.to_str().unwrap(), "--deadline", "45.5", "--plot", svg.to_str().unwrap()]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("miss>45.5s"), "{text}");
+    assert!(text.contains("p95 s (nearest / linear)") && text.contains("p95 by two estimators"), "{text}");
+    let svg_text = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg_text.contains("45.5 s deadline") && svg_text.contains("(baseline)") && svg_text.contains("slower than x"));
+    // The slower single-provider arms are left out: the baseline and five hedging arms.
+    assert!(svg_text.contains("2 slower single-provider arm(s) not drawn"));
+}
+
+#[test]
+fn appending_to_a_trace_that_holds_records_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    let first = tailcut(&["demo", "--requests", "5", "--trace", trace.to_str().unwrap()]);
+    assert!(!String::from_utf8_lossy(&first.stderr).contains("appending"));
+    let second = tailcut(&["demo", "--requests", "5", "--trace", trace.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(err.contains("already holds 40 record(s)"), "{err}");
+}

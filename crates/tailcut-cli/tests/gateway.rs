@@ -1,10 +1,14 @@
 //! End to end through `tailcut serve` with the official `openai` Python client: two local
 //! upstreams, one of which stalls before its first token. The client gets the other's
 //! tokens, the stalled stream is closed, and the metrics count the hedge and the
-//! channel-closed receipt. Plus the jobs API and bad input.
+//! channel-closed receipt. Plus the jobs API and bad input. The client is installed into a
+//! virtual environment under `target/` on first use (see [`openai_python`]), so the
+//! README's `cargo test --workspace` passes on a machine without it.
 
 use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
 
@@ -38,9 +42,64 @@ fn start_with(config: &std::path::Path, extra: &[&str]) -> Gateway {
     Gateway(child, url)
 }
 
+/// The pinned client (`tests/openai-requirements.txt`), installed with pip.
+const REQUIREMENTS: &str = include_str!("openai-requirements.txt");
+
+/// The Python interpreter that has the `openai` package: `$TAILCUT_TEST_PYTHON` when set,
+/// otherwise a virtual environment under `target/` that the first call creates with
+/// `python3 -m venv` and pip (from PyPI), so `cargo test --workspace` needs nothing
+/// installed beforehand but Python 3 with its `venv` module. Later runs reuse it; a
+/// change to the requirements file rebuilds it. When it cannot be provisioned, the
+/// panic says what is missing and how to supply it.
+fn openai_python() -> &'static Path {
+    static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    match PYTHON.get_or_init(provision_openai_python) {
+        Ok(p) => p,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn provision_openai_python() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("TAILCUT_TEST_PYTHON") {
+        return Ok(PathBuf::from(p));
+    }
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("openai-venv");
+    let python = venv.join(if cfg!(windows) { "Scripts/python.exe" } else { "bin/python" });
+    let stamp = venv.join("tailcut-requirements.txt");
+    if python.exists() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == REQUIREMENTS) {
+        return Ok(python);
+    }
+    let help = "the gateway end-to-end test drives `tailcut serve` with the official `openai` \
+                Python client, which it installs into a virtual environment under target/ \
+                on first use; it needs `python3` with its `venv` module (Debian: `apt-get \
+                install python3 python3-venv`) and access to PyPI, or set \
+                TAILCUT_TEST_PYTHON to a Python that already has `openai`";
+    let run = |cmd: &mut Command, what: &str| -> Result<(), String> {
+        let out = cmd.output().map_err(|e| format!("{what}: {e}\n{help}"))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(8).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        Err(format!("{what} failed ({}):\n{}\n{help}", out.status, tail.join("\n")))
+    };
+    let _ = std::fs::remove_dir_all(&venv);
+    eprintln!("gateway test: creating {} with {}", venv.display(), REQUIREMENTS.lines().last().unwrap_or_default());
+    run(Command::new("python3").arg("-m").arg("venv").arg(&venv), "`python3 -m venv` (is python3 installed?)")?;
+    let req = venv.join("requirements.txt");
+    std::fs::write(&req, REQUIREMENTS).map_err(|e| format!("writing {}: {e}", req.display()))?;
+    run(
+        Command::new(&python).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"]).arg(&req),
+        "pip install of the `openai` package",
+    )?;
+    std::fs::write(&stamp, REQUIREMENTS).map_err(|e| format!("writing {}: {e}", stamp.display()))?;
+    Ok(python)
+}
+
 fn python(base: &str, mode: &str) -> serde_json::Value {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/openai_client.py");
-    let out = Command::new("python3").arg(script).args([base, mode]).output().expect("python3 runs");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/openai_client.py");
+    let out = Command::new(openai_python()).arg(script).args([base, mode]).output().expect("python runs");
     assert!(out.status.success(), "python client failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -51,6 +110,12 @@ fn metric(text: &str, name_and_labels: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hedged_streaming_and_whole_responses_through_the_openai_client() {
+    // Provision the client first: a first-time install must not run beside live upstreams.
+    tokio::task::spawn_blocking(|| {
+        openai_python();
+    })
+    .await
+    .unwrap();
     let stall = MockServer::start(
         Flavor::OpenAi,
         Behaviour { queue: Duration::from_secs(60), run: Duration::from_secs(1), ..Behaviour::default() },

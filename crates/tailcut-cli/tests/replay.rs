@@ -76,6 +76,11 @@ fn replay_top_csv_linear_and_plot() {
     assert!(lines[0].starts_with("split,policy,n,p50_s"));
     let svg_text = std::fs::read_to_string(&svg).unwrap();
     assert!(svg_text.starts_with("<svg") && svg_text.contains("60 s deadline"));
+    // A baseline, at most five frontier curves beside it, the cost/p95 scatter, the tail
+    // levels marked.
+    assert!(svg_text.contains("(baseline)"), "no baseline curve");
+    assert!(svg_text.contains("cost against p95") && svg_text.contains("frontier"));
+    assert!(svg_text.contains("p95") && svg_text.contains("slower than x"));
     let linear = stdout(&tailcut(&["replay", &fixture("moss_rounds.jsonl"), "--estimator", "linear", "--json"]));
     let nearest = stdout(&tailcut(&["replay", &fixture("moss_rounds.jsonl"), "--json"]));
     assert_ne!(linear, nearest);
@@ -148,4 +153,25 @@ fn synth_output_replays() {
     assert_eq!(rows.len(), 55);
     assert_eq!(rows[0]["n"], 300);
     assert!(rows[0]["p99_s"].is_null() || rows[0]["p99_s"].is_f64(), "p99 present from 100 rounds");
+}
+
+#[test]
+fn top_ranks_on_calibration_and_freezes_those_policies_for_evaluation() {
+    let out =
+        stdout(&tailcut(&["replay", &fixture("moss_rounds.jsonl"), "--calibration-rounds", "18", "--top", "3", "--by", "p50", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let names = |split: &str| v[split].as_array().unwrap().iter().map(|r| r["policy"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    assert_eq!(names("calibration").len(), 3);
+    assert_eq!(names("calibration"), names("evaluation"), "the evaluation split must show the policies picked on calibration");
+    let text = stdout(&tailcut(&["replay", &fixture("moss_rounds.jsonl"), "--calibration-rounds", "18", "--top", "3", "--by", "p50"]));
+    assert!(text.contains("ranked here, then frozen") && text.contains("the policies frozen on calibration"), "{text}");
+}
+
+#[test]
+fn time_scale_scales_the_queue_state_timers() {
+    let out = stdout(&tailcut(&["replay", &fixture("moss_rounds.jsonl"), "--time-scale", "0.01", "--all"]));
+    assert!(out.contains("cutover:runpod->cerebrium@q0.025s+s0.085s"), "{out}");
+    assert!(out.contains("+e0.25s"), "{out}");
+    let bad = tailcut(&["replay", &fixture("moss_rounds.jsonl"), "--time-scale", "0"]);
+    assert_eq!(bad.status.code(), Some(2));
 }

@@ -1,9 +1,12 @@
-//! SVG for a contention run: one row per agent — on the left the latency ECDF solo vs
-//! shared (log-scaled time axis, so a tail that stretches is visible), on the right the
-//! degradation factors per percentile as bars against a line at ×1.
+//! SVG for a contention run: one row per agent — on the left the latency tail solo vs
+//! shared as a complementary CDF, P(latency > x), with both axes logarithmic (so p99 and
+//! p99.9 are a decade apart and a tail that stretches is visible), ticked on a 1-2-5
+//! sequence that stays labelled below 1 ms; on the right the degradation factors per
+//! percentile as bars against a line at ×1.
 
 use crate::report::RunReport;
 use plotters::prelude::*;
+use plotters::style::text_anchor;
 use std::path::Path;
 
 /// Why the plot failed.
@@ -19,11 +22,59 @@ pub struct PlotError {
 const SOLO: RGBColor = RGBColor(31, 119, 180);
 const SHARED: RGBColor = RGBColor(214, 39, 40);
 
-fn ecdf(v: &[f64]) -> Vec<(f64, f64)> {
+/// Step points of P(latency > x) over the positive finite samples, ending at `floor`
+/// (the bottom of the log axis, which cannot show 0).
+fn ccdf(v: &[f64], floor: f64) -> Vec<(f64, f64)> {
     let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite() && *x > 0.0).collect();
     s.sort_by(f64::total_cmp);
     let n = s.len().max(1) as f64;
-    s.iter().enumerate().map(|(i, x)| (*x, (i + 1) as f64 / n)).collect()
+    let mut pts = Vec::with_capacity(2 * s.len());
+    for (i, x) in s.iter().enumerate() {
+        let after = (s.len() - i - 1) as f64 / n;
+        pts.push((*x, (s.len() - i) as f64 / n));
+        pts.push((*x, if after > 0.0 { after } else { floor }));
+    }
+    pts
+}
+
+/// Tick positions for a log axis over [lo, hi]: 1-2-5 in each decade, or 1-1.5-2-3-4-5-7
+/// when the range spans less than a decade and 1-2-5 would leave fewer than 4 ticks.
+pub(crate) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let gen = |mantissas: &[f64]| -> Vec<f64> {
+        let mut out = Vec::new();
+        let mut decade = 10f64.powf(lo.log10().floor());
+        while decade <= hi {
+            for m in mantissas {
+                let t = m * decade;
+                if t >= lo && t <= hi {
+                    out.push(t);
+                }
+            }
+            decade *= 10.0;
+        }
+        out
+    };
+    let coarse = gen(&[1.0, 2.0, 5.0]);
+    if coarse.len() >= 4 {
+        return coarse;
+    }
+    gen(&[1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0])
+}
+
+/// Milliseconds with as many decimals as a tick below 1 ms needs.
+pub(crate) fn fmt_ms(x: f64) -> String {
+    if x >= 10.0 {
+        format!("{x:.0}")
+    } else if x >= 1.0 {
+        let s = format!("{x:.1}");
+        s.strip_suffix(".0").map_or(s.clone(), str::to_string)
+    } else if x >= 0.1 {
+        let s = format!("{x:.2}");
+        s.trim_end_matches('0').to_string()
+    } else {
+        let s = format!("{x:.3}");
+        s.trim_end_matches('0').to_string()
+    }
 }
 
 /// Draws the report's agents (needs the pooled samples kept in the report).
@@ -45,44 +96,58 @@ pub fn contention_svg(path: &Path, report: &RunReport) -> Result<(), PlotError> 
         let all: Vec<f64> = solo.iter().chain(shared.iter()).copied().filter(|x| x.is_finite() && *x > 0.0).collect();
         let (lo, hi) = all.iter().fold((f64::INFINITY, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
         let (lo, hi) = if all.is_empty() { (0.001, 1.0) } else { (lo * 0.9, hi * 1.1) };
+        let n_max = solo.len().max(shared.len()).max(1) as f64;
+        let floor = 10f64.powf(((1.0 / n_max).log10() + 1e-9).floor()).max(1e-7);
+        let y_ticks: Vec<f64> = (0..=7).map(|k| 10f64.powi(-k)).filter(|y| *y >= floor * 0.999).collect();
         let mut chart = ChartBuilder::on(left)
-            .caption(format!("{}: share of iterations finished within t", a.agent), ("sans-serif", 16))
+            .caption(format!("{}: share of iterations slower than x", a.agent), ("sans-serif", 16))
             .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(50)
-            .build_cartesian_2d((lo..hi).log_scale(), 0.0..1.0)
+            .x_label_area_size(40)
+            .y_label_area_size(62)
+            .build_cartesian_2d((lo..hi).log_scale().with_key_points(log_ticks(lo, hi)), (floor..1.0).log_scale().with_key_points(y_ticks))
             .map_err(|e| err(&e))?;
         chart
             .configure_mesh()
-            .x_desc("iteration latency (ms, log scale)")
-            .y_label_formatter(&|y| format!("{:.0}%", y * 100.0))
-            .x_labels(10)
-            .x_label_formatter(&|x| {
-                if *x >= 10.0 {
-                    format!("{x:.0}")
-                } else if *x >= 1.0 {
-                    format!("{x:.1}")
-                } else if *x >= 0.1 {
-                    format!("{x:.2}")
+            .x_desc("iteration latency x (ms, log scale)")
+            .y_desc("share slower than x (log)")
+            .y_label_formatter(&|y| {
+                let p = y * 100.0;
+                if p >= 1.0 {
+                    format!("{p:.0}%")
                 } else {
-                    format!("{x:.3}")
+                    let s = format!("{p:.4}");
+                    format!("{}%", s.trim_end_matches('0'))
                 }
             })
+            .x_label_formatter(&|x| fmt_ms(*x))
+            .light_line_style(WHITE)
+            .bold_line_style(RGBColor(235, 235, 235))
             .draw()
             .map_err(|e| err(&e))?;
+        let guide = ShapeStyle::from(&RGBColor(150, 150, 150)).stroke_width(1);
+        for (level, name) in [(0.5, "p50"), (0.01, "p99"), (0.001, "p99.9")] {
+            if level < floor * 1.5 {
+                continue;
+            }
+            chart.draw_series(DashedLineSeries::new(vec![(lo, level), (hi, level)], 2, 4, guide)).map_err(|e| err(&e))?;
+            let style = TextStyle::from(("sans-serif", 11).into_font())
+                .color(&RGBColor(150, 150, 150))
+                .pos(text_anchor::Pos::new(text_anchor::HPos::Right, text_anchor::VPos::Bottom));
+            chart.draw_series(std::iter::once(Text::new(name.to_string(), (hi / 1.01, level), style))).map_err(|e| err(&e))?;
+        }
         for (v, color, label) in [(&solo, SOLO, "solo"), (&shared, SHARED, "shared")] {
             if v.is_empty() {
                 continue;
             }
             chart
-                .draw_series(LineSeries::new(ecdf(v), ShapeStyle::from(&color).stroke_width(2)))
+                .draw_series(LineSeries::new(ccdf(v, floor), ShapeStyle::from(&color).stroke_width(2)))
                 .map_err(|e| err(&e))?
                 .label(label)
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], ShapeStyle::from(&color).stroke_width(3)));
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
+            .position(SeriesLabelPosition::LowerLeft)
             .border_style(RGBColor(200, 200, 200))
             .background_style(WHITE.mix(0.9))
             .draw()
@@ -158,4 +223,28 @@ pub fn contention_svg(path: &Path, report: &RunReport) -> Result<(), PlotError> 
     }
     root.present().map_err(|e| err(&e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_below_one_millisecond_are_labelled_and_do_not_crowd() {
+        // The FFT agent's whole curve lies in 0.2–0.6 ms: the old axis had no tick there.
+        let t = log_ticks(0.2, 0.6);
+        assert!(t.len() >= 4, "{t:?}");
+        let labels: Vec<String> = t.iter().map(|x| fmt_ms(*x)).collect();
+        assert_eq!(labels, ["0.2", "0.3", "0.4", "0.5"]);
+        // Over several decades only 1-2-5 is used, so 6, 7, 8, 9 never run together.
+        let wide: Vec<String> = log_ticks(0.15, 17.0).iter().map(|x| fmt_ms(*x)).collect();
+        assert_eq!(wide, ["0.2", "0.5", "1", "2", "5", "10"]);
+    }
+
+    #[test]
+    fn ccdf_steps_down_to_the_floor() {
+        let pts = ccdf(&[3.0, 1.0, 2.0, 0.0], 0.01);
+        assert_eq!(pts.first(), Some(&(1.0, 1.0)));
+        assert_eq!(pts.last(), Some(&(3.0, 0.01)));
+    }
 }

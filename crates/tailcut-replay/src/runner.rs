@@ -2,7 +2,7 @@
 
 use crate::rounds::RoundSet;
 use crate::summary::PolicySummary;
-use crate::sweep::{evaluate, standard_sweep, PolicyDef, ProviderRates};
+use crate::sweep::{evaluate, standard_sweep_scaled, PolicyDef, ProviderRates};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use tailcut_stats::Estimator;
@@ -22,11 +22,13 @@ pub struct SweepSettings {
     pub cap_s: f64,
     /// Worker threads (0 = one per core).
     pub threads: usize,
+    /// Multiplies the queue-state families' timers (see [`standard_sweep_scaled`]).
+    pub timer_scale: f64,
 }
 
 /// Evaluates the standard sweep over `set`; results keep sweep order.
 pub fn run_sweep(set: &RoundSet, s: &SweepSettings) -> Vec<(PolicyDef, PolicySummary)> {
-    let defs = standard_sweep(set, &s.rates, &s.delays);
+    let defs = standard_sweep_scaled(set, &s.rates, &s.delays, s.timer_scale);
     let threads =
         if s.threads == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { s.threads }.min(defs.len().max(1));
     let next = AtomicUsize::new(0);

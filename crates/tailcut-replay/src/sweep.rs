@@ -114,6 +114,16 @@ pub const ESCALATE_S: f64 = 25.0;
 /// grid, and (when the primary has a queue signal in this split) the cutover and every
 /// cascade.
 pub fn standard_sweep(set: &RoundSet, rates: &[ProviderRates], delays: &[f64]) -> Vec<PolicyDef> {
+    standard_sweep_scaled(set, rates, delays, 1.0)
+}
+
+/// [`standard_sweep`] with the queue-state timers (cutover poll, safety hedge,
+/// escalation) multiplied by `timer_scale`: 1 for real providers, 0.01 for rounds recorded
+/// against `tailcut sim-provider --time-scale 0.01`, whose 100 s cold start takes 1 s (at
+/// the reference's 2.5 s the cutover would never fire). The fixed-hedge delays come from
+/// `delays` and are not scaled.
+pub fn standard_sweep_scaled(set: &RoundSet, rates: &[ProviderRates], delays: &[f64], timer_scale: f64) -> Vec<PolicyDef> {
+    let (cutover_s, safety_s, escalate_s) = (CUTOVER_S * timer_scale, SAFETY_S * timer_scale, ESCALATE_S * timer_scale);
     let names: Vec<&str> = rates.iter().map(|r| r.name.as_str()).collect();
     let mut out: Vec<PolicyDef> =
         (0..names.len()).map(|p| PolicyDef { label: format!("single:{}", names[p]), family: Family::Single { p } }).collect();
@@ -128,8 +138,8 @@ pub fn standard_sweep(set: &RoundSet, rates: &[ProviderRates], delays: &[f64]) -
             }
             if queue_signal {
                 out.push(PolicyDef {
-                    label: format!("cutover:{}->{}@q{}s+s{}s", names[p], names[h], fmt_g(CUTOVER_S), fmt_g(SAFETY_S)),
-                    family: Family::Cutover { p, h, cutover: CUTOVER_S, safety: SAFETY_S },
+                    label: format!("cutover:{}->{}@q{}s+s{}s", names[p], names[h], fmt_g(cutover_s), fmt_g(safety_s)),
+                    family: Family::Cutover { p, h, cutover: cutover_s, safety: safety_s },
                 });
                 for f in (0..names.len()).filter(|&f| f != p && f != h) {
                     out.push(PolicyDef {
@@ -138,11 +148,11 @@ pub fn standard_sweep(set: &RoundSet, rates: &[ProviderRates], delays: &[f64]) -
                             names[p],
                             names[h],
                             names[f],
-                            fmt_g(CUTOVER_S),
-                            fmt_g(SAFETY_S),
-                            fmt_g(ESCALATE_S)
+                            fmt_g(cutover_s),
+                            fmt_g(safety_s),
+                            fmt_g(escalate_s)
                         ),
-                        family: Family::Cascade { p, h, f, cutover: CUTOVER_S, safety: SAFETY_S, escalate: ESCALATE_S },
+                        family: Family::Cascade { p, h, f, cutover: cutover_s, safety: safety_s, escalate: escalate_s },
                     });
                 }
             }

@@ -76,9 +76,17 @@ fn run_cmd(a: &ContendRunArgs) -> anyhow::Result<ExitCode> {
         seed: a.seed,
     };
     let quiet = a.json;
+    // One step per agent run: each agent solo, then all of them together, per trial.
+    let runs = u64::from(settings.trials) * (settings.agents.len() as u64 + u64::from(settings.mode != Mode::Solo));
+    let bar = crate::commands::progress(runs, "contention runs", quiet);
     let mut report = protocol::run(&settings, &|line| {
-        if !quiet {
-            eprintln!("  {line}");
+        if bar.is_hidden() {
+            if !quiet {
+                eprintln!("  {line}");
+            }
+        } else {
+            bar.set_message(line.to_string());
+            bar.inc(1);
         }
     })
     .map_err(|e| match e {
@@ -88,6 +96,7 @@ fn run_cmd(a: &ContendRunArgs) -> anyhow::Result<ExitCode> {
         }
         other => anyhow::Error::new(other),
     })?;
+    bar.finish_and_clear();
     if let Some(path) = &a.plot {
         tailcut_contend::plot::contention_svg(path, &report)?;
         eprintln!("tailcut: wrote {}", path.display());

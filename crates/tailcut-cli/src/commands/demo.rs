@@ -9,7 +9,7 @@ use crate::cli::{Arrivals, DemoArgs};
 use crate::commands::{load_config, BadInput};
 use crate::table::{miss_ci, secs, Table};
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use serde::Serialize;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -230,16 +230,11 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         return Err(BadInput(format!("{}: no providers configured", config.source)).into());
     }
     let trace = match &args.trace {
-        Some(p) => Some(Arc::new(TraceWriter::append(p)?)),
+        Some(p) => Some(Arc::new(crate::commands::open_trace(p)?)),
         None => None,
     };
     let specs = policies(&config);
-    let bar = ProgressBar::new((specs.len() * args.requests) as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} racing {msg} [{bar:30}] {pos}/{len}")
-            .map_err(|e| anyhow::anyhow!(e))?
-            .progress_chars("=> "),
-    );
+    let bar = crate::commands::progress((specs.len() * args.requests) as u64, "racing", args.json);
     let mut rows = Vec::new();
     for spec in &specs {
         rows.push(race_policy(&config, args, spec, trace.clone(), &bar)?);
@@ -262,7 +257,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         args.seed
     );
     println!();
-    let miss_title = format!("miss>{:.0}s (95% CI)", args.deadline);
+    let miss_title = format!("miss>{}s (95% CI)", args.deadline);
     let mut t = Table::new(&[
         "policy",
         "n",

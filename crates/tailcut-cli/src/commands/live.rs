@@ -82,7 +82,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         let validator = ValidatorRegistry::default().build(&config.validator)?;
         let trace_path = args.trace.clone().or_else(|| config.trace_path.clone());
         let trace = match &trace_path {
-            Some(p) => Some(Arc::new(TraceWriter::append(p)?)),
+            Some(p) => Some(Arc::new(crate::commands::open_trace(p)?)),
             None => None,
         };
         let hedger = Hedger::new(entries, validator, ledger(&config)?, config.race, trace);
@@ -93,6 +93,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         let mut latencies = Vec::new();
         let mut leaked = 0usize;
         let mut without_result = 0usize;
+        let bar = crate::commands::progress(args.repeat as u64, &format!("{} requests", policy.label()), args.json || args.repeat < 2);
         for i in 0..args.repeat {
             if i > 0 && !args.wait.is_zero() {
                 tokio::time::sleep(args.wait).await;
@@ -110,11 +111,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 without_result += 1;
                 report_failed_attempts(&record);
             }
+            bar.inc(1);
             if args.json {
                 println!("{}", serde_json::to_string(&record)?);
                 continue;
             }
-            println!(
+            let mut text = format!(
                 "{} {}: winner {} in {} s ({} attempt(s){}), projected {}",
                 record.request_id,
                 record.policy,
@@ -133,8 +135,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 record.projected_cost_micro_usd
             );
             for r in &record.receipts {
-                println!(
-                    "  receipt {} {}: {} scope {:?}, leaked {}, ack {} ms, terminal {} ms{}",
+                text.push_str(&format!(
+                    "\n  receipt {} {}: {} scope {:?}, leaked {}, ack {} ms, terminal {} ms{}",
                     r.provider,
                     r.job_id.as_deref().unwrap_or("-"),
                     r.evidence.wire(),
@@ -143,9 +145,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                     r.ack_latency_ms().map_or("-".into(), |x| format!("{x:.0}")),
                     r.terminal_latency_ms().map_or("-".into(), |x| format!("{x:.0}")),
                     if r.note.is_empty() { String::new() } else { format!(" — {}", r.note) }
-                );
+                ));
             }
+            crate::commands::say(&bar, &text);
         }
+        bar.finish_and_clear();
         if args.repeat > 1 && !args.json {
             let mut sorted = latencies.clone();
             tailcut_stats::sort_latencies(&mut sorted);
@@ -228,8 +232,11 @@ async fn load(hedger: &Hedger, policy: Arc<dyn tailcut_core::policy::Policy>, in
         }));
     }
     let (mut latencies, mut errors, mut receipts, mut leaked, mut losers_without_receipt) = (Vec::new(), 0usize, 0usize, 0usize, 0usize);
+    let bar = crate::commands::progress(args.repeat as u64, "requests answered", args.json);
     for t in tasks {
-        match t.await {
+        let joined = t.await;
+        bar.inc(1);
+        match joined {
             Ok(Ok((lat, Some(record)))) => {
                 latencies.push(lat);
                 receipts += record.receipts.len();
@@ -244,6 +251,7 @@ async fn load(hedger: &Hedger, policy: Arc<dyn tailcut_core::policy::Policy>, in
             _ => errors += 1,
         }
     }
+    bar.finish_and_clear();
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = sampler.await;
     let elapsed = t0.elapsed().as_secs_f64();
@@ -351,6 +359,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         let validator = ValidatorRegistry::default().build(&config.validator)?;
         let ledger = ledger(&config)?;
         let writer = TraceWriter::append(&args.out)?;
+        let bar = crate::commands::progress(args.rounds, "paired rounds", false);
         for round in 1..=args.rounds {
             let started = now_rfc3339();
             let request = JobRequest::new(format!("bench-{round}"), input.clone());
@@ -378,22 +387,20 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
                 "providers": providers, "started": started, "ts": now_rfc3339()
             });
             writer.write(&record)?;
-            println!(
-                "round {round}: {}",
-                entries
-                    .iter()
-                    .map(|e| format!(
-                        "{} {}",
-                        e.name,
-                        record["providers"][&e.name]["wall_s"].as_f64().map_or("-".into(), |w| format!("{w:.2}s"))
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+            bar.inc(1);
+            let line = entries
+                .iter()
+                .map(|e| {
+                    format!("{} {}", e.name, record["providers"][&e.name]["wall_s"].as_f64().map_or("-".into(), |w| format!("{w:.2}s")))
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            crate::commands::say(&bar, &format!("round {round}: {line}"));
             if round < args.rounds {
                 tokio::time::sleep(args.wait).await;
             }
         }
+        bar.finish_and_clear();
         println!("wrote {} round(s) to {}; replay them with: tailcut replay {}", args.rounds, args.out.display(), args.out.display());
         anyhow::Ok(ExitCode::SUCCESS)
     })
@@ -416,6 +423,8 @@ pub fn cancel_audit(args: &CancelAuditArgs) -> anyhow::Result<ExitCode> {
         let writer = TraceWriter::append(&args.out)?;
         let mut matrix: std::collections::BTreeMap<(String, String), [u32; 4]> = Default::default();
         let mut first = true;
+        let total = entries.len() as u64 * 2 * u64::from(args.repeats);
+        let bar = crate::commands::progress(total, "forced cancels", false);
         for e in &entries {
             for phase in ["early", "late"] {
                 for attempt in 1..=args.repeats {
@@ -475,10 +484,14 @@ pub fn cancel_audit(args: &CancelAuditArgs) -> anyhow::Result<ExitCode> {
                         "state_before_cancel": state.map_or_else(|err| format!("status_error:{err}"), |s| s.wire().to_string()),
                         "receipt": receipt, "ts": now_rfc3339()
                     }))?;
-                    println!("{} {phase} #{attempt}: {} leaked={} ({})", e.name, receipt.evidence.wire(), receipt.leaked, receipt.note);
+                    bar.inc(1);
+                    let line =
+                        format!("{} {phase} #{attempt}: {} leaked={} ({})", e.name, receipt.evidence.wire(), receipt.leaked, receipt.note);
+                    crate::commands::say(&bar, &line);
                 }
             }
         }
+        bar.finish_and_clear();
         let summary: serde_json::Map<String, Value> = matrix
             .iter()
             .map(|((p, ph), c)| (format!("{p}/{ph}"), json!({"attempts": c[0], "terminal": c[1], "leaked": c[2], "was_running": c[3]})))

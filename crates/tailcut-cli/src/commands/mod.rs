@@ -56,6 +56,41 @@ pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<tailcut_con
     })
 }
 
+/// Opens a trace file for appending, and says so on stderr when it already holds
+/// records: a re-run adds to them, and `tailcut report` reads every record in the file.
+pub fn open_trace(path: &std::path::Path) -> anyhow::Result<tailcut_core::trace::TraceWriter> {
+    let existing = std::fs::read(path).map(|b| b.iter().filter(|c| **c == b'\n').count()).unwrap_or(0);
+    if existing > 0 {
+        eprintln!(
+            "tailcut: appending to {}, which already holds {existing} record(s) (`tailcut report` reads them all; remove the file to start over)",
+            path.display()
+        );
+    }
+    Ok(tailcut_core::trace::TraceWriter::append(path)?)
+}
+
+/// A progress bar on stderr for a command that runs for a while (`run --repeat`, `bench`,
+/// `cancel-audit`, `contend run`, `demo`): drawn only when stderr is a terminal (indicatif
+/// hides it otherwise) and never when `hidden` (`--json`). Print lines to stdout through
+/// [`say`] so they land above the bar instead of through it.
+pub fn progress(len: u64, what: &str, hidden: bool) -> indicatif::ProgressBar {
+    if hidden {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len}, {elapsed} elapsed, ~{eta} left") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(what.to_string());
+    bar.enable_steady_tick(std::time::Duration::from_millis(250));
+    bar
+}
+
+/// Prints `text` to stdout above `bar` (suspending it while the line is written).
+pub fn say(bar: &indicatif::ProgressBar, text: &str) {
+    bar.suspend(|| println!("{text}"));
+}
+
 /// A progress bar on stderr that stays hidden until the work has taken a second.
 pub fn delayed_bar(len: u64, template: &str) -> DelayedBar {
     let bar = indicatif::ProgressBar::with_draw_target(Some(len), indicatif::ProgressDrawTarget::hidden());

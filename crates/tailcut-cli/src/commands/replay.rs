@@ -49,6 +49,60 @@ fn shown(rows: &Rows, args: &ReplayArgs) -> Vec<usize> {
     }
 }
 
+/// Curves drawn besides the baseline when `--top` does not say.
+const PLOT_CURVES: usize = 4;
+
+/// The `--plot` figure of one split: the tails of the baseline (the single provider with
+/// the lowest p95, then the lowest bill: the best one can do without hedging) and of up to
+/// `--top` (default 4) policies spread along the billed-cost/p95 frontier, beside every
+/// policy's cost against p95.
+fn plot_policies(
+    path: &std::path::Path,
+    split: &Split,
+    rows: &Rows,
+    rates: &[ProviderRates],
+    settings: &SweepSettings,
+    args: &ReplayArgs,
+) -> anyhow::Result<()> {
+    use tailcut_replay::plot::{pick_curves, policy_svg, Curve, PolicyPoint};
+    let points: Vec<PolicyPoint> =
+        rows.iter().map(|(_, s)| PolicyPoint { label: s.policy.clone(), p95_s: s.p95_s, usd_per_req: s.billed_usd_per_req }).collect();
+    let baseline = (0..rows.len())
+        .filter(|&i| rows[i].1.policy.starts_with("single:"))
+        .min_by(|&a, &b| points[a].p95_s.total_cmp(&points[b].p95_s).then(points[a].usd_per_req.total_cmp(&points[b].usd_per_req)));
+    let n = args.top.unwrap_or(PLOT_CURVES).min(6);
+    let curves: Vec<(usize, Curve)> = pick_curves(&points, baseline, n)
+        .into_iter()
+        .map(|i| {
+            let latencies = evaluate(&split.set, rates, &rows[i].0.family, settings.cap_s).lats;
+            (i, Curve { label: rows[i].1.policy.clone(), latencies, baseline: Some(i) == baseline })
+        })
+        .collect();
+    let deadlines: Vec<f64> = settings.deadlines.iter().map(|d| f64::from(*d)).collect();
+    let title = format!("Tail latency — {} split, {} rounds", split.key, split.set.len());
+    policy_svg(path, &title, &points, &curves, &deadlines, "billed $/request (idle windows included)")?;
+    Ok(())
+}
+
+/// The rows each split shows. With `--top` and a calibration split, the policies are
+/// ranked on the calibration rounds and frozen: the evaluation split shows the same
+/// policies, in the same order, however they rank there (ranking on the evaluation rounds
+/// themselves would pick with hindsight).
+fn picks(evaluated: &[(Split, Rows)], args: &ReplayArgs) -> Vec<Vec<usize>> {
+    let frozen: Option<Vec<String>> = evaluated
+        .iter()
+        .find(|(s, _)| s.key == "calibration")
+        .filter(|_| args.top.is_some())
+        .map(|(_, rows)| shown(rows, args).into_iter().map(|i| rows[i].1.policy.clone()).collect());
+    evaluated
+        .iter()
+        .map(|(split, rows)| match (&frozen, split.key) {
+            (Some(names), "evaluation") => names.iter().filter_map(|n| rows.iter().position(|r| &r.1.policy == n)).collect(),
+            _ => shown(rows, args),
+        })
+        .collect()
+}
+
 fn provider_table(set: &RoundSet, deadlines: &[u32]) -> String {
     let mut cols: Vec<String> = ["provider", "n", "valid", "p50 s", "p95 s", "max s"].iter().map(|s| s.to_string()).collect();
     cols.extend(deadlines.iter().map(|d| format!("miss>{d}s")));
@@ -150,6 +204,9 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     }
     let deadlines = args.deadlines.clone().unwrap_or_else(|| config.replay.deadlines_s.clone());
     let delays = args.delays.clone().unwrap_or_else(|| config.replay.delays_s.clone());
+    if !(args.time_scale.is_finite() && args.time_scale > 0.0) {
+        return Err(BadInput(format!("--time-scale {}: expected a positive number (0.01 for sim-provider rounds)", args.time_scale)).into());
+    }
     if delays.iter().any(|d| !d.is_finite() || *d < 0.0) {
         return Err(BadInput("--delays: expected non-negative seconds".into()).into());
     }
@@ -177,6 +234,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         estimator,
         cap_s: config.replay.cap_s,
         threads: args.threads,
+        timer_scale: args.time_scale,
     };
     let mut evaluated: Vec<(Split, Rows)> = Vec::new();
     let parts = splits(loaded.rounds, args.calibration_rounds);
@@ -189,20 +247,15 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
 
     if let Some(path) = &args.plot {
         if let Some((split, rows)) = evaluated.last() {
-            let series: Vec<(String, Vec<f64>)> = shown(rows, args)
-                .into_iter()
-                .map(|i| (rows[i].0.label.clone(), evaluate(&split.set, &rates, &rows[i].0.family, settings.cap_s).lats))
-                .collect();
-            let title = format!("Latency by policy — {} split, {} rounds", split.key, split.set.len());
-            tailcut_replay::plot::ecdf_svg(path, &title, &series, &deadlines)?;
+            plot_policies(path, split, rows, &rates, &settings, args)?;
             eprintln!("tailcut: wrote {}", path.display());
         }
     }
 
     if args.json {
         let mut out = serde_json::Map::new();
-        for (split, rows) in &evaluated {
-            let pick: Vec<usize> = if args.top.is_some() { shown(rows, args) } else { (0..rows.len()).collect() };
+        for ((split, rows), shown_rows) in evaluated.iter().zip(picks(&evaluated, args)) {
+            let pick: Vec<usize> = if args.top.is_some() { shown_rows } else { (0..rows.len()).collect() };
             out.insert(split.key.to_string(), json!(pick.iter().map(|&i| &rows[i].1).collect::<Vec<_>>()));
         }
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -213,8 +266,8 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         header.extend(deadlines.iter().map(|d| format!("miss_{d}s")));
         header.extend(["active_usd_per_req", "billed_usd_per_req", "hedge_rate"].map(String::from));
         println!("{}", header.join(","));
-        for (split, rows) in &evaluated {
-            let pick: Vec<usize> = if args.top.is_some() { shown(rows, args) } else { (0..rows.len()).collect() };
+        for ((split, rows), shown_rows) in evaluated.iter().zip(picks(&evaluated, args)) {
+            let pick: Vec<usize> = if args.top.is_some() { shown_rows } else { (0..rows.len()).collect() };
             for i in pick {
                 let s = &rows[i].1;
                 let mut f = vec![
@@ -252,9 +305,14 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     }
     println!("\nPer-provider cold starts (quantiles over valid results only)");
     print!("{}", provider_table(all, &deadlines));
-    for (split, rows) in &evaluated {
-        println!("\nPolicy replay — {} ({} rounds)", split.title, split.set.len());
-        print!("{}", policy_table(rows, &shown(rows, args), split.set.len(), &deadlines));
+    for ((split, rows), pick) in evaluated.iter().zip(picks(&evaluated, args)) {
+        let title = match (split.key, args.top) {
+            ("calibration", Some(n)) => format!("calibration (the {n} best by --by ranked here, then frozen)"),
+            ("evaluation", Some(_)) => format!("{} — the policies frozen on calibration", split.title),
+            _ => split.title.clone(),
+        };
+        println!("\nPolicy replay — {title} ({} rounds)", split.set.len());
+        print!("{}", policy_table(rows, &pick, split.set.len(), &deadlines));
     }
     println!(
         "\nactive $ = execution seconds × rate, the loser treated as cancelled when the winner finishes; billed $ adds each started worker's idle window; a primary cancelled while still queued is assumed unbilled. `-` = no valid result at that rank; p99 only from 100 rounds."

@@ -4,7 +4,7 @@ use crate::cli::ReportArgs;
 use crate::table::{miss_ci, Table};
 use serde_json::json;
 use std::process::ExitCode;
-use tailcut_replay::live::{audit_matrix, read_live, summarize, Spread};
+use tailcut_replay::live::{audit_matrix, read_live, summarize, ArmSummary, LiveRow, Spread};
 
 fn s1(v: Option<f64>) -> String {
     v.map_or("-".into(), |x| format!("{x:.1}"))
@@ -12,6 +12,42 @@ fn s1(v: Option<f64>) -> String {
 
 fn spread(s: Option<Spread>) -> String {
     s.map_or("-".into(), |s| format!("{:.0}–{:.0} (median {:.0})", s.min, s.max, s.median))
+}
+
+/// The `--plot` figure: each arm's tail, with the single-provider arm of lowest p95 as
+/// the dashed baseline and the other single-provider arms left out (they are the
+/// baseline's alternatives, not hedging policies), so a handful of curves remain.
+fn plot_arms(path: &std::path::Path, rows: &[LiveRow], arms: &[ArmSummary], deadline: f64) -> anyhow::Result<()> {
+    use tailcut_replay::plot::{tail_svg, Curve};
+    let p95 = |a: &ArmSummary| a.p95_s.unwrap_or(f64::INFINITY);
+    let singles: Vec<&ArmSummary> = arms.iter().filter(|a| a.arm.starts_with("single:")).collect();
+    let baseline = singles.iter().min_by(|a, b| p95(a).total_cmp(&p95(b))).map(|a| a.arm.clone());
+    let mut order: Vec<&str> = Vec::new();
+    for r in rows {
+        if !order.contains(&r.arm.as_str()) {
+            order.push(&r.arm);
+        }
+    }
+    let keep = |a: &str| !a.starts_with("single:") || Some(a) == baseline.as_deref();
+    let mut curves: Vec<Curve> = order
+        .iter()
+        .filter(|a| keep(a))
+        .map(|a| Curve {
+            label: a.to_string(),
+            // Refused requests were never sent: they have no latency to plot.
+            latencies: rows.iter().filter(|r| r.arm == *a && !r.refused).map(|r| r.latency_s).collect(),
+            baseline: Some(*a) == baseline.as_deref(),
+        })
+        .collect();
+    curves.sort_by_key(|c| !c.baseline);
+    let left_out = singles.len().saturating_sub(1);
+    let title = if left_out > 0 {
+        format!("Live requests: tail latency per arm ({left_out} slower single-provider arm(s) not drawn)")
+    } else {
+        "Live requests: tail latency per arm".to_string()
+    };
+    tail_svg(path, &title, &curves, &[deadline])?;
+    Ok(())
 }
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
@@ -23,19 +59,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let audits = audit_matrix(&traces.audits);
 
     if let Some(path) = &args.plot {
-        let mut order: Vec<&str> = Vec::new();
-        for r in &traces.rows {
-            if !order.contains(&r.arm.as_str()) {
-                order.push(&r.arm);
-            }
-        }
-        // Refused requests were never sent: they have no latency to plot.
-        let series: Vec<(String, Vec<f64>)> = order
-            .iter()
-            .map(|a| (a.to_string(), traces.rows.iter().filter(|r| r.arm == *a && !r.refused).map(|r| r.latency_s).collect()))
-            .collect();
-        let deadline = args.deadline.round().max(0.0) as u32;
-        tailcut_replay::plot::ecdf_svg(path, "Live requests: share finished by time t", &series, &[deadline])?;
+        plot_arms(path, &traces.rows, &arms, args.deadline)?;
         eprintln!("tailcut: wrote {}", path.display());
     }
 
@@ -50,8 +74,9 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     if !arms.is_empty() {
         let refused = traces.rows.iter().filter(|r| r.refused).count();
         println!("Live requests per arm ({} requests, {} sent, {refused} refused)", traces.rows.len(), traces.rows.len() - refused);
-        let miss_title = format!("miss>{}s of sent (95% CI)", tailcut_replay::fmt_g(args.deadline));
-        let mut t = Table::new(&["arm", "n", "refused", "p50 s", "p90 s", "p95 s nr / linear", "max s", &miss_title, "hedged", "winners"]);
+        // The deadline as given (0.6 stays 0.6, 45.5 stays 45.5).
+        let miss_title = format!("miss>{}s of sent (95% CI)", args.deadline);
+        let mut t = Table::new(&["arm", "n", "refused", "p50 s", "p90 s", "p95 s (nearest / linear)", "max s", &miss_title, "hedged", "winners"]);
         for a in &arms {
             let hedged = if a.cutovers + a.safety_hedges + a.escalations > 0 {
                 format!("{}/{} ({} cutover, {} safety, {} escalated)", a.hedged, a.sent, a.cutovers, a.safety_hedges, a.escalations)
@@ -78,6 +103,9 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
                 "refused = never sent to any provider (the first submission was refused: budget or live-attempt cap); quantiles, misses, hedges and winners are over the sent requests."
             );
         }
+        println!(
+            "p95 by two estimators: nearest (the order statistic at rank q·(n−1) rounded, as the reference tool computes it: an observed latency) / linear (interpolated between the two neighbouring ranks); they differ most when n is small."
+        );
 
         println!("\nLoser cancellations per arm");
         let mut t = Table::new(&["arm", "receipts", "evidence", "leaked", "ack ms", "cancel→terminal ms"]);

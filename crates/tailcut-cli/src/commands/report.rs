@@ -76,7 +76,8 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         println!("Live requests per arm ({} requests, {} sent, {refused} refused)", traces.rows.len(), traces.rows.len() - refused);
         // The deadline as given (0.6 stays 0.6, 45.5 stays 45.5).
         let miss_title = format!("miss>{}s of sent (95% CI)", args.deadline);
-        let mut t = Table::new(&["arm", "n", "refused", "p50 s", "p90 s", "p95 s (nearest / linear)", "max s", &miss_title, "hedged", "winners"]);
+        let mut t =
+            Table::new(&["arm", "n", "refused", "p50 s", "p90 s", "p95 s (nearest / linear)", "max s", &miss_title, "hedged", "winners"]);
         for a in &arms {
             let hedged = if a.cutovers + a.safety_hedges + a.escalations > 0 {
                 format!("{}/{} ({} cutover, {} safety, {} escalated)", a.hedged, a.sent, a.cutovers, a.safety_hedges, a.escalations)

@@ -156,7 +156,7 @@ async fn the_gateway_never_returns_logs_or_stores_an_echoed_credential() {
     std::fs::write(
         &cfg,
         format!(
-            "[race]\ncap_s = 2\n[budget]\nledger = \"{}\"\n[trace]\npath = \"{}\"\n[gateway]\nstore = \"{}\"\n{providers}{routes}",
+            "[race]\ncap_s = 2\n[budget]\nledger = \"{}\"\n[trace]\npath = \"{}\"\n[gateway]\nauth = \"none\"\nstore = \"{}\"\n{providers}{routes}",
             ledger.display(),
             trace.display(),
             store.display()

@@ -344,7 +344,11 @@ fn main() {
     // The gateway, as users run it.
     let cfg = dir.path().join("gateway.toml");
     std::fs::write(&cfg, gateway_toml(&upstream)).expect("write gateway config");
-    let mut start_gateway = |bin: &str| -> (String, u32) {
+    // A baseline from before `auth` existed refuses the key; without it, no keys meant no
+    // authentication there, so it serves the same way.
+    let cfg_before_auth = dir.path().join("gateway-before-auth.toml");
+    std::fs::write(&cfg_before_auth, gateway_toml(&upstream).replace("auth = \"none\"\n", "")).expect("write gateway config");
+    let mut start_gateway = |bin: &str, cfg: &Path| -> (String, u32) {
         let port = free_port();
         let gw = Command::new(bin)
             .args(["serve", "--config", cfg.to_str().expect("utf-8 path"), "--listen", &format!("127.0.0.1:{port}")])
@@ -358,8 +362,16 @@ fn main() {
         wait_for_port(port);
         (format!("http://127.0.0.1:{port}"), pid)
     };
-    let (gw_base, gw_pid) = start_gateway(bin);
-    let baseline = std::env::var("TAILCUT_BENCH_BASELINE").ok().map(|b| start_gateway(&b));
+    let (gw_base, gw_pid) = start_gateway(bin, &cfg);
+    let baseline = std::env::var("TAILCUT_BENCH_BASELINE").ok().map(|b| {
+        let accepts_auth = Command::new(&b)
+            .args(["config", "check", cfg.to_str().expect("utf-8 path")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        start_gateway(&b, if accepts_auth { &cfg } else { &cfg_before_auth })
+    });
 
     let mut targets = vec![
         Target { name: "direct", base: upstream.clone(), pids: vec![] },

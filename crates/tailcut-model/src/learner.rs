@@ -174,10 +174,14 @@ pub fn fit_singler(model: &Model, s: &SingleRSettings) -> Option<SingleRFit> {
     let (sp, sh) = (surv(pm), surv(hm));
     let lift = if s.primary == s.hedge { 1.0 } else { model.lift(s.primary, s.hedge) };
     let target = 1.0 - s.level;
+    // Without a reissue the tail is the first grid point at or below the target.
+    let plain = (0..N).find(|&k| sp[k] <= target).map_or(f64::INFINITY, |k| grid[k]);
     let tail_of = |m: usize, q: f64| -> f64 {
-        for k in 0..N {
-            let v = if k < m { sp[k] } else { sp[k] * ((1.0 - q) + q * (sh[k - m] * lift).min(1.0)) };
-            if v <= target {
+        if plain < grid[m] {
+            return plain;
+        }
+        for k in m..N {
+            if sp[k] * ((1.0 - q) + q * (sh[k - m] * lift).min(1.0)) <= target {
                 return grid[k];
             }
         }
@@ -199,57 +203,54 @@ pub fn fit_singler(model: &Model, s: &SingleRSettings) -> Option<SingleRFit> {
     Some(best)
 }
 
-/// A learned policy with its own model, tables, budget and coin.
+/// One learned policy's decision state (tables, fit, budget, coin), deciding from a
+/// [`Model`] it does not own, so that several policies can share one model (the replay
+/// feeds the same rounds to all of them).
 #[derive(Debug, Clone)]
-pub struct Learner {
+pub struct PolicyState {
     kind: LearnedKind,
-    model: Model,
     predictor: Option<Predictor>,
     budget: HedgeBudget,
     refresh_every: u64,
     since_refresh: u64,
     singler: Option<SingleRFit>,
+    adaptive_delay: Option<(f64, u64)>,
     coin: Coin,
     names: Vec<String>,
 }
 
-impl Learner {
-    /// A learner over `providers` `(name, rate $/s, idle window s)`, starting from
-    /// `model` when given (it must list the same providers), refreshing its tables every
-    /// `refresh_every` observed attempts.
-    pub fn new(kind: LearnedKind, providers: &[(String, f64, f64)], model: Option<Model>, config: ModelConfig, seed: u64) -> Learner {
-        let model = model
-            .filter(|m| m.providers.len() == providers.len() && m.providers.iter().zip(providers).all(|(a, b)| a.name == b.0))
-            .unwrap_or_else(|| Model::new(providers, config));
+impl PolicyState {
+    /// A policy deciding from `model`; tables refresh every `refresh_every` attempts fed
+    /// (and at least every 1/64 of the attempts seen, capped at 4,096, on long replays).
+    pub fn new(kind: LearnedKind, model: &Model, seed: u64) -> PolicyState {
         let (rate, burst) = match kind {
             LearnedKind::Adaptive(a) => (a.budget, 5.0),
             LearnedKind::Singler(s) => (s.budget, 5.0),
             LearnedKind::Auto(a) => (a.max_extra, 5.0),
         };
-        let names = providers.iter().map(|p| p.0.clone()).collect();
-        let mut l = Learner {
+        let mut st = PolicyState {
             kind,
-            model,
             predictor: None,
             budget: HedgeBudget::new(rate, burst),
             refresh_every: 16,
             since_refresh: 0,
             singler: None,
+            adaptive_delay: None,
             coin: Coin(seed ^ 0x5EED_5EED),
-            names,
+            names: model.providers.iter().map(|p| p.name.clone()).collect(),
         };
-        l.refresh();
-        l
+        st.refresh(model);
+        st
     }
 
-    /// Sets how many observed attempts pass between table refreshes (≥ 1).
-    pub fn with_refresh_every(mut self, n: u64) -> Learner {
+    /// Sets how many fed attempts pass between table refreshes (≥ 1).
+    pub fn with_refresh_every(mut self, n: u64) -> PolicyState {
         self.refresh_every = n.max(1);
         self
     }
 
     /// Sets the extra-load bucket's burst.
-    pub fn with_burst(mut self, burst: f64) -> Learner {
+    pub fn with_burst(mut self, burst: f64) -> PolicyState {
         self.budget = HedgeBudget::new(self.budget.rate(), burst);
         self
     }
@@ -257,16 +258,6 @@ impl Learner {
     /// The policy and its settings.
     pub fn kind(&self) -> &LearnedKind {
         &self.kind
-    }
-
-    /// The model learned so far.
-    pub fn model(&self) -> &Model {
-        &self.model
-    }
-
-    /// Provider names.
-    pub fn names(&self) -> &[String] {
-        &self.names
     }
 
     /// The extra-load budget.
@@ -279,100 +270,191 @@ impl Learner {
         self.singler
     }
 
-    /// Rebuilds tables and fits now.
-    pub fn refresh(&mut self) {
+    /// Rebuilds tables and fits from `model` now.
+    pub fn refresh(&mut self, model: &Model) {
         self.since_refresh = 0;
         match self.kind {
             LearnedKind::Auto(a) => match &mut self.predictor {
-                Some(p) => p.refresh(&self.model),
-                None => self.predictor = Some(Predictor::new(&self.model, a)),
+                Some(p) => p.refresh(model),
+                None => self.predictor = Some(Predictor::new(model, a)),
             },
-            LearnedKind::Singler(s) => self.singler = fit_singler(&self.model, &s),
-            LearnedKind::Adaptive(_) => {}
+            LearnedKind::Singler(s) => self.singler = fit_singler(model, &s),
+            LearnedKind::Adaptive(a) => {
+                let pm = model.providers.get(a.primary);
+                let n = pm.map_or(0, |p| p.latency.samples());
+                self.adaptive_delay = pm
+                    .and_then(|p| p.latency.quantile(a.quantile))
+                    .filter(|_| n >= a.min_samples)
+                    .map(|d| (d.clamp(a.min_delay_s, a.max_delay_s.max(a.min_delay_s)), n));
+            }
         }
     }
 
-    /// Feeds one request's attempts; refreshes the tables when due.
-    pub fn observe(&mut self, attempts: &[Observation]) {
-        self.model.observe_request(attempts);
-        self.since_refresh += attempts.len() as u64;
-        if self.since_refresh >= self.refresh_every {
-            self.refresh();
+    /// `attempts` more attempts were fed to `model`: refresh when due.
+    pub fn observed(&mut self, model: &Model, attempts: u64) {
+        self.since_refresh += attempts;
+        let every = self.refresh_every.max((model.updates / 64).min(4096));
+        let due = match self.kind {
+            // Until it hedges, adaptive re-reads the sample count at every request.
+            LearnedKind::Adaptive(_) if self.adaptive_delay.is_none() => true,
+            _ => self.since_refresh >= every,
+        };
+        if due {
+            self.refresh(model);
         }
     }
 
     /// Decides one request (idle gap per provider, None = unknown) and earns the
-    /// request's budget tokens. Extra attempts still need [`HedgeBudget::try_take`] when
-    /// they fire.
-    pub fn decide(&mut self, gaps: &[Option<f64>]) -> Decision {
+    /// request's budget tokens, without building the explanation (the replay's fast
+    /// path). Extra attempts still need [`HedgeBudget::try_take`] when they fire.
+    pub fn decide_plan(&mut self, gaps: &[Option<f64>]) -> (Plan, Why) {
         self.budget.request();
-        let (plan, reason, predicted) = match self.kind {
-            LearnedKind::Adaptive(a) => {
-                let pm = &self.model.providers[a.primary];
-                let n = pm.latency.samples();
-                match pm.latency.quantile(a.quantile).filter(|_| n >= a.min_samples) {
-                    Some(d) => {
-                        let delay = d.clamp(a.min_delay_s, a.max_delay_s.max(a.min_delay_s));
-                        (
-                            Plan::Hedge { p: a.primary, h: a.hedge, delay_s: delay },
-                            format!("hedge at learned p{} = {:.3}s of {} samples", fmt_q(a.quantile), delay, n),
-                            None,
-                        )
-                    }
-                    None => (Plan::Single { p: a.primary }, format!("no hedge: {n} of {} samples", a.min_samples), None),
-                }
-            }
+        match self.kind {
+            LearnedKind::Adaptive(a) => match self.adaptive_delay {
+                Some((delay_s, n)) => (Plan::Hedge { p: a.primary, h: a.hedge, delay_s }, Why::Quantile { delay_s, samples: n }),
+                None => (Plan::Single { p: a.primary }, Why::TooFewSamples),
+            },
             LearnedKind::Singler(s) => match self.singler {
                 Some(fit) if fit.q > 0.0 => {
                     let draw = self.coin.next_f64();
                     if draw < fit.q {
-                        (
-                            Plan::Hedge { p: s.primary, h: s.hedge, delay_s: fit.delay_s },
-                            format!(
-                                "reissue armed at d={:.3}s (q={:.3}, coin {:.3}; predicted p{} {:.2}s)",
-                                fit.delay_s,
-                                fit.q,
-                                draw,
-                                fmt_q(s.level),
-                                fit.tail_s
-                            ),
-                            None,
-                        )
+                        (Plan::Hedge { p: s.primary, h: s.hedge, delay_s: fit.delay_s }, Why::Coin { fit, draw, armed: true })
                     } else {
-                        (
-                            Plan::Single { p: s.primary },
-                            format!("no reissue: coin {:.3} >= q={:.3} (d={:.3}s)", draw, fit.q, fit.delay_s),
-                            None,
-                        )
+                        (Plan::Single { p: s.primary }, Why::Coin { fit, draw, armed: false })
                     }
                 }
-                _ => (Plan::Single { p: s.primary }, "no reissue: model not fitted yet".to_string(), None),
+                _ => (Plan::Single { p: s.primary }, Why::TooFewSamples),
             },
-            LearnedKind::Auto(a) => {
-                let pred = self.predictor.get_or_insert_with(|| Predictor::new(&self.model, a));
-                let (plan, pr) = pred.decide(gaps);
-                let why = if pr.miss <= a.target_miss {
-                    format!(
-                        "cheapest meeting miss<={:.3} at {}s: predicted miss {:.3}, ${:.5}, extra {:.2}",
-                        a.target_miss,
-                        a.deadline_s,
-                        pr.miss,
-                        pr.cost_usd(),
-                        pr.extra
-                    )
-                } else {
-                    format!(
-                        "no plan meets miss<={:.3}: least predicted miss {:.3}, ${:.5}, extra {:.2}",
-                        a.target_miss,
-                        pr.miss,
-                        pr.cost_usd(),
-                        pr.extra
-                    )
-                };
-                (plan, why, Some(pr))
+            LearnedKind::Auto(a) => match &mut self.predictor {
+                Some(pred) => {
+                    let u = self.coin.next_f64();
+                    let (plan, pr) = pred.decide(gaps, u);
+                    // A provider the model has (almost) never seen cannot be predicted, and
+                    // a policy that never tries it never will: race it beside the chosen
+                    // primary (the race needs a budget token like any extra attempt).
+                    let unseen = (0..self.names.len()).find(|&p| pred.samples(p) < EXPLORE_SAMPLES && p != plan.primary());
+                    match unseen {
+                        Some(h) if a.max_live >= 2 && a.max_extra > 0.0 => {
+                            (Plan::Hedge { p: plan.primary(), h, delay_s: 0.0 }, Why::Explore { provider: h, samples: pred.samples(h) })
+                        }
+                        _ => (plan, Why::Predicted(pr)),
+                    }
+                }
+                None => (Plan::Single { p: 0 }, Why::TooFewSamples),
+            },
+        }
+    }
+
+    /// Decides one request like [`PolicyState::decide_plan`] and explains it.
+    pub fn decide(&mut self, gaps: &[Option<f64>]) -> Decision {
+        let (plan, why) = self.decide_plan(gaps);
+        let (reason, predicted) = match (why, self.kind) {
+            (Why::Quantile { delay_s, samples }, LearnedKind::Adaptive(a)) => {
+                (format!("hedge at learned p{} = {:.3}s of {} samples", fmt_q(a.quantile), delay_s, samples), None)
             }
+            (Why::TooFewSamples, LearnedKind::Adaptive(a)) => (format!("no hedge: fewer than {} samples", a.min_samples), None),
+            (Why::TooFewSamples, _) => ("no hedge: model not fitted yet".to_string(), None),
+            (Why::Coin { fit, draw, armed: true }, LearnedKind::Singler(s)) => (
+                format!(
+                    "reissue armed at d={:.3}s (q={:.3}, coin {:.3}; predicted p{} {:.2}s)",
+                    fit.delay_s,
+                    fit.q,
+                    draw,
+                    fmt_q(s.level),
+                    fit.tail_s
+                ),
+                None,
+            ),
+            (Why::Coin { fit, draw, .. }, _) => (format!("no reissue: coin {:.3} >= q={:.3} (d={:.3}s)", draw, fit.q, fit.delay_s), None),
+            (Why::Predicted(pr), LearnedKind::Auto(a)) => {
+                let head = if pr.miss <= a.target_miss {
+                    format!("cheapest meeting miss<={} at {}s", a.target_miss, a.deadline_s)
+                } else {
+                    format!("no plan meets miss<={} at {}s: least predicted miss", a.target_miss, a.deadline_s)
+                };
+                (format!("{head}: predicted miss {:.3}, ${:.5}, extra {:.2}", pr.miss, pr.cost_on(a.cost), pr.extra), Some(pr))
+            }
+            (Why::Explore { provider, samples }, _) => {
+                (format!("exploring: {} has {samples} of {EXPLORE_SAMPLES} samples, raced beside the primary", self.names[provider]), None)
+            }
+            (w, _) => (format!("{w:?}"), None),
         };
         Decision { plan_label: plan.label(&self.names), plan, reason, predicted }
+    }
+}
+
+/// Why a plan was chosen (the unformatted reason).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Why {
+    /// Not enough samples (or no tables) yet.
+    TooFewSamples,
+    /// Adaptive: the learned quantile.
+    Quantile {
+        /// Delay, s.
+        delay_s: f64,
+        /// Primary samples.
+        samples: u64,
+    },
+    /// SingleR: the coin against the fitted q.
+    Coin {
+        /// The fit.
+        fit: SingleRFit,
+        /// The draw.
+        draw: f64,
+        /// Whether the reissue is armed.
+        armed: bool,
+    },
+    /// Auto: the prediction of the chosen plan.
+    Predicted(Prediction),
+    /// Auto: racing a provider the model has not seen enough of.
+    Explore {
+        /// The provider.
+        provider: usize,
+        /// Its samples so far.
+        samples: u64,
+    },
+}
+
+/// Observations of a provider before `auto` trusts its predictions.
+pub const EXPLORE_SAMPLES: u64 = 5;
+
+/// A learned policy with its own model: what the live engine holds.
+#[derive(Debug, Clone)]
+pub struct Learner {
+    model: Model,
+    state: PolicyState,
+}
+
+impl Learner {
+    /// A learner over `providers` `(name, rate $/s, idle window s)`, starting from
+    /// `model` when given and it lists the same providers.
+    pub fn new(kind: LearnedKind, providers: &[(String, f64, f64)], model: Option<Model>, config: ModelConfig, seed: u64) -> Learner {
+        let model = model
+            .filter(|m| m.providers.len() == providers.len() && m.providers.iter().zip(providers).all(|(a, b)| a.name == b.0))
+            .unwrap_or_else(|| Model::new(providers, config));
+        let state = PolicyState::new(kind, &model, seed);
+        Learner { model, state }
+    }
+
+    /// The model learned so far.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The decision state.
+    pub fn state(&mut self) -> &mut PolicyState {
+        &mut self.state
+    }
+
+    /// Feeds one request's attempts.
+    pub fn observe(&mut self, attempts: &[Observation]) {
+        self.model.observe_request(attempts);
+        self.state.observed(&self.model, attempts.len() as u64);
+    }
+
+    /// Decides one request; see [`PolicyState::decide`].
+    pub fn decide(&mut self, gaps: &[Option<f64>]) -> Decision {
+        self.state.decide(gaps)
     }
 }
 

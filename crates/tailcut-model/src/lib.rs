@@ -16,6 +16,6 @@ pub mod model;
 pub mod plan;
 pub mod sketch;
 
-pub use learner::{AdaptiveSettings, Decision, HedgeBudget, LearnedKind, Learner, SingleRSettings};
+pub use learner::{AdaptiveSettings, Decision, HedgeBudget, LearnedKind, Learner, PolicyState, SingleRFit, SingleRSettings, Why};
 pub use model::{Model, ModelConfig, ModelError, Observation, Outcome};
-pub use plan::{AutoSettings, CostBasis, Plan, Prediction, Predictor};
+pub use plan::{AutoSettings, Choice, CostBasis, Plan, Prediction, Predictor};

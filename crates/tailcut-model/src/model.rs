@@ -134,6 +134,9 @@ pub struct ProviderModel {
     pub warm_by_gap: Vec<DecayedRate>,
     /// Slow threshold (the slow quantile of `latency`) as of the last observation.
     pub slow_threshold_s: Option<f64>,
+    /// Attempts observed, censored ones included.
+    #[serde(default)]
+    pub attempts: u64,
 }
 
 impl ProviderModel {
@@ -152,12 +155,13 @@ impl ProviderModel {
             invalid: DecayedRate::new(hl),
             warm_by_gap: (0..=GAP_EDGES_S.len()).map(|_| DecayedRate::new(hl)).collect(),
             slow_threshold_s: None,
+            attempts: 0,
         }
     }
 
-    /// Attempts observed.
+    /// Attempts observed, censored ones included.
     pub fn samples(&self) -> u64 {
-        self.failed.samples()
+        self.attempts
     }
 
     /// P(no valid result): failed or invalid, with a weak prior of 1 %.
@@ -195,6 +199,7 @@ impl ProviderModel {
     }
 
     fn observe(&mut self, o: &Observation, cfg: &ModelConfig) {
+        self.attempts += 1;
         match o.outcome {
             Outcome::Valid { latency_s } => {
                 self.latency.insert(latency_s);

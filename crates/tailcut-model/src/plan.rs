@@ -183,7 +183,7 @@ impl Default for AutoSettings {
             safety_s: 8.5,
             escalate_s: 25.0,
             cap_s: 300.0,
-            cost: CostBasis::Billed,
+            cost: CostBasis::Active,
         }
     }
 }
@@ -205,6 +205,15 @@ struct ProviderTables {
     samples: u64,
 }
 
+/// `auto`'s choice for one context: `base`, or with probability `w` the plan in `alt`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Choice {
+    /// The in-budget plan.
+    pub base: (Plan, Prediction),
+    /// A better plan over budget, and the probability of running it.
+    pub alt: Option<(Plan, Prediction, f64)>,
+}
+
 /// Levels P(warm) is quantised to for the memo: 0, 1/4, ..., 1, and "unknown".
 const LEVELS: usize = 6;
 const UNKNOWN_LEVEL: usize = 5;
@@ -216,7 +225,7 @@ pub struct Predictor {
     dt: f64,
     providers: Vec<ProviderTables>,
     lift: Vec<f64>,
-    memo: Vec<Option<(Plan, Prediction)>>,
+    memo: Vec<Option<Choice>>,
     epoch: u64,
 }
 
@@ -233,17 +242,10 @@ fn survival(s: &DecayedSketch, p_bad: f64, dt: f64, out: &mut Vec<f64>) {
 
 fn tail_excess(s: &DecayedSketch, p_bad: f64, h: f64, cap: f64) -> f64 {
     // Mean of min(L, cap) − h over L > h, with failures running to the cap.
-    let above = 1.0 - s.cdf(h);
-    let mut num = 0.0;
-    let mut den = 0.0;
-    if above > 0.0 {
-        for i in 1..=20 {
-            let q = 1.0 - above * (i as f64 - 0.5) / 20.0;
-            if let Some(v) = s.quantile(q) {
-                num += (v.min(cap) - h).max(0.0) * (1.0 - p_bad) * above / 20.0;
-            }
-        }
-        den += (1.0 - p_bad) * above;
+    let (mut num, mut den) = (0.0, 0.0);
+    if let Some((mean, share)) = s.mean_excess(h, cap) {
+        num += mean * (1.0 - p_bad) * share;
+        den += (1.0 - p_bad) * share;
     }
     num += (cap - h).max(0.0) * p_bad;
     den += p_bad;
@@ -493,45 +495,78 @@ impl Predictor {
         out
     }
 
-    fn choose(&self, surv: &[Vec<f64>]) -> (Plan, Prediction) {
+    /// The choice for one context: the cheapest plan meeting the miss target within the
+    /// extra-load budget; else the least predicted miss within it. When a plan outside the
+    /// budget would do better (it meets the target, or misses less), the choice is a
+    /// SingleR-style mix: that plan with probability `w` and the in-budget one otherwise,
+    /// `w` set so that the expected extra load equals the budget.
+    fn choose(&self, surv: &[Vec<f64>]) -> Choice {
         let s = self.settings;
-        let mut best_ok: Option<(Plan, Prediction)> = None;
-        let mut best_any: Option<(Plan, Prediction)> = None;
-        for plan in self.candidates() {
-            if plan.live_needed() > s.max_live {
-                continue;
-            }
-            let pr = self.predict_with(&plan, surv);
-            if pr.extra > s.max_extra + 1e-9 {
-                continue;
-            }
-            if pr.miss <= s.target_miss {
-                let (c, basis) = (pr.cost_on(s.cost), s.cost);
-                let better = best_ok
-                    .as_ref()
-                    .is_none_or(|(_, b)| c < b.cost_on(basis) - 1e-12 || (c <= b.cost_on(basis) + 1e-12 && pr.miss < b.miss));
-                if better {
-                    best_ok = Some((plan, pr));
+        let basis = s.cost;
+        let preds: Vec<(Plan, Prediction)> = self
+            .candidates()
+            .into_iter()
+            .filter(|p| p.live_needed() <= s.max_live)
+            .map(|p| {
+                let pr = self.predict_with(&p, surv);
+                (p, pr)
+            })
+            .collect();
+        let cheapest = |it: &mut dyn Iterator<Item = &(Plan, Prediction)>| -> Option<(Plan, Prediction)> {
+            it.fold(None, |best: Option<(Plan, Prediction)>, (p, pr)| match best {
+                Some((_, b))
+                    if !(pr.cost_on(basis) < b.cost_on(basis) - 1e-12
+                        || (pr.cost_on(basis) <= b.cost_on(basis) + 1e-12 && pr.miss < b.miss)) =>
+                {
+                    best
                 }
-            }
-            let better = best_any
-                .as_ref()
-                .is_none_or(|(_, b)| pr.miss < b.miss - 1e-9 || (pr.miss <= b.miss + 1e-9 && pr.cost_on(s.cost) < b.cost_on(s.cost)));
-            if better {
-                best_any = Some((plan, pr));
-            }
+                _ => Some((*p, *pr)),
+            })
+        };
+        let least_miss = |it: &mut dyn Iterator<Item = &(Plan, Prediction)>| -> Option<(Plan, Prediction)> {
+            it.fold(None, |best: Option<(Plan, Prediction)>, (p, pr)| match best {
+                Some((_, b)) if !(pr.miss < b.miss - 1e-9 || (pr.miss <= b.miss + 1e-9 && pr.cost_on(basis) < b.cost_on(basis))) => best,
+                _ => Some((*p, *pr)),
+            })
+        };
+        let within = |pr: &Prediction| pr.extra <= s.max_extra + 1e-9;
+        let meets = |pr: &Prediction| pr.miss <= s.target_miss;
+        let fallback = (Plan::Single { p: 0 }, Prediction { miss: 1.0, active_usd: 0.0, idle_usd: 0.0, extra: 0.0 });
+        if let Some(best) = cheapest(&mut preds.iter().filter(|(_, pr)| within(pr) && meets(pr))) {
+            return Choice { base: best, alt: None };
         }
-        best_ok.or(best_any).unwrap_or((Plan::Single { p: 0 }, Prediction { miss: 1.0, active_usd: 0.0, idle_usd: 0.0, extra: 0.0 }))
+        let base = least_miss(&mut preds.iter().filter(|(_, pr)| within(pr))).unwrap_or(fallback);
+        let over = cheapest(&mut preds.iter().filter(|(_, pr)| meets(pr)))
+            .or_else(|| least_miss(&mut preds.iter()))
+            .filter(|(_, pr)| pr.miss < base.1.miss - 1e-9 && pr.extra > base.1.extra);
+        match over {
+            Some(alt) => {
+                let w = ((s.max_extra - base.1.extra) / (alt.1.extra - base.1.extra)).clamp(0.0, 1.0);
+                Choice { base, alt: (w > 0.0).then_some((alt.0, alt.1, w)) }
+            }
+            None => Choice { base, alt: None },
+        }
     }
 
     /// The `auto` choice for a request arriving after the given idle gaps (one per
-    /// provider, None = unknown): the cheapest plan predicted to meet the miss target
-    /// within the extra-load and live caps, else the one with the least predicted miss.
+    /// provider, None = unknown); `u` is a uniform draw in [0, 1) for the mixed choice.
     /// Memoised per quantised P(warm) until the next [`Predictor::refresh`].
-    pub fn decide(&mut self, gaps: &[Option<f64>]) -> (Plan, Prediction) {
+    pub fn decide(&mut self, gaps: &[Option<f64>], u: f64) -> (Plan, Prediction) {
+        let c = self.choice(gaps);
+        match c.alt {
+            Some((plan, pr, w)) if u < w => (plan, pr),
+            _ => c.base,
+        }
+    }
+
+    /// The (possibly mixed) choice for a context; see [`Predictor::decide`].
+    pub fn choice(&mut self, gaps: &[Option<f64>]) -> Choice {
         let n = self.providers.len();
         if n == 0 {
-            return (Plan::Single { p: 0 }, Prediction { miss: 1.0, active_usd: 0.0, idle_usd: 0.0, extra: 0.0 });
+            return Choice {
+                base: (Plan::Single { p: 0 }, Prediction { miss: 1.0, active_usd: 0.0, idle_usd: 0.0, extra: 0.0 }),
+                alt: None,
+            };
         }
         let levels: Vec<usize> = (0..n).map(|p| self.level(p, gaps.get(p).copied().flatten())).collect();
         let key = levels.iter().fold(0usize, |k, l| k * LEVELS + l);
@@ -595,17 +630,34 @@ mod tests {
         let m = moss_like();
         let active = AutoSettings { cost: CostBasis::Active, ..AutoSettings::default() };
         let mut p = Predictor::new(&m, active);
-        let (plan, pr) = p.decide(&[None, None]);
+        let (plan, pr) = p.decide(&[None, None], 0.5);
         assert_eq!(plan, Plan::Cutover { p: 0, h: 1, poll_s: 2.5, safety_s: 8.5 }, "{pr:?}");
         assert!(pr.miss < 0.05 && (pr.extra - 0.34).abs() < 0.05, "{pr:?}");
         // The memo answers the same.
-        assert_eq!(p.decide(&[None, None]).0, plan);
+        assert_eq!(p.decide(&[None, None], 0.5).0, plan);
         // With no extra load allowed only singles remain: least miss is the partner.
         let mut tight = Predictor::new(&m, AutoSettings { max_extra: 0.0, ..active });
-        assert_eq!(tight.decide(&[None, None]).0, Plan::Single { p: 1 });
-        // Counting RunPod's billed 60 s idle window, the partner alone is cheaper.
-        let mut billed = Predictor::new(&m, AutoSettings::default());
-        assert_eq!(billed.decide(&[None, None]).0.primary(), 1);
+        assert_eq!(tight.decide(&[None, None], 0.5).0, Plan::Single { p: 1 });
+    }
+
+    #[test]
+    fn over_budget_plans_are_mixed_to_the_budget() {
+        // Two independent providers, each slow one time in three: no plan meets 5 %, and
+        // every plan that helps needs ≥ 1/3 extra attempts.
+        let mut m =
+            Model::new(&[("a".into(), 0.001, 0.0), ("b".into(), 0.001, 0.0)], ModelConfig { half_life: 1e6, ..ModelConfig::default() });
+        for i in 0..300 {
+            m.observe_request(&[
+                obs(0, if i % 3 == 0 { 100.0 } else { 6.0 }, None),
+                obs(1, if (i / 3) % 3 == 1 { 100.0 } else { 7.0 }, None),
+            ]);
+        }
+        let mut p = Predictor::new(&m, AutoSettings { max_extra: 0.2, ..AutoSettings::default() });
+        let c = p.choice(&[None, None]);
+        let (_, alt, w) = c.alt.expect("a mixed choice");
+        assert!(alt.miss < c.base.1.miss, "{c:?}");
+        assert!((w * alt.extra + (1.0 - w) * c.base.1.extra - 0.2).abs() < 1e-9, "{c:?}");
+        assert_eq!(p.decide(&[None, None], 0.999).0, c.base.0);
     }
 
     #[test]

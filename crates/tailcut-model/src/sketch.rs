@@ -184,6 +184,23 @@ impl DecayedSketch {
         }
     }
 
+    /// Mean of `min(X, cap) − h` over the values above `h`, and the share of weight above
+    /// `h` (None when nothing is above), in one pass over the buckets.
+    pub fn mean_excess(&self, h: f64, cap: f64) -> Option<(f64, f64)> {
+        if self.is_empty() {
+            return None;
+        }
+        let k0 = bucket_of(h) + 1;
+        let (mut w, mut acc) = (0.0, 0.0);
+        for (k, b) in self.buckets.iter().enumerate().skip(k0) {
+            if *b > 0.0 {
+                w += b;
+                acc += b * (bucket_value(k).min(cap) - h).max(0.0);
+            }
+        }
+        (w > 0.0).then(|| (acc / w, w / self.total))
+    }
+
     /// The q-quantile (`None` when empty).
     pub fn quantile(&self, q: f64) -> Option<f64> {
         if self.is_empty() {

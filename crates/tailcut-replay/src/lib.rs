@@ -10,11 +10,14 @@
 //!   standard sweep;
 //! - [`summary`]: per-policy statistics (quantiles by either estimator, misses with
 //!   Wilson intervals, $/request, hedge rate);
+//! - [`learned`]: causal replay of the learned policies (`auto`, `adaptive`, `singler`):
+//!   round *i* decided by a model that saw only the warm-up rounds and rounds before *i*;
 //! - [`live`]: summaries of live request traces (reference `hedged_request`,
 //!   `state_aware_request`, ... and tailcut's `tailcut_request`) and cancel audits;
 //! - [`synth`]: synthetic paired rounds drawn from the simulator profiles;
 //! - [`plot`]: SVG latency distributions.
 
+pub mod learned;
 pub mod live;
 pub mod plot;
 pub mod rounds;

@@ -73,3 +73,43 @@ fn model_show_of_a_bad_file_names_it_and_exits_2() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.json") && err.contains("unsupported model version"), "{err}");
 }
+
+#[test]
+fn scenario_list_names_the_seven_families() {
+    let out = stdout(&tailcut(&["scenario", "list"]));
+    for name in ["steady-cold", "cadence", "degrade", "correlated", "outage", "price", "straggler"] {
+        assert!(out.lines().any(|l| l.starts_with(name)), "{name} missing from {out}");
+    }
+}
+
+#[test]
+fn scenario_run_json_shape_tuned_and_learned_rows() {
+    let out = stdout(&tailcut(&["scenario", "run", "outage", "--seed", "2", "--requests", "600", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["scenario"], "outage");
+    assert_eq!(v["seed"], 2);
+    assert_eq!(v["requests"], 600);
+    let rows = v["rows"].as_array().unwrap();
+    for key in ["policy", "n", "p50_s", "p95_s", "p99_s", "miss_rate", "hedge_rate", "active_usd_per_req", "billed_usd_per_req"] {
+        assert!(rows.iter().all(|r| r.get(key).is_some()), "{key}");
+    }
+    assert!(rows.iter().all(|r| r["n"] == 300), "second half only");
+    assert_eq!(rows.iter().filter(|r| r["policy"].as_str().unwrap().starts_with("tuned:")).count(), 1);
+    assert!(rows.iter().any(|r| r["policy"] == "auto:60s/miss5%/extra35%"));
+    assert!(rows.iter().any(|r| r["policy"] == "singler:runpod->cerebrium@B5%"));
+    assert!(rows.iter().any(|r| r["policy"] == "cutover:runpod->cerebrium@q2.5s+s8.5s"));
+}
+
+#[test]
+fn scenario_straggler_plot_and_unknown_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("load.svg");
+    let out = tailcut(&["scenario", "run", "straggler", "--requests", "1000", "--plot", svg.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("<svg") && text.contains("p99"), "not an SVG plot");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fixed-delay envelope"));
+    let bad = tailcut(&["scenario", "run", "nope"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown scenario `nope`"));
+}

@@ -200,10 +200,14 @@ impl ProviderModel {
 
     fn observe(&mut self, o: &Observation, cfg: &ModelConfig) {
         self.attempts += 1;
+        // Warmth is reported with results only, so a cancelled attempt's is unknown; file
+        // it by the likelier state for its idle gap, or the warm/cold sketches would only
+        // ever see the attempts that finished (biased fast).
+        let label = o.warm.or_else(|| o.idle_gap_s.and_then(|g| self.p_warm(g)).map(|w| w >= 0.5));
         match o.outcome {
             Outcome::Valid { latency_s } => {
                 self.latency.insert(latency_s);
-                match o.warm {
+                match label {
                     Some(true) => self.latency_warm.insert(latency_s),
                     Some(false) => self.latency_cold.insert(latency_s),
                     None => {}
@@ -221,7 +225,7 @@ impl ProviderModel {
             Outcome::Failed { .. } => self.failed.record(true),
             Outcome::Censored { after_s } => {
                 self.latency.insert_censored(after_s);
-                match o.warm {
+                match label {
                     Some(true) => self.latency_warm.insert_censored(after_s),
                     Some(false) => self.latency_cold.insert_censored(after_s),
                     None => {}
@@ -460,6 +464,35 @@ mod tests {
         assert!(p.latency_warm.quantile(0.9).unwrap() < 7.0);
         assert!(p.latency_cold.quantile(0.1).unwrap() > 90.0);
         assert!(m.providers[1].p_warm(10.0).is_none());
+    }
+
+    #[test]
+    fn cancelled_attempts_are_filed_by_their_likelier_warmth() {
+        let mut m = two();
+        // Learn: short gaps are warm (6 s), long gaps cold (100 s).
+        for i in 0..100 {
+            let warm = i % 2 == 0;
+            m.observe(&Observation {
+                idle_gap_s: Some(if warm { 10.0 } else { 500.0 }),
+                warm: Some(warm),
+                ..valid(0, if warm { 6.0 } else { 100.0 })
+            });
+        }
+        // Cold starts cancelled at 25 s (a hedge won): warmth unknown, gap long.
+        for _ in 0..50 {
+            m.observe(&Observation {
+                provider: 0,
+                outcome: Outcome::Censored { after_s: 25.0 },
+                queue_s: None,
+                idle_gap_s: Some(500.0),
+                warm: None,
+            });
+        }
+        let p = &m.providers[0];
+        assert_eq!(p.latency_cold.samples(), 100);
+        assert_eq!(p.latency_warm.samples(), 50);
+        // Their mass went above 25 s, with the cold starts.
+        assert!(p.latency_cold.cdf(25.0) < 0.01, "{}", p.latency_cold.cdf(25.0));
     }
 
     #[test]

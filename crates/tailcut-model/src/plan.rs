@@ -214,6 +214,9 @@ pub struct Choice {
     pub alt: Option<(Plan, Prediction, f64)>,
 }
 
+/// Relative cost difference under which `auto` treats two plans as costing the same.
+pub const COST_TIE: f64 = 0.02;
+
 /// Levels P(warm) is quantised to for the memo: 0, 1/4, ..., 1, and "unknown".
 const LEVELS: usize = 6;
 const UNKNOWN_LEVEL: usize = 5;
@@ -533,7 +536,12 @@ impl Predictor {
         let meets = |pr: &Prediction| pr.miss <= s.target_miss;
         let fallback = (Plan::Single { p: 0 }, Prediction { miss: 1.0, active_usd: 0.0, idle_usd: 0.0, extra: 0.0 });
         if let Some(best) = cheapest(&mut preds.iter().filter(|(_, pr)| within(pr) && meets(pr))) {
-            return Choice { base: best, alt: None };
+            // Plans within COST_TIE of the cheapest cost the same for practical purposes:
+            // among them take the least predicted miss (a queue cutover costs what the
+            // primary alone costs when the primary is warm, and misses less).
+            let bar = best.1.cost_on(basis) * (1.0 + COST_TIE) + 1e-12;
+            let pick = least_miss(&mut preds.iter().filter(|(_, pr)| within(pr) && meets(pr) && pr.cost_on(basis) <= bar)).unwrap_or(best);
+            return Choice { base: pick, alt: None };
         }
         let base = least_miss(&mut preds.iter().filter(|(_, pr)| within(pr))).unwrap_or(fallback);
         let over = cheapest(&mut preds.iter().filter(|(_, pr)| meets(pr)))

@@ -148,7 +148,7 @@ fn queue_star(set: &RoundSet, r: usize, p: usize) -> f64 {
 /// The family round `r` runs under `plan`, and the extra attempts it launched: the
 /// budget is asked (in the order the extra attempts would fire) only for extra attempts
 /// that fire in this round.
-fn gate(set: &RoundSet, r: usize, plan: &Plan, state: &mut PolicyState) -> (Family, u8) {
+pub fn gate_plan(set: &RoundSet, r: usize, plan: &Plan, state: &mut PolicyState) -> (Family, u8) {
     match *plan {
         Plan::Single { p } => (Family::Single { p }, 0),
         Plan::Hedge { p, h, .. } if p == h => (Family::Single { p }, 0),
@@ -230,7 +230,7 @@ pub fn evaluate_learned(
     for r in 0..set.len() {
         for (state, run) in states.iter_mut().zip(runs.iter_mut()) {
             let (plan, _) = state.decide_plan(&gaps);
-            let (family, extra) = gate(set, r, &plan, state);
+            let (family, extra) = gate_plan(set, r, &plan, state);
             let denied = !matches!(plan, Plan::Single { .. }) && matches!(family, Family::Single { .. });
             let (lat, act, bill, hedged) = evaluate_round(set, rates, &family, s.auto.cap_s, r);
             let ev = &mut run.evaluated;

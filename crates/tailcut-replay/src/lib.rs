@@ -14,6 +14,8 @@
 //!   round *i* decided by a model that saw only the warm-up rounds and rounds before *i*;
 //! - [`live`]: summaries of live request traces (reference `hedged_request`,
 //!   `state_aware_request`, ... and tailcut's `tailcut_request`) and cancel audits;
+//! - [`scenario`]: simulated request streams (cadence, degradation, correlation, outage,
+//!   price, stragglers) where each policy's launches shape what later requests find;
 //! - [`synth`]: synthetic paired rounds drawn from the simulator profiles;
 //! - [`plot`]: SVG latency distributions.
 
@@ -22,6 +24,7 @@ pub mod live;
 pub mod plot;
 pub mod rounds;
 pub mod runner;
+pub mod scenario;
 pub mod summary;
 pub mod sweep;
 pub mod synth;

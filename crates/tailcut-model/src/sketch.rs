@@ -158,8 +158,9 @@ impl DecayedSketch {
 
     /// Records an observation known only to exceed `c` (a loser cancelled at `c`): its
     /// weight is spread over the buckets above `c` in proportion to their current weight
-    /// (Efron's redistribute-to-the-right, the Kaplan–Meier step), or put at `c` itself
-    /// when nothing above is known. Without this, a policy that cancels slow attempts
+    /// (Efron's redistribute-to-the-right, the Kaplan–Meier step). When nothing above `c`
+    /// is known it goes to `2c`: pessimistic on purpose, because a tail seen only through
+    /// cancellations would otherwise end exactly where the policy cancels. Without this, a policy that cancels slow attempts
     /// would only ever see fast ones and learn a tail that is too short.
     pub fn insert_censored(&mut self, c: f64) {
         if !(c.is_finite() && c >= 0.0) {
@@ -171,7 +172,7 @@ impl DecayedSketch {
             let f = self.scale / above;
             self.buckets[k + 1..].iter_mut().for_each(|w| *w += *w * f);
         } else {
-            self.buckets[k] += self.scale;
+            self.buckets[bucket_of(2.0 * c)] += self.scale;
         }
         self.total += self.scale;
         self.n += 1;

@@ -365,8 +365,9 @@ impl Scenario {
                     Outcome::Censored { after_s: end - at }
                 };
                 // A poll (or the result) tells the queue delay once it started; cancelled
-                // while still queued, only that it queued at least until the cancel.
-                let queue_s = if completed || started { d.queue } else { d.queue.map(|_| end - at) };
+                // while still queued, only that it was still queued at the cancel: its
+                // queue delay is *more* than that (a millisecond more here).
+                let queue_s = if completed || started { d.queue } else { d.queue.map(|_| end - at + 1e-3) };
                 obs.push(Observation { provider: p, outcome, queue_s, idle_gap_s: gaps[p], warm: completed.then_some(d.warm) });
             }
             if let Driver::Learned(state, model) = &mut driver {
@@ -446,7 +447,7 @@ fn row(policy: String, run: &StreamRun, range: std::ops::Range<usize>, deadline:
 /// each ordered pair (5 % budget).
 pub fn learned_kinds(sc: &Scenario) -> Vec<(String, LearnedKind)> {
     let names = sc.names();
-    let auto = AutoSettings { deadline_s: sc.deadline_s, ..AutoSettings::default() };
+    let auto = AutoSettings { deadline_s: sc.deadline_s, max_extra: 1.0, ..AutoSettings::default() };
     let mut out = vec![(crate::learned::auto_label(&auto), LearnedKind::Auto(auto))];
     for p in 0..names.len() {
         for h in (0..names.len()).filter(|&h| h != p) {

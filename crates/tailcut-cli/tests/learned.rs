@@ -95,7 +95,7 @@ fn scenario_run_json_shape_tuned_and_learned_rows() {
     }
     assert!(rows.iter().all(|r| r["n"] == 300), "second half only");
     assert_eq!(rows.iter().filter(|r| r["policy"].as_str().unwrap().starts_with("tuned:")).count(), 1);
-    assert!(rows.iter().any(|r| r["policy"] == "auto:60s/miss5%/extra35%"));
+    assert!(rows.iter().any(|r| r["policy"] == "auto:60s/miss5%/extra100%"));
     assert!(rows.iter().any(|r| r["policy"] == "singler:runpod->cerebrium@B5%"));
     assert!(rows.iter().any(|r| r["policy"] == "cutover:runpod->cerebrium@q2.5s+s8.5s"));
 }

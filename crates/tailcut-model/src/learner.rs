@@ -157,9 +157,14 @@ pub struct SingleRFit {
 /// `P(L > t) = S_p(t) · [(1 − q) + q · S_h(t − d) · lift]` for t ≥ d.
 pub fn fit_singler(model: &Model, s: &SingleRSettings) -> Option<SingleRFit> {
     let pm = model.providers.get(s.primary)?;
-    let hm = model.providers.get(s.hedge)?;
-    if pm.latency.samples() < s.min_samples.max(1) || hm.latency.is_empty() {
+    let mut hm = model.providers.get(s.hedge)?;
+    if pm.latency.samples() < s.min_samples.max(1) {
         return None;
+    }
+    // A reissue target never launched yet has no data of its own: until it has, assume it
+    // behaves like the primary (the SingleR setting: a copy of the same request).
+    if hm.latency.samples() < s.min_samples.max(1) {
+        hm = pm;
     }
     const N: usize = 400;
     let top = pm.latency.quantile(0.999)?.max(hm.latency.quantile(0.999)?) * 2.5;
@@ -172,7 +177,7 @@ pub fn fit_singler(model: &Model, s: &SingleRSettings) -> Option<SingleRFit> {
         c.iter().map(|x| bad + (1.0 - bad) * (1.0 - x)).collect::<Vec<f64>>()
     };
     let (sp, sh) = (surv(pm), surv(hm));
-    let lift = if s.primary == s.hedge { 1.0 } else { model.lift(s.primary, s.hedge) };
+    let lift = if std::ptr::eq(pm, hm) { 1.0 } else { model.lift(s.primary, s.hedge) };
     let target = 1.0 - s.level;
     // Without a reissue the tail is the first grid point at or below the target.
     let plain = (0..N).find(|&k| sp[k] <= target).map_or(f64::INFINITY, |k| grid[k]);
@@ -552,6 +557,9 @@ mod tests {
         let fit = fit_singler(&m, &s).unwrap();
         assert!(fit.extra <= 0.05 + 1e-9, "{fit:?}");
         assert!(fit.tail_s < 3.0, "{fit:?}");
+        // A reissue target never launched is assumed to behave like the primary.
+        let other = fit_singler(&m, &SingleRSettings { hedge: 1, ..s }).expect("a fit before the target has data");
+        assert!(other.q > 0.0 && other.tail_s < 3.0, "{other:?}");
         // Small budget: SingleR reissues early with q < 1.
         let small = fit_singler(&m, &SingleRSettings { budget: 0.01, ..s }).unwrap();
         assert!(small.extra <= 0.01 + 1e-9 && small.q < 1.0, "{small:?}");

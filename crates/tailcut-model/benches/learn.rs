@@ -9,7 +9,7 @@ fn providers() -> Vec<(String, f64, f64)> {
 }
 
 fn round(i: u64) -> [Observation; 3] {
-    let slow = i % 3 == 0;
+    let slow = i.is_multiple_of(3);
     let o = |p: usize, l: f64, q: Option<f64>, gap: f64, warm: bool| Observation {
         provider: p,
         outcome: Outcome::Valid { latency_s: l },

@@ -121,6 +121,10 @@ pub struct ProviderModel {
     /// Latencies of attempts whose queue delay was at most the cutover poll (kept by a
     /// cutover).
     pub latency_started: DecayedSketch,
+    /// Latencies of attempts whose queue delay was above the cutover poll: what a
+    /// primary cancelled while still queued would have taken.
+    #[serde(default = "empty_sketch")]
+    pub latency_queued: DecayedSketch,
     /// Queue delays (time to start).
     pub queue: DecayedSketch,
     /// P(still queued at the cutover poll): queue delay above the poll, among attempts that
@@ -139,6 +143,10 @@ pub struct ProviderModel {
     pub attempts: u64,
 }
 
+fn empty_sketch() -> DecayedSketch {
+    DecayedSketch::new(ModelConfig::default().half_life)
+}
+
 impl ProviderModel {
     fn new(name: &str, rate_usd_per_s: f64, idle_s: f64, hl: f64) -> ProviderModel {
         ProviderModel {
@@ -149,6 +157,7 @@ impl ProviderModel {
             latency_warm: DecayedSketch::new(hl),
             latency_cold: DecayedSketch::new(hl),
             latency_started: DecayedSketch::new(hl),
+            latency_queued: DecayedSketch::new(hl),
             queue: DecayedSketch::new(hl),
             queued_at_poll: DecayedRate::new(hl),
             failed: DecayedRate::new(hl),
@@ -215,6 +224,9 @@ impl ProviderModel {
                 if o.queue_s.is_some_and(|q| q <= cfg.cutover_poll_s) {
                     self.latency_started.insert(latency_s);
                 }
+                if o.queue_s.is_some_and(|q| q > cfg.cutover_poll_s) {
+                    self.latency_queued.insert(latency_s);
+                }
                 self.failed.record(false);
                 self.invalid.record(false);
             }
@@ -223,6 +235,17 @@ impl ProviderModel {
                 self.invalid.record(true);
             }
             Outcome::Failed { .. } => self.failed.record(true),
+            Outcome::Censored { after_s } if o.queue_s.is_some_and(|q| q > cfg.cutover_poll_s && q >= after_s) => {
+                // Cancelled while still queued past the poll: the cancel was *because* it
+                // looked slow, so the ordinary censoring step (which assumes the cancel says
+                // nothing about the latency) would file it with the fast attempts. File it
+                // like the finished attempts that also queued past the poll.
+                let shape = self.latency_queued.clone();
+                self.latency.insert_censored_like(after_s, &shape);
+                if label == Some(false) {
+                    self.latency_cold.insert_censored_like(after_s, &shape);
+                }
+            }
             Outcome::Censored { after_s } => {
                 self.latency.insert_censored(after_s);
                 match label {
@@ -493,6 +516,28 @@ mod tests {
         assert_eq!(p.latency_warm.samples(), 50);
         // Their mass went above 25 s, with the cold starts.
         assert!(p.latency_cold.cdf(25.0) < 0.01, "{}", p.latency_cold.cdf(25.0));
+    }
+
+    #[test]
+    fn a_primary_cancelled_while_queued_counts_with_the_slow_starts() {
+        let mut m = two();
+        for i in 0..90 {
+            let slow = i % 3 == 0;
+            m.observe(&Observation { queue_s: Some(if slow { 15.0 } else { 1.2 }), ..valid(0, if slow { 100.0 } else { 6.0 }) });
+        }
+        // A cutover cancels 60 queued primaries at the 2.5 s poll.
+        for _ in 0..60 {
+            m.observe(&Observation {
+                provider: 0,
+                outcome: Outcome::Censored { after_s: 2.5 },
+                queue_s: Some(2.501),
+                idle_gap_s: None,
+                warm: None,
+            });
+        }
+        // 30 + 60 of 150 are slow: 60 %, not the 1/3 a plain censoring step would give.
+        let slow = 1.0 - m.providers[0].latency.cdf(50.0);
+        assert!((slow - 0.6).abs() < 0.02, "{slow}");
     }
 
     #[test]

@@ -185,6 +185,34 @@ impl DecayedSketch {
         }
     }
 
+    /// Records an observation known only to exceed `c`, distributing its weight like
+    /// `shape`'s values above `c` (the latencies of comparable attempts that finished),
+    /// or like [`DecayedSketch::insert_censored`] when `shape` has none above `c`.
+    pub fn insert_censored_like(&mut self, c: f64, shape: &DecayedSketch) {
+        if !(c.is_finite() && c >= 0.0) {
+            return;
+        }
+        let k = bucket_of(c);
+        let above: f64 = shape.buckets[k + 1..].iter().sum();
+        if above <= 0.0 {
+            self.insert_censored(c);
+            return;
+        }
+        let f = self.scale / above;
+        for (w, s) in self.buckets[k + 1..].iter_mut().zip(&shape.buckets[k + 1..]) {
+            *w += s * f;
+        }
+        self.total += self.scale;
+        self.n += 1;
+        self.scale *= 2f64.powf(1.0 / self.half_life);
+        if self.scale > 1e100 {
+            let inv = 1.0 / self.scale;
+            self.buckets.iter_mut().for_each(|w| *w *= inv);
+            self.total *= inv;
+            self.scale = 1.0;
+        }
+    }
+
     /// Mean of `min(X, cap) − h` over the values above `h`, and the share of weight above
     /// `h` (None when nothing is above), in one pass over the buckets.
     pub fn mean_excess(&self, h: f64, cap: f64) -> Option<(f64, f64)> {

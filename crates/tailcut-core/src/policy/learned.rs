@@ -69,7 +69,11 @@ pub fn observations(trace: &RequestTrace, names: &[String], gaps: &[Option<f64>]
             },
         };
         let metric = |k: &str| a.metrics.get(k).and_then(|v| v.as_f64());
-        let queue_ms = metric("queue_delay_ms").or_else(|| metric(&format!("{}_delay_ms", a.provider)));
+        // A poll that saw it queued bounds its queue delay from below (cancelled attempts
+        // carry no metrics).
+        let queued_poll =
+            a.polls.iter().filter(|p| p.state == JobState::Queued).map(|p| (p.at_ms - a.submit_offset_ms).max(0.0) + 1.0).reduce(f64::max);
+        let queue_ms = metric("queue_delay_ms").or_else(|| metric(&format!("{}_delay_ms", a.provider))).or(queued_poll);
         let warm = a
             .metrics
             .get("warm")

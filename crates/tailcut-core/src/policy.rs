@@ -11,10 +11,13 @@
 //! | [`Cutover`] | `cutover:P->H@q2.5s+s8.5s` |
 //! | [`Cascade`] | `cascade:P->H->F@q2.5s+s8.5s+e25s` |
 //! | [`DeadlineTier`] | `deadline:P->H+F@q2.5s+s8.5s` |
+//! | [`learned::LearnedPolicy`] | `adaptive:…`, `singler:…`, `auto:…` |
 //!
 //! Timer bases follow the reference tool: the hedge delay and the cutover poll count
 //! from the moment the primary's submit *returned*; safety and escalation deadlines
 //! count from the request's start (t0).
+
+pub mod learned;
 
 use crate::engine::{AttemptId, Race, RaceError, Wake};
 use crate::provider::ProviderEntry;

@@ -72,6 +72,27 @@ pub struct Decisions {
     /// The caller stopped the race (e.g. a DELETE on a job, or shutdown).
     #[serde(default)]
     pub stopped_by_caller: bool,
+    /// What a learned policy (`adaptive`, `singler`, `auto`) chose and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned: Option<LearnedChoice>,
+}
+
+/// A learned policy's choice for one request, so `report` can explain every hedge.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LearnedChoice {
+    /// The plan run (`cutover:runpod->cerebrium@q2.5s+s8.5s`, `hedge:a->b@1.09s`, ...).
+    pub plan: String,
+    /// Why, in words, with the numbers the model gave.
+    pub reason: String,
+    /// Predicted P(latency > deadline) (`auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_miss: Option<f64>,
+    /// Predicted cost, $ (`auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_cost_usd: Option<f64>,
+    /// Predicted extra attempts (`auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_extra: Option<f64>,
 }
 
 impl Decisions {

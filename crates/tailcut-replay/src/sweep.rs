@@ -216,15 +216,7 @@ pub fn evaluate(set: &RoundSet, rates: &[ProviderRates], family: &Family, cap_s:
     let n = set.len();
     let mut ev = Evaluated { lats: Vec::with_capacity(n), ..Evaluated::default() };
     for r in 0..n {
-        let row = Row { set, r, cap: cap_s };
-        let (lat, act, bill, hedged) = match *family {
-            Family::Single { p } => single(&row, &rates[p], p),
-            Family::Hedge { p, h, delay } => hedge(&row, (&rates[p], p), (&rates[h], h), delay),
-            Family::Cutover { p, h, cutover, safety } => cutover_round(&row, (&rates[p], p), (&rates[h], h), cutover, safety),
-            Family::Cascade { p, h, f, cutover, safety, escalate } => {
-                cascade(&row, (&rates[p], p), (&rates[h], h), (&rates[f], f), cutover, safety, escalate)
-            }
-        };
+        let (lat, act, bill, hedged) = evaluate_round(set, rates, family, cap_s, r);
         ev.lats.push(lat);
         ev.active_sum += act;
         ev.billed_sum += bill;
@@ -233,7 +225,23 @@ pub fn evaluate(set: &RoundSet, rates: &[ProviderRates], family: &Family, cap_s:
     ev
 }
 
-type RoundOutcome = (f64, f64, f64, bool);
+/// Replays one policy over round `r` of `set`: (latency, active $, billed $, hedged).
+/// The learned policies' replay calls this one round at a time, so a round is priced by
+/// exactly the rules the fixed policies use.
+pub fn evaluate_round(set: &RoundSet, rates: &[ProviderRates], family: &Family, cap_s: f64, r: usize) -> RoundOutcome {
+    let row = Row { set, r, cap: cap_s };
+    match *family {
+        Family::Single { p } => single(&row, &rates[p], p),
+        Family::Hedge { p, h, delay } => hedge(&row, (&rates[p], p), (&rates[h], h), delay),
+        Family::Cutover { p, h, cutover, safety } => cutover_round(&row, (&rates[p], p), (&rates[h], h), cutover, safety),
+        Family::Cascade { p, h, f, cutover, safety, escalate } => {
+            cascade(&row, (&rates[p], p), (&rates[h], h), (&rates[f], f), cutover, safety, escalate)
+        }
+    }
+}
+
+/// One round's (latency, active $, billed $, counted as hedged).
+pub type RoundOutcome = (f64, f64, f64, bool);
 
 fn single(row: &Row<'_>, pr: &ProviderRates, p: usize) -> RoundOutcome {
     let cost = row.b(p, 0.0) * pr.rate;

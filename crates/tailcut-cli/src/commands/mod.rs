@@ -4,8 +4,10 @@ mod config;
 mod contend;
 mod demo;
 mod live;
+mod model;
 mod replay;
 mod report;
+mod scenario;
 mod serve;
 mod sim_provider;
 mod synth;
@@ -27,7 +29,12 @@ impl std::error::Error for BadInput {}
 
 /// Whether an error should exit with status 2.
 pub fn is_bad_input(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.is::<BadInput>() || c.is::<tailcut_config::ConfigError>() || c.is::<tailcut_replay::ReplayError>())
+    e.chain().any(|c| {
+        c.is::<BadInput>()
+            || c.is::<tailcut_config::ConfigError>()
+            || c.is::<tailcut_replay::ReplayError>()
+            || c.is::<tailcut_model::ModelError>()
+    })
 }
 
 /// Runs the chosen subcommand.
@@ -45,6 +52,8 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(&args),
         Command::Contend(cmd) => contend::run(&cmd),
         Command::Config(cmd) => config::run(&cmd),
+        Command::Model(cmd) => model::run(&cmd),
+        Command::Scenario(cmd) => scenario::run(&cmd),
     }
 }
 

@@ -5,6 +5,7 @@ use crate::commands::{delayed_bar, load_config, BadInput};
 use crate::table::{miss_ci, secs, Table};
 use serde_json::json;
 use std::process::ExitCode;
+use tailcut_replay::learned::{evaluate_learned, learned_defs, learned_rows, LearnedRow, LearnedSettings};
 use tailcut_replay::rounds::{load, LoadOptions, RoundSet};
 use tailcut_replay::runner::{reference_selection, run_sweep, top, SortKey, SweepSettings};
 use tailcut_replay::summary::PolicySummary;
@@ -154,6 +155,11 @@ fn matrix(set: &RoundSet) -> String {
 }
 
 fn policy_table(rows: &Rows, pick: &[usize], n: usize, deadlines: &[u32]) -> String {
+    let summaries: Vec<&PolicySummary> = pick.iter().map(|&i| &rows[i].1).collect();
+    summary_table(&summaries, n, deadlines)
+}
+
+fn summary_table(rows: &[&PolicySummary], n: usize, deadlines: &[u32]) -> String {
     let with_p99 = n >= 100;
     // The reference reports misses at 60 s; with other deadlines, the first one given.
     let d = if deadlines.contains(&60) { 60 } else { deadlines.first().copied().unwrap_or(60) };
@@ -164,8 +170,7 @@ fn policy_table(rows: &Rows, pick: &[usize], n: usize, deadlines: &[u32]) -> Str
     }
     cols.extend([miss_title.as_str(), "active $/req", "billed $/req", "hedge rate"]);
     let mut t = Table::new(&cols);
-    for &i in pick {
-        let s = &rows[i].1;
+    for s in rows {
         let mut row = vec![s.policy.clone(), secs(s.p50_s), secs(s.p95_s)];
         if with_p99 {
             row.push(s.p99_s.map_or("-".into(), secs));
@@ -193,6 +198,40 @@ fn num(x: f64) -> String {
     } else {
         String::new()
     }
+}
+
+/// The learned rows' settings from the command line.
+pub fn learned_settings(a: &crate::cli::LearnedArgs, cap_s: f64) -> anyhow::Result<LearnedSettings> {
+    let ok = |x: f64, lo: f64, hi: f64| x.is_finite() && x >= lo && x <= hi;
+    if !ok(a.auto_deadline, 0.001, 1e6) {
+        return Err(BadInput("--auto-deadline: expected positive seconds".into()).into());
+    }
+    if !ok(a.auto_miss, 0.0, 1.0) || !ok(a.auto_max_extra, 0.0, 10.0) || !ok(a.hedge_budget, 0.0, 10.0) {
+        return Err(BadInput(
+            "--auto-miss is a rate in [0, 1]; --auto-max-extra and --hedge-budget are extra attempts per request in [0, 10]".into(),
+        )
+        .into());
+    }
+    if !ok(a.half_life, 1.0, 1e9) {
+        return Err(BadInput("--half-life: expected at least 1 observation".into()).into());
+    }
+    let d = LearnedSettings::default();
+    Ok(LearnedSettings {
+        auto: tailcut_model::AutoSettings {
+            deadline_s: a.auto_deadline,
+            target_miss: a.auto_miss,
+            max_extra: a.auto_max_extra,
+            cap_s,
+            cost: match a.auto_cost {
+                crate::cli::CostArg::Active => tailcut_model::CostBasis::Active,
+                crate::cli::CostArg::Billed => tailcut_model::CostBasis::Billed,
+            },
+            ..tailcut_model::AutoSettings::default()
+        },
+        budget: a.hedge_budget,
+        model: tailcut_model::ModelConfig { half_life: a.half_life, ..d.model },
+        ..d
+    })
 }
 
 pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
@@ -236,10 +275,25 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         threads: args.threads,
         timer_scale: args.time_scale,
     };
+    let learned = if args.learned.learned { Some(learned_settings(&args.learned, config.replay.cap_s)?) } else { None };
     let mut evaluated: Vec<(Split, Rows)> = Vec::new();
+    let mut learned_out: Vec<(Vec<LearnedRow>, Vec<Vec<f64>>)> = Vec::new();
     let parts = splits(loaded.rounds, args.calibration_rounds);
+    let calibration = parts.iter().find(|s| s.key == "calibration").map(|s| s.set.clone());
     for split in parts {
         bar.message(format!("sweeping {}", split.key));
+        if let Some(ls) = &learned {
+            // The evaluation split's model is warmed on the calibration rounds; the other
+            // splits start from nothing.
+            let empty = RoundSet::new(names.clone());
+            let warm = if split.key == "evaluation" { calibration.as_ref().unwrap_or(&empty) } else { &empty };
+            let defs = learned_defs(&names, ls);
+            let runs = evaluate_learned(&split.set, warm, &rates, &defs, ls);
+            let rows = learned_rows(&defs, &runs, &names, &deadlines, estimator);
+            learned_out.push((rows, runs.into_iter().map(|r| r.evaluated.lats).collect()));
+        } else {
+            learned_out.push((Vec::new(), Vec::new()));
+        }
         let rows = run_sweep(&split.set, &settings);
         evaluated.push((split, rows));
     }
@@ -254,9 +308,11 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
 
     if args.json {
         let mut out = serde_json::Map::new();
-        for ((split, rows), shown_rows) in evaluated.iter().zip(picks(&evaluated, args)) {
+        for (((split, rows), shown_rows), (lrows, _)) in evaluated.iter().zip(picks(&evaluated, args)).zip(&learned_out) {
             let pick: Vec<usize> = if args.top.is_some() { shown_rows } else { (0..rows.len()).collect() };
-            out.insert(split.key.to_string(), json!(pick.iter().map(|&i| &rows[i].1).collect::<Vec<_>>()));
+            let mut list: Vec<serde_json::Value> = pick.iter().map(|&i| json!(&rows[i].1)).collect();
+            list.extend(lrows.iter().map(|r| json!(r)));
+            out.insert(split.key.to_string(), serde_json::Value::Array(list));
         }
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(ExitCode::SUCCESS);
@@ -266,10 +322,10 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         header.extend(deadlines.iter().map(|d| format!("miss_{d}s")));
         header.extend(["active_usd_per_req", "billed_usd_per_req", "hedge_rate"].map(String::from));
         println!("{}", header.join(","));
-        for ((split, rows), shown_rows) in evaluated.iter().zip(picks(&evaluated, args)) {
+        for (((split, rows), shown_rows), (lrows, _)) in evaluated.iter().zip(picks(&evaluated, args)).zip(&learned_out) {
             let pick: Vec<usize> = if args.top.is_some() { shown_rows } else { (0..rows.len()).collect() };
-            for i in pick {
-                let s = &rows[i].1;
+            let all: Vec<&PolicySummary> = pick.iter().map(|&i| &rows[i].1).chain(lrows.iter().map(|r| &r.summary)).collect();
+            for s in all {
                 let mut f = vec![
                     split.key.to_string(),
                     csv_field(&s.policy),
@@ -305,7 +361,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     }
     println!("\nPer-provider cold starts (quantiles over valid results only)");
     print!("{}", provider_table(all, &deadlines));
-    for ((split, rows), pick) in evaluated.iter().zip(picks(&evaluated, args)) {
+    for (((split, rows), pick), (lrows, _)) in evaluated.iter().zip(picks(&evaluated, args)).zip(&learned_out) {
         let title = match (split.key, args.top) {
             ("calibration", Some(n)) => format!("calibration (the {n} best by --by ranked here, then frozen)"),
             ("evaluation", Some(_)) => format!("{} — the policies frozen on calibration", split.title),
@@ -313,6 +369,18 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         };
         println!("\nPolicy replay — {title} ({} rounds)", split.set.len());
         print!("{}", policy_table(rows, &pick, split.set.len(), &deadlines));
+        if !lrows.is_empty() {
+            let warm = if split.key == "evaluation" { "model warmed on the calibration rounds; " } else { "" };
+            println!("Learned policies, causal ({warm}round i decided by a model that saw only earlier rounds):");
+            let sums: Vec<&PolicySummary> = lrows.iter().map(|r| &r.summary).collect();
+            print!("{}", summary_table(&sums, split.set.len(), &deadlines));
+            if let Some(auto) = lrows.first() {
+                let mut plans = auto.plans.clone();
+                plans.sort_by_key(|p| std::cmp::Reverse(p.1));
+                let top: Vec<String> = plans.iter().take(4).map(|(p, k)| format!("{p} ×{k}")).collect();
+                println!("{} chose: {}", auto.summary.policy, top.join(", "));
+            }
+        }
     }
     println!(
         "\nactive $ = execution seconds × rate, the loser treated as cancelled when the winner finishes; billed $ adds each started worker's idle window; a primary cancelled while still queued is assumed unbilled. `-` = no valid result at that rank; p99 only from 100 rounds."

@@ -1,0 +1,213 @@
+//! `tailcut model fit|show`: build the online provider model from traces, and print one.
+
+use crate::cli::{ModelCommand, ModelFitArgs, ModelShowArgs};
+use crate::commands::{load_config, BadInput};
+use crate::table::Table;
+use serde_json::json;
+use std::io::BufRead;
+use std::process::ExitCode;
+use tailcut_core::policy::learned::observations;
+use tailcut_core::trace::{RequestTrace, REQUEST_KIND};
+use tailcut_model::model::{gap_label, GAP_EDGES_S};
+use tailcut_model::{Model, ModelConfig};
+use tailcut_replay::learned::fit_rounds;
+use tailcut_replay::rounds::{load, LoadOptions};
+
+pub fn run(cmd: &ModelCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        ModelCommand::Fit(a) => fit(a),
+        ModelCommand::Show(a) => show(a),
+    }
+}
+
+/// Feeds the `tailcut_request` records of `path` to the model, with each provider's idle
+/// gap taken from the records' times. Returns how many were read.
+fn feed_requests(model: &mut Model, path: &std::path::Path) -> anyhow::Result<u64> {
+    let names: Vec<String> = model.providers.iter().map(|p| p.name.clone()).collect();
+    let file = std::fs::File::open(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+    let mut last_served: Vec<Option<f64>> = vec![None; names.len()];
+    let mut n = 0u64;
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| BadInput(format!("{}:{}: {e}", path.display(), i + 1)))?;
+        if !line.contains(REQUEST_KIND) {
+            continue;
+        }
+        let trace: RequestTrace = match serde_json::from_str(&line) {
+            Ok(t) => t,
+            Err(e) => return Err(BadInput(format!("{}:{}: not a {REQUEST_KIND} record: {e}", path.display(), i + 1)).into()),
+        };
+        if trace.kind != REQUEST_KIND {
+            continue;
+        }
+        // The record is written when the race ends: t0 = ts − the race's length.
+        let end = humantime::parse_rfc3339(&trace.ts)
+            .map_err(|e| BadInput(format!("{}:{}: ts `{}`: {e}", path.display(), i + 1, trace.ts)))?
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let length = trace.attempts.iter().filter_map(|a| a.wall_ms.map(|w| a.submit_offset_ms + w)).fold(0.0, f64::max) / 1000.0;
+        let t0 = end - length;
+        let gaps: Vec<Option<f64>> = (0..names.len())
+            .map(|p| {
+                let a = trace.attempts.iter().find(|a| a.provider == names[p])?;
+                last_served[p].map(|t| (t0 + a.submit_offset_ms / 1000.0 - t).max(0.0))
+            })
+            .collect();
+        model.observe_request(&observations(&trace, &names, &gaps));
+        for a in &trace.attempts {
+            if let (Some(p), Some(true), Some(w)) = (names.iter().position(|x| *x == a.provider), a.valid, a.wall_ms) {
+                last_served[p] = Some(t0 + (a.submit_offset_ms + w) / 1000.0);
+            }
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+fn fit(a: &ModelFitArgs) -> anyhow::Result<ExitCode> {
+    if !(a.half_life.is_finite() && a.half_life >= 1.0) {
+        return Err(BadInput("--half-life: expected at least 1 observation".into()).into());
+    }
+    let config = load_config(a.config.as_deref())?;
+    let providers: Vec<(String, f64, f64)> = config.providers.iter().map(|p| (p.name.clone(), p.rate_usd_per_s, p.idle_window_s)).collect();
+    if providers.is_empty() {
+        return Err(BadInput(format!("{}: no providers configured", config.source)).into());
+    }
+    let mut model = Model::new(&providers, ModelConfig { half_life: a.half_life, ..ModelConfig::default() });
+    let names: Vec<String> = providers.iter().map(|p| p.0.clone()).collect();
+    let (mut rounds, mut requests) = (0usize, 0u64);
+    for path in &a.traces {
+        let loaded =
+            load(std::slice::from_ref(path), &names, LoadOptions { skip_bad_lines: false, threads: 1, ..LoadOptions::default() }, &|_| {})?;
+        rounds += loaded.rounds.len();
+        fit_rounds(&mut model, &loaded.rounds);
+        requests += feed_requests(&mut model, path)?;
+    }
+    if rounds == 0 && requests == 0 {
+        return Err(BadInput("no `round`, `tailcut_round` or `tailcut_request` records in the traces".into()).into());
+    }
+    model.save(&a.out)?;
+    eprintln!("tailcut: fitted {} from {rounds} paired rounds and {requests} requests", a.out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn q(s: &tailcut_model::sketch::DecayedSketch, x: f64) -> Option<f64> {
+    s.quantile(x)
+}
+
+fn summary(m: &Model) -> serde_json::Value {
+    let providers: Vec<serde_json::Value> = m
+        .providers
+        .iter()
+        .map(|p| {
+            json!({
+                "provider": p.name,
+                "attempts": p.samples(),
+                "latency_s": {"p50": q(&p.latency, 0.5), "p90": q(&p.latency, 0.9), "p95": q(&p.latency, 0.95), "p99": q(&p.latency, 0.99), "effective_n": p.latency.effective()},
+                "warm_latency_s": {"p50": q(&p.latency_warm, 0.5), "p95": q(&p.latency_warm, 0.95), "n": p.latency_warm.samples()},
+                "cold_latency_s": {"p50": q(&p.latency_cold, 0.5), "p95": q(&p.latency_cold, 0.95), "n": p.latency_cold.samples()},
+                "queue_s": {"p50": q(&p.queue, 0.5), "p90": q(&p.queue, 0.9), "n": p.queue.samples()},
+                "p_queued_at_poll": p.has_queue_signal().then(|| p.queued_at_poll.rate(0.0, 0.0)),
+                "failure_rate": p.failed.rate(0.0, 0.0),
+                "invalid_rate": p.invalid.rate(0.0, 0.0),
+                "p_warm_by_gap": (0..=GAP_EDGES_S.len()).map(|k| json!({
+                    "gap": gap_label(k),
+                    "n": p.warm_by_gap[k].samples(),
+                    "p_warm": (p.warm_by_gap[k].samples() > 0).then(|| p.warm_by_gap[k].rate(0.0, 0.0)),
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let pairs: Vec<serde_json::Value> = m
+        .pairs
+        .iter()
+        .map(|p| {
+            json!({
+                "a": m.providers[p.a].name, "b": m.providers[p.b].name, "n": p.samples(),
+                "p_a_slow": p.a_slow.rate(0.0, 0.0), "p_b_slow": p.b_slow.rate(0.0, 0.0),
+                "p_both_slow": p.both_slow.rate(0.0, 0.0), "lift": p.lift(),
+            })
+        })
+        .collect();
+    json!({"format": m.format, "version": m.version, "half_life": m.config.half_life, "slow_quantile": m.config.slow_quantile, "updates": m.updates, "providers": providers, "pairs": pairs})
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or("-".into(), |x| format!("{x:.2}"))
+}
+
+fn show(a: &ModelShowArgs) -> anyhow::Result<ExitCode> {
+    let m = Model::load(&a.model).map_err(|e| BadInput(e.to_string()))?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&summary(&m))?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "Provider model {} (version {}, half-life {} observations, {} updates)",
+        a.model.display(),
+        m.version,
+        m.config.half_life,
+        m.updates
+    );
+    let mut t = Table::new(&[
+        "provider",
+        "attempts",
+        "p50 s",
+        "p90 s",
+        "p95 s",
+        "p99 s",
+        "warm p50",
+        "cold p50",
+        "queue p50",
+        "P(queued@poll)",
+        "fail",
+        "invalid",
+    ]);
+    for p in &m.providers {
+        t.row(vec![
+            p.name.clone(),
+            p.samples().to_string(),
+            opt(q(&p.latency, 0.5)),
+            opt(q(&p.latency, 0.9)),
+            opt(q(&p.latency, 0.95)),
+            opt(q(&p.latency, 0.99)),
+            opt(q(&p.latency_warm, 0.5)),
+            opt(q(&p.latency_cold, 0.5)),
+            opt(q(&p.queue, 0.5)),
+            if p.has_queue_signal() { format!("{:.0}%", p.queued_at_poll.rate(0.0, 0.0) * 100.0) } else { "-".into() },
+            format!("{:.1}%", p.failed.rate(0.0, 0.0) * 100.0),
+            format!("{:.1}%", p.invalid.rate(0.0, 0.0) * 100.0),
+        ]);
+    }
+    print!("{}", t.render());
+    println!("\nP(warm) against idle gap (observations in brackets)");
+    let mut cols = vec!["provider".to_string()];
+    cols.extend((0..=GAP_EDGES_S.len()).map(gap_label));
+    let refs: Vec<&str> = cols.iter().map(String::as_str).collect();
+    let mut t = Table::new(&refs);
+    for p in &m.providers {
+        let mut row = vec![p.name.clone()];
+        row.extend(p.warm_by_gap.iter().map(|r| {
+            if r.samples() == 0 {
+                "-".into()
+            } else {
+                format!("{:.2} ({})", r.rate(0.0, 0.0), r.samples())
+            }
+        }));
+        t.row(row);
+    }
+    print!("{}", t.render());
+    println!("\nSlow together (slow = above the provider's p{:.0}); lift = P(both) / (P(a)·P(b))", m.config.slow_quantile * 100.0);
+    let mut t = Table::new(&["pair", "n", "P(a slow)", "P(b slow)", "P(both)", "lift"]);
+    for p in &m.pairs {
+        t.row(vec![
+            format!("{}+{}", m.providers[p.a].name, m.providers[p.b].name),
+            p.samples().to_string(),
+            format!("{:.2}", p.a_slow.rate(0.0, 0.0)),
+            format!("{:.2}", p.b_slow.rate(0.0, 0.0)),
+            format!("{:.2}", p.both_slow.rate(0.0, 0.0)),
+            format!("{:.2}", p.lift()),
+        ]);
+    }
+    print!("{}", t.render());
+    Ok(ExitCode::SUCCESS)
+}

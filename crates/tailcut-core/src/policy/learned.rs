@@ -1,0 +1,267 @@
+//! Learned policies in the engine: `adaptive`, `singler` and `auto` behind the same
+//! [`Policy`] trait as the fixed ones.
+//!
+//! A [`LearnedPolicy`] holds a [`Learner`] (its own [`tailcut_model::Model`], tables,
+//! extra-load budget and coin). Per request it asks the learner for a plan — given each
+//! provider's idle gap since it last served a request — writes the plan and the reason
+//! into the trace's `decisions.learned`, and runs the plan on the race. Every extra
+//! attempt needs a token from the learner's budget *when it fires*; a refused one is
+//! counted in `decisions.hedges_denied` and the race carries on without it.
+//!
+//! Learning is explicit: feed each finished request's trace to
+//! [`LearnedPolicy::observe_trace`] (the CLI and gateway do so once the trace is
+//! settled), so the same code learns live, in the simulator and in tests.
+
+use super::{Policy, PolicyError, QueueTimers};
+use crate::engine::{Race, RaceError, Wake};
+use crate::job::JobState;
+use crate::provider::ProviderEntry;
+use crate::trace::{LearnedChoice, RequestTrace, Role};
+use async_trait::async_trait;
+use std::sync::Mutex;
+use std::time::Duration;
+use tailcut_model::{LearnedKind, Learner, Model, ModelConfig, Observation, Outcome, Plan};
+use tokio::time::Instant;
+
+/// A learned policy over a fixed provider list.
+#[derive(Debug)]
+pub struct LearnedPolicy {
+    label: String,
+    names: Vec<String>,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    learner: Learner,
+    last_served: Vec<Option<Instant>>,
+}
+
+/// The per-attempt observations of a request trace, for providers named in `names`.
+/// `gaps` gives each provider's idle gap before this request (None = unknown).
+///
+/// A valid attempt is observed with its own wall time; an invalid or failed one as such;
+/// an attempt cancelled before it resolved as *censored* at the time it had run (until
+/// its confirmed cancel, else the race's end minus its launch offset), so hedging does not hide the slow tail from the
+/// model. Queue delay comes from `queue_delay_ms` or `{provider}_delay_ms`; warmth from
+/// `warm` or the simulator's `sim_mode`.
+pub fn observations(trace: &RequestTrace, names: &[String], gaps: &[Option<f64>]) -> Vec<Observation> {
+    let end_ms =
+        trace.winner_total_ms.or_else(|| trace.attempts.iter().filter_map(|a| a.wall_ms.map(|w| a.submit_offset_ms + w)).reduce(f64::max));
+    let mut out = Vec::with_capacity(trace.attempts.len());
+    for a in &trace.attempts {
+        let Some(p) = names.iter().position(|n| *n == a.provider) else { continue };
+        let cancelled = a.outcome == Some(JobState::Cancelled);
+        let outcome = match (a.valid, a.wall_ms) {
+            (Some(true), Some(w)) => Outcome::Valid { latency_s: w / 1000.0 },
+            (Some(false), Some(w)) if cancelled => Outcome::Censored { after_s: w / 1000.0 },
+            (Some(false), w) => {
+                let wall_s = w.unwrap_or(0.0) / 1000.0;
+                if a.outcome == Some(JobState::Completed) {
+                    Outcome::Invalid { wall_s }
+                } else {
+                    Outcome::Failed { wall_s }
+                }
+            }
+            _ => match end_ms {
+                Some(end) => Outcome::Censored { after_s: ((end - a.submit_offset_ms) / 1000.0).max(0.0) },
+                None => continue,
+            },
+        };
+        let metric = |k: &str| a.metrics.get(k).and_then(|v| v.as_f64());
+        // A poll that saw it queued bounds its queue delay from below (cancelled attempts
+        // carry no metrics).
+        let queued_poll =
+            a.polls.iter().filter(|p| p.state == JobState::Queued).map(|p| (p.at_ms - a.submit_offset_ms).max(0.0) + 1.0).reduce(f64::max);
+        let queue_ms = metric("queue_delay_ms").or_else(|| metric(&format!("{}_delay_ms", a.provider))).or(queued_poll);
+        let warm = a
+            .metrics
+            .get("warm")
+            .and_then(|v| v.as_bool())
+            .or_else(|| a.metrics.get("sim_mode").and_then(|v| v.as_str()).map(|m| m == "warm"));
+        out.push(Observation {
+            provider: p,
+            outcome,
+            queue_s: queue_ms.map(|q| q / 1000.0),
+            idle_gap_s: gaps.get(p).copied().flatten(),
+            warm,
+        });
+    }
+    out
+}
+
+impl LearnedPolicy {
+    /// Builds the policy over `providers`, starting from `model` when given (it is
+    /// ignored unless it lists the same providers in the same order). Indices in `kind`
+    /// refer to `providers`.
+    pub fn try_new(
+        providers: &[ProviderEntry],
+        label: &str,
+        kind: LearnedKind,
+        model: Option<Model>,
+        config: ModelConfig,
+        seed: u64,
+    ) -> Result<LearnedPolicy, PolicyError> {
+        let n = providers.len();
+        let check = |i: usize| if i < n { Ok(()) } else { Err(PolicyError::UnknownProvider(format!("#{i}"))) };
+        match kind {
+            LearnedKind::Adaptive(a) => {
+                check(a.primary)?;
+                check(a.hedge)?;
+            }
+            LearnedKind::Singler(s) => {
+                check(s.primary)?;
+                check(s.hedge)?;
+            }
+            LearnedKind::Auto(a) => {
+                if !(a.deadline_s > 0.0 && (0.0..=1.0).contains(&a.target_miss) && a.max_extra >= 0.0) {
+                    return Err(PolicyError::BadTiming(
+                        "auto needs a positive deadline, a miss target in [0, 1] and a non-negative extra load".into(),
+                    ));
+                }
+            }
+        }
+        let meta: Vec<(String, f64, f64)> =
+            providers.iter().map(|p| (p.name.clone(), p.pricing.rate.as_usd_per_s(), p.pricing.idle_window.as_secs_f64())).collect();
+        let learner = Learner::new(kind, &meta, model, config, seed);
+        Ok(LearnedPolicy {
+            label: label.to_string(),
+            names: meta.into_iter().map(|m| m.0).collect(),
+            inner: Mutex::new(Inner { learner, last_served: vec![None; n] }),
+        })
+    }
+
+    /// A copy of the model learned so far (to save it).
+    pub fn model(&self) -> Option<Model> {
+        self.inner.lock().ok().map(|i| i.learner.model().clone())
+    }
+
+    fn gaps(inner: &Inner, now: Instant) -> Vec<Option<f64>> {
+        inner.last_served.iter().map(|t| t.map(|t| now.saturating_duration_since(t).as_secs_f64())).collect()
+    }
+
+    /// Feeds a finished request's trace to the model. `started` is when the request
+    /// started (its t0): idle gaps are measured from each provider's last served result
+    /// to its launch in this request.
+    pub fn observe_trace(&self, trace: &RequestTrace, started: Instant) {
+        let Ok(mut inner) = self.inner.lock() else { return };
+        let gaps: Vec<Option<f64>> = (0..self.names.len())
+            .map(|p| {
+                let launch = trace.attempts.iter().find(|a| a.provider == self.names[p])?;
+                let at = started + Duration::from_secs_f64(launch.submit_offset_ms.max(0.0) / 1000.0);
+                inner.last_served[p].map(|t| at.saturating_duration_since(t).as_secs_f64())
+            })
+            .collect();
+        let obs = observations(trace, &self.names, &gaps);
+        inner.learner.observe(&obs);
+        for a in &trace.attempts {
+            if let (Some(p), Some(true), Some(w)) = (self.names.iter().position(|n| *n == a.provider), a.valid, a.wall_ms) {
+                let done = started + Duration::from_secs_f64((a.submit_offset_ms + w).max(0.0) / 1000.0);
+                if inner.last_served[p].is_none_or(|t| t < done) {
+                    inner.last_served[p] = Some(done);
+                }
+            }
+        }
+    }
+
+    fn take_token(&self) -> bool {
+        self.inner.lock().map(|mut i| i.learner.state().budget().try_take()).unwrap_or(false)
+    }
+
+    async fn extra(&self, race: &mut Race, provider: usize, role: Role) -> bool {
+        if !self.take_token() {
+            race.decisions.hedges_denied += 1;
+            return false;
+        }
+        race.launch_extra(provider, role).await.is_some()
+    }
+
+    async fn run_plan(&self, race: &mut Race, plan: Plan) -> Result<(), RaceError> {
+        match plan {
+            Plan::Single { p } => {
+                race.launch(p, Role::Primary).await?;
+                race.wait_until(None).await;
+            }
+            Plan::Hedge { p, h, delay_s } => {
+                let a = race.launch(p, Role::Primary).await?;
+                let at = race.submit_returned(a) + Duration::from_secs_f64(delay_s.max(0.0));
+                if race.wait_until(Some(at)).await == Wake::Winner {
+                    return Ok(());
+                }
+                if self.extra(race, h, Role::Hedge).await {
+                    race.decisions.hedge_launched = true;
+                }
+                race.wait_until(None).await;
+            }
+            Plan::Cutover { p, h, poll_s, safety_s } | Plan::Cascade { p, h, poll_s, safety_s, .. } => {
+                let timers = QueueTimers::try_new(Duration::from_secs_f64(poll_s), Duration::from_secs_f64(safety_s), Duration::MAX)
+                    .unwrap_or_default();
+                let a = race.launch(p, Role::Primary).await?;
+                let poll_at = race.submit_returned(a) + timers.poll_after;
+                if race.wait_until(Some(poll_at)).await == Wake::Winner {
+                    return Ok(());
+                }
+                let mut switched = false;
+                if !race.is_resolved(a) && race.poll_status(a).await == JobState::Queued {
+                    if self.take_token() {
+                        race.decisions.cutover_fired = true;
+                        race.cancel(a, "still queued at cutover poll");
+                        race.launch_extra(h, Role::Hedge).await;
+                        switched = true;
+                    } else {
+                        race.decisions.hedges_denied += 1;
+                    }
+                }
+                if !switched {
+                    let safety = race.t0() + timers.safety_at;
+                    if race.wait_until(Some(safety)).await == Wake::Winner {
+                        return Ok(());
+                    }
+                    if self.extra(race, h, Role::Hedge).await {
+                        race.decisions.safety_hedge_fired = true;
+                    }
+                    race.wait_until(None).await;
+                    return Ok(());
+                }
+                if let Plan::Cascade { f, escalate_s, .. } = plan {
+                    let escalate = race.t0() + Duration::from_secs_f64(escalate_s);
+                    if race.wait_until(Some(escalate)).await == Wake::Winner {
+                        return Ok(());
+                    }
+                    if race.live_count() < race.max_live() {
+                        if self.extra(race, f, Role::Fallback).await {
+                            race.decisions.escalation_fired = true;
+                        }
+                    } else {
+                        race.decisions.escalation_skipped_at_capacity = true;
+                    }
+                }
+                race.wait_until(None).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Policy for LearnedPolicy {
+    fn label(&self) -> &str {
+        &self.label
+    }
+
+    async fn drive(&self, race: &mut Race) -> Result<(), RaceError> {
+        let decision = {
+            let mut inner = self.inner.lock().map_err(|_| RaceError::Stopped)?;
+            let gaps = Self::gaps(&inner, race.t0());
+            inner.learner.decide(&gaps)
+        };
+        race.decisions.learned = Some(LearnedChoice {
+            plan: decision.plan_label.clone(),
+            reason: decision.reason.clone(),
+            predicted_miss: decision.predicted.map(|p| p.miss),
+            predicted_cost_usd: decision.predicted.map(|p| p.cost_usd()),
+            predicted_extra: decision.predicted.map(|p| p.extra),
+        });
+        self.run_plan(race, decision.plan).await
+    }
+}

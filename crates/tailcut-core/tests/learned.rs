@@ -1,0 +1,174 @@
+//! Learned policies on the real engine under tokio's paused clock: they learn from the
+//! traces they produce, record their reasons, respect the extra-load budget and the
+//! live-attempt cap.
+
+use proptest::prelude::*;
+use std::sync::Arc;
+use std::time::Duration;
+use tailcut_core::engine::{Hedger, RaceSettings};
+use tailcut_core::ledger::{BudgetLimits, MemoryLedger};
+use tailcut_core::policy::learned::LearnedPolicy;
+use tailcut_core::validate::NonEmpty;
+use tailcut_core::{JobRequest, Pricing, ProviderEntry, RateNanoUsdPerSec};
+use tailcut_model::{AdaptiveSettings, AutoSettings, LearnedKind, ModelConfig};
+use tailcut_sim::{SimBackend, SimProfile};
+use tailcut_testkit::{Recorder, Script, ScriptedBackend};
+use tokio::time::Instant;
+
+fn s(secs: f64) -> Duration {
+    Duration::from_secs_f64(secs)
+}
+
+fn hedger(primary: Vec<Script>, hedge: Vec<Script>, queued: bool, max_live: usize, recorder: &Recorder) -> Hedger {
+    let providers =
+        vec![ScriptedBackend::new("p", queued, primary, recorder).entry(), ScriptedBackend::new("h", false, hedge, recorder).entry()];
+    Hedger::new(
+        providers,
+        Arc::new(NonEmpty),
+        Arc::new(MemoryLedger::new(BudgetLimits::UNLIMITED)),
+        RaceSettings { max_live, ..RaceSettings::default() },
+        None,
+    )
+}
+
+fn adaptive(budget: f64) -> LearnedKind {
+    LearnedKind::Adaptive(AdaptiveSettings {
+        primary: 0,
+        hedge: 1,
+        quantile: 0.95,
+        min_samples: 20,
+        min_delay_s: 0.0,
+        max_delay_s: 60.0,
+        budget,
+    })
+}
+
+/// Runs `n` requests one after another, feeding each settled trace back to the policy.
+async fn drive(h: &Hedger, policy: &LearnedPolicy, n: usize) -> Vec<tailcut_core::trace::RequestTrace> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let t0 = Instant::now();
+        let outcome = h.run(policy, JobRequest::new(format!("r{i}"), serde_json::json!({}))).await.unwrap();
+        let trace = outcome.settled.wait().await.unwrap();
+        policy.observe_trace(&trace, t0);
+        out.push(trace);
+        tokio::time::sleep(s(1.0)).await;
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn adaptive_learns_the_primary_quantile_then_hedges_a_straggler_there() {
+    let recorder = Recorder::new();
+    // 40 fast answers around 1 s, then a 10 s straggler.
+    let mut primary: Vec<Script> = (0..40).map(|i| Script::valid_after(s(0.9 + (i % 10) as f64 * 0.02))).collect();
+    primary.push(Script::valid_after(s(10.0)));
+    let h = hedger(primary, vec![Script::valid_after(s(1.0))], false, 2, &recorder);
+    let policy = LearnedPolicy::try_new(h.providers(), "adaptive:p->h", adaptive(0.05), None, ModelConfig::default(), 1).unwrap();
+    let traces = drive(&h, &policy, 41).await;
+    // Before 20 samples it never hedges and says why.
+    assert!(traces[0].decisions.learned.as_ref().unwrap().reason.contains("fewer than 20 samples"));
+    assert!(traces[..40].iter().all(|t| !t.decisions.hedge_launched));
+    let last = traces.last().unwrap();
+    assert!(last.decisions.hedge_launched, "{last:?}");
+    let choice = last.decisions.learned.as_ref().unwrap();
+    assert!(choice.reason.contains("p95"), "{choice:?}");
+    // The hedge fired at the learned p95 (≈ 1.08 s), well before the straggler answered.
+    let hedge = &last.attempts[1];
+    assert!(hedge.submit_offset_ms > 1000.0 && hedge.submit_offset_ms < 1200.0, "{}", hedge.submit_offset_ms);
+    assert_eq!(last.winner.as_deref(), Some("h"));
+    let json = serde_json::to_value(last).unwrap();
+    assert!(json["learned"]["plan"].as_str().unwrap().starts_with("hedge:p->h@"), "{json}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spent_budget_denies_the_hedge() {
+    let recorder = Recorder::new();
+    // Every primary is slow: after the burst of 5 tokens a zero-rate budget refuses.
+    let h = hedger(vec![Script::valid_after(s(3.0))], vec![Script::valid_after(s(0.5))], false, 2, &recorder);
+    let kind = LearnedKind::Adaptive(AdaptiveSettings {
+        primary: 0,
+        hedge: 1,
+        quantile: 0.5,
+        min_samples: 1,
+        min_delay_s: 0.0,
+        max_delay_s: 1.0,
+        budget: 0.0,
+    });
+    let policy = LearnedPolicy::try_new(h.providers(), "adaptive:p->h", kind, None, ModelConfig::default(), 1).unwrap();
+    let traces = drive(&h, &policy, 12).await;
+    assert!(traces[1].decisions.learned.as_ref().unwrap().reason.contains("= 1.000s"), "{:?}", traces[1].decisions);
+    let launched = traces.iter().filter(|t| t.decisions.hedge_launched).count();
+    let denied: u32 = traces.iter().map(|t| t.decisions.hedges_denied).sum();
+    assert_eq!(launched, 5, "the burst");
+    assert!(denied >= 5, "denied {denied}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn auto_learns_to_cut_over_from_a_queued_primary() {
+    // Simulated RunPod (queue signal, one cold start in three slow) and Cerebrium, every
+    // request after a scale-to-zero wait, as in the 2026-07 benchmark.
+    let sim = |name: &str, profile: SimProfile, seed: u64| ProviderEntry {
+        name: name.into(),
+        backend: Arc::new(SimBackend::new(name, profile.clone(), seed)),
+        pricing: Pricing {
+            rate: RateNanoUsdPerSec::from_usd_per_s(profile.rate_usd_per_s),
+            idle_window: s(profile.idle_window_s),
+            expected_run: s(10.0),
+        },
+    };
+    let providers = vec![sim("runpod", SimProfile::runpod(), 1), sim("cerebrium", SimProfile::cerebrium(), 2)];
+    let h = Hedger::new(providers, Arc::new(NonEmpty), Arc::new(MemoryLedger::new(BudgetLimits::UNLIMITED)), RaceSettings::default(), None);
+    let auto = AutoSettings { max_extra: 0.5, ..AutoSettings::default() };
+    let policy = LearnedPolicy::try_new(h.providers(), "auto", LearnedKind::Auto(auto), None, ModelConfig::default(), 1).unwrap();
+    let mut traces = Vec::new();
+    for i in 0..80 {
+        let t0 = Instant::now();
+        let outcome = h.run(&policy, JobRequest::new(format!("r{i}"), serde_json::json!({}))).await.unwrap();
+        let trace = outcome.settled.wait().await.unwrap();
+        policy.observe_trace(&trace, t0);
+        traces.push(trace);
+        tokio::time::sleep(s(600.0)).await;
+    }
+    let late = &traces[40..];
+    let plans: Vec<String> = late.iter().map(|t| t.decisions.learned.as_ref().unwrap().plan.clone()).collect();
+    // It learned to pair RunPod with Cerebrium (a queue cutover, or Cerebrium first with
+    // RunPod as its hedge) and never runs either alone.
+    assert!(plans.iter().all(|p| p.contains("runpod->cerebrium") || p.contains("cerebrium->runpod")), "{plans:?}");
+    assert!(plans.iter().filter(|p| p.starts_with("cutover:runpod->cerebrium")).count() >= 5, "{plans:?}");
+    // When RunPod was queued at the poll it was cancelled and Cerebrium won.
+    let switched: Vec<_> = late.iter().filter(|t| t.decisions.cutover_fired).collect();
+    assert!(!switched.is_empty(), "switched {}", switched.len());
+    assert!(switched.iter().all(|t| t.winner.as_deref() == Some("cerebrium")));
+    let c = late[0].decisions.learned.as_ref().unwrap();
+    assert!(c.predicted_miss.is_some() && c.reason.contains("predicted miss"), "{c:?}");
+    let misses = late.iter().filter(|t| t.winner_total_ms.is_none_or(|ms| ms > 60_000.0)).count();
+    assert!(misses <= 2, "{misses} of 40 over 60 s");
+    // The model can be saved.
+    assert!(policy.model().unwrap().updates >= 80);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, .. ProptestConfig::default() })]
+
+    /// Whatever the providers do, `auto` never has more attempts alive than the race cap.
+    #[test]
+    fn auto_never_exceeds_the_live_cap(
+        lat in prop::collection::vec((0.5f64..120.0, 0.0f64..30.0, any::<bool>()), 30),
+        partner in 1.0f64..60.0,
+        max_live in 1usize..3,
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        rt.block_on(async {
+            let recorder = Recorder::new();
+            let primary: Vec<Script> = lat.iter().map(|(l, q, _)| Script::valid_after(s(l + q)).queued_for(s(*q))).collect();
+            let hedge: Vec<Script> = lat.iter().map(|(_, _, b)| Script::valid_after(s(if *b { partner } else { partner * 3.0 }))).collect();
+            let h = hedger(primary, hedge, true, max_live, &recorder);
+            let auto = AutoSettings { max_live, max_extra: 1.0, target_miss: 0.0, ..AutoSettings::default() };
+            let policy = LearnedPolicy::try_new(h.providers(), "auto", LearnedKind::Auto(auto), None, ModelConfig::default(), 3).unwrap();
+            drive(&h, &policy, lat.len()).await;
+            prop_assert!(recorder.max_alive() <= max_live, "{} alive with cap {max_live}", recorder.max_alive());
+            Ok(())
+        })?;
+    }
+}

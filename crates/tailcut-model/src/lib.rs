@@ -1,0 +1,21 @@
+//! # tailcut-model
+//!
+//! What tailcut learns online about its providers, and the learned policies' decisions.
+//! No I/O beyond saving and loading a model; no async. It owns:
+//!
+//! - [`sketch`]: a decayed log-bucket quantile sketch and a decayed rate counter;
+//! - [`model`]: the per-provider model (latency, time to start, P(warm | idle gap),
+//!   failure and invalid rates) and the pairwise both-slow statistics, fed by
+//!   per-attempt [`Observation`]s, saved and restored as versioned JSON;
+//! - [`plan`]: candidate plans and their predicted miss rate, cost and extra load from
+//!   precomputed tables;
+//! - [`learner`]: `adaptive`, `singler` and `auto` decisions with an extra-load budget.
+
+pub mod learner;
+pub mod model;
+pub mod plan;
+pub mod sketch;
+
+pub use learner::{AdaptiveSettings, Decision, HedgeBudget, LearnedKind, Learner, PolicyState, SingleRFit, SingleRSettings, Why};
+pub use model::{Model, ModelConfig, ModelError, Observation, Outcome};
+pub use plan::{AutoSettings, Choice, CostBasis, Plan, Prediction, Predictor};

@@ -1,0 +1,592 @@
+//! The provider model: what tailcut has learned about each provider from per-attempt
+//! records, and how pairs of providers are slow together.
+//!
+//! Fed one [`Observation`] per attempt (the fields a trace's attempt holds: provider,
+//! outcome and wall time, queue delay, the idle gap before it and, when known, whether
+//! it found a warm worker), grouped per request or paired round so that pairs can be
+//! counted. Every statistic decays with the provider's own observation count
+//! (half-life [`ModelConfig::half_life`]), so a changed tail is learned again within a
+//! few half-lives. Saved and restored as versioned JSON.
+
+use crate::sketch::{DecayedRate, DecayedSketch};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Format tag of a saved model.
+pub const MODEL_FORMAT: &str = "tailcut-model";
+/// Current version of the saved format.
+pub const MODEL_VERSION: u32 = 1;
+
+/// Upper edges of the idle-gap buckets for P(warm | gap), s; the last bucket is open.
+pub const GAP_EDGES_S: [f64; 9] = [5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0];
+
+/// Index of the idle-gap bucket of `gap_s`.
+pub fn gap_bucket(gap_s: f64) -> usize {
+    GAP_EDGES_S.iter().position(|e| gap_s < *e).unwrap_or(GAP_EDGES_S.len())
+}
+
+/// Human label of gap bucket `k` (`<5s`, `5-15s`, ..., `>=3600s`).
+pub fn gap_label(k: usize) -> String {
+    match k {
+        0 => format!("<{}s", GAP_EDGES_S[0]),
+        k if k >= GAP_EDGES_S.len() => format!(">={}s", GAP_EDGES_S[GAP_EDGES_S.len() - 1]),
+        k => format!("{}-{}s", GAP_EDGES_S[k - 1], GAP_EDGES_S[k]),
+    }
+}
+
+/// How one attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Outcome {
+    /// A valid result after `latency_s` (its own wall time).
+    Valid {
+        /// Wall time, s.
+        latency_s: f64,
+    },
+    /// A result that failed validation after `wall_s`.
+    Invalid {
+        /// Wall time, s.
+        wall_s: f64,
+    },
+    /// The job failed (or timed out) after `wall_s`.
+    Failed {
+        /// Wall time, s.
+        wall_s: f64,
+    },
+    /// Cancelled before it resolved: only known to take longer than `after_s`.
+    Censored {
+        /// Time it ran, s.
+        after_s: f64,
+    },
+}
+
+/// One attempt, as the model sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Observation {
+    /// Provider index in the model.
+    pub provider: usize,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Queue delay (time to start), s, when the provider reported one.
+    pub queue_s: Option<f64>,
+    /// Time since this provider last served a request, s, when known.
+    pub idle_gap_s: Option<f64>,
+    /// Whether it found a warm worker, when known.
+    pub warm: Option<bool>,
+}
+
+impl Observation {
+    /// Latency the slow/fast classification uses: +∞ for failed or invalid results.
+    fn slow_value(&self) -> Option<f64> {
+        match self.outcome {
+            Outcome::Valid { latency_s } => Some(latency_s),
+            Outcome::Invalid { .. } | Outcome::Failed { .. } => Some(f64::INFINITY),
+            Outcome::Censored { after_s } => Some(after_s),
+        }
+    }
+}
+
+/// Learning settings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ModelConfig {
+    /// Observations (per provider) after which an old one counts half.
+    pub half_life: f64,
+    /// A provider counts as "slow" in a request above this quantile of its own latency.
+    pub slow_quantile: f64,
+    /// Queue delay above which a cutover poll would find the attempt still queued, s.
+    pub cutover_poll_s: f64,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig { half_life: 64.0, slow_quantile: 0.8, cutover_poll_s: 2.5 }
+    }
+}
+
+/// What is known about one provider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProviderModel {
+    /// Provider key.
+    pub name: String,
+    /// Billed rate, $/s.
+    pub rate_usd_per_s: f64,
+    /// Idle window billed per worker start, s.
+    pub idle_s: f64,
+    /// Valid latencies (censored attempts redistributed to the right).
+    pub latency: DecayedSketch,
+    /// Valid latencies of attempts known to have found a warm worker.
+    pub latency_warm: DecayedSketch,
+    /// Valid latencies of attempts known to have started a cold worker.
+    pub latency_cold: DecayedSketch,
+    /// Latencies of attempts whose queue delay was at most the cutover poll (kept by a
+    /// cutover).
+    pub latency_started: DecayedSketch,
+    /// Latencies of attempts whose queue delay was above the cutover poll: what a
+    /// primary cancelled while still queued would have taken.
+    #[serde(default = "empty_sketch")]
+    pub latency_queued: DecayedSketch,
+    /// Queue delays (time to start).
+    pub queue: DecayedSketch,
+    /// P(still queued at the cutover poll): queue delay above the poll, among attempts that
+    /// reported a queue delay.
+    pub queued_at_poll: DecayedRate,
+    /// P(failed).
+    pub failed: DecayedRate,
+    /// P(invalid result).
+    pub invalid: DecayedRate,
+    /// P(warm | idle gap), one counter per [`GAP_EDGES_S`] bucket.
+    pub warm_by_gap: Vec<DecayedRate>,
+    /// Slow threshold (the slow quantile of `latency`) as of the last observation.
+    pub slow_threshold_s: Option<f64>,
+    /// Attempts observed, censored ones included.
+    #[serde(default)]
+    pub attempts: u64,
+}
+
+fn empty_sketch() -> DecayedSketch {
+    DecayedSketch::new(ModelConfig::default().half_life)
+}
+
+impl ProviderModel {
+    fn new(name: &str, rate_usd_per_s: f64, idle_s: f64, hl: f64) -> ProviderModel {
+        ProviderModel {
+            name: name.to_string(),
+            rate_usd_per_s,
+            idle_s,
+            latency: DecayedSketch::new(hl),
+            latency_warm: DecayedSketch::new(hl),
+            latency_cold: DecayedSketch::new(hl),
+            latency_started: DecayedSketch::new(hl),
+            latency_queued: DecayedSketch::new(hl),
+            queue: DecayedSketch::new(hl),
+            queued_at_poll: DecayedRate::new(hl),
+            failed: DecayedRate::new(hl),
+            invalid: DecayedRate::new(hl),
+            warm_by_gap: (0..=GAP_EDGES_S.len()).map(|_| DecayedRate::new(hl)).collect(),
+            slow_threshold_s: None,
+            attempts: 0,
+        }
+    }
+
+    /// Attempts observed, censored ones included.
+    pub fn samples(&self) -> u64 {
+        self.attempts
+    }
+
+    /// P(no valid result): failed or invalid, with a weak prior of 1 %.
+    pub fn p_bad(&self) -> f64 {
+        let f = self.failed.rate(0.01, 1.0);
+        let i = self.invalid.rate(0.0, 1.0);
+        (f + (1.0 - f) * i).clamp(0.0, 1.0)
+    }
+
+    /// P(warm | idle gap), pooled toward the neighbouring buckets when a bucket is
+    /// unseen; `None` when no warmth was ever observed.
+    pub fn p_warm(&self, gap_s: f64) -> Option<f64> {
+        if self.warm_by_gap.iter().all(|r| r.samples() == 0) {
+            return None;
+        }
+        let k = gap_bucket(gap_s).min(self.warm_by_gap.len() - 1);
+        if self.warm_by_gap[k].samples() > 0 {
+            return Some(self.warm_by_gap[k].rate(0.5, 1.0));
+        }
+        // Nearest observed bucket: P(warm) only falls with the gap, so take the bucket
+        // below for gaps inside the window and above for gaps beyond it.
+        let below = (0..k).rev().find(|&i| self.warm_by_gap[i].samples() > 0);
+        let above = (k + 1..self.warm_by_gap.len()).find(|&i| self.warm_by_gap[i].samples() > 0);
+        match (below, above) {
+            (Some(b), Some(a)) => Some(0.5 * (self.warm_by_gap[b].rate(0.5, 1.0) + self.warm_by_gap[a].rate(0.5, 1.0))),
+            (Some(b), None) => Some(self.warm_by_gap[b].rate(0.5, 1.0)),
+            (None, Some(a)) => Some(self.warm_by_gap[a].rate(0.5, 1.0)),
+            (None, None) => None,
+        }
+    }
+
+    /// Whether the provider ever reported a queue delay.
+    pub fn has_queue_signal(&self) -> bool {
+        self.queue.samples() > 0
+    }
+
+    fn observe(&mut self, o: &Observation, cfg: &ModelConfig) {
+        self.attempts += 1;
+        // Warmth is reported with results only, so a cancelled attempt's is unknown; file
+        // it by the likelier state for its idle gap, or the warm/cold sketches would only
+        // ever see the attempts that finished (biased fast).
+        let label = o.warm.or_else(|| o.idle_gap_s.and_then(|g| self.p_warm(g)).map(|w| w >= 0.5));
+        match o.outcome {
+            Outcome::Valid { latency_s } => {
+                self.latency.insert(latency_s);
+                match label {
+                    Some(true) => self.latency_warm.insert(latency_s),
+                    Some(false) => self.latency_cold.insert(latency_s),
+                    None => {}
+                }
+                if o.queue_s.is_some_and(|q| q <= cfg.cutover_poll_s) {
+                    self.latency_started.insert(latency_s);
+                }
+                if o.queue_s.is_some_and(|q| q > cfg.cutover_poll_s) {
+                    self.latency_queued.insert(latency_s);
+                }
+                self.failed.record(false);
+                self.invalid.record(false);
+            }
+            Outcome::Invalid { .. } => {
+                self.failed.record(false);
+                self.invalid.record(true);
+            }
+            Outcome::Failed { .. } => self.failed.record(true),
+            Outcome::Censored { after_s } if o.queue_s.is_some_and(|q| q > cfg.cutover_poll_s && q >= after_s) => {
+                // Cancelled while still queued past the poll: the cancel was *because* it
+                // looked slow, so the ordinary censoring step (which assumes the cancel says
+                // nothing about the latency) would file it with the fast attempts. File it
+                // like the finished attempts that also queued past the poll.
+                let shape = self.latency_queued.clone();
+                self.latency.insert_censored_like(after_s, &shape);
+                if label == Some(false) {
+                    self.latency_cold.insert_censored_like(after_s, &shape);
+                }
+            }
+            Outcome::Censored { after_s } => {
+                self.latency.insert_censored(after_s);
+                match label {
+                    Some(true) => self.latency_warm.insert_censored(after_s),
+                    Some(false) => self.latency_cold.insert_censored(after_s),
+                    None => {}
+                }
+                if o.queue_s.is_some_and(|q| q <= cfg.cutover_poll_s) {
+                    self.latency_started.insert_censored(after_s);
+                }
+            }
+        }
+        if let Some(q) = o.queue_s {
+            self.queue.insert(q);
+            self.queued_at_poll.record(q > cfg.cutover_poll_s);
+        }
+        if let (Some(gap), Some(w)) = (o.idle_gap_s, o.warm) {
+            let k = gap_bucket(gap).min(self.warm_by_gap.len() - 1);
+            self.warm_by_gap[k].record(w);
+        }
+    }
+}
+
+/// How often two providers are slow in the same request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairStat {
+    /// First provider (index).
+    pub a: usize,
+    /// Second provider (index).
+    pub b: usize,
+    /// P(a slow).
+    pub a_slow: DecayedRate,
+    /// P(b slow).
+    pub b_slow: DecayedRate,
+    /// P(both slow).
+    pub both_slow: DecayedRate,
+}
+
+impl PairStat {
+    /// Requests where both outcomes were known.
+    pub fn samples(&self) -> u64 {
+        self.both_slow.samples()
+    }
+
+    /// P(both slow) / (P(a slow)·P(b slow)): 1 when independent, above 1 when slow
+    /// together. Shrunk toward 1 with two pseudo-observations.
+    pub fn lift(&self) -> f64 {
+        let pa = self.a_slow.rate(0.2, 2.0);
+        let pb = self.b_slow.rate(0.2, 2.0);
+        let both = self.both_slow.rate(pa * pb, 2.0);
+        if pa * pb <= 0.0 {
+            1.0
+        } else {
+            (both / (pa * pb)).clamp(0.0, 1.0 / pa.max(pb).max(1e-9))
+        }
+    }
+}
+
+/// The learned model of every provider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Model {
+    /// Always [`MODEL_FORMAT`].
+    pub format: String,
+    /// [`MODEL_VERSION`] at saving time.
+    pub version: u32,
+    /// Learning settings.
+    pub config: ModelConfig,
+    /// Per provider, in configuration order.
+    pub providers: Vec<ProviderModel>,
+    /// Per unordered pair (a < b).
+    pub pairs: Vec<PairStat>,
+    /// Observations fed so far (all providers).
+    pub updates: u64,
+}
+
+/// Why a model could not be loaded or saved.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// The file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a model this version understands.
+    #[error("{path}: {message}")]
+    Format {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl Model {
+    /// An empty model over providers `(name, rate $/s, idle window s)`.
+    pub fn new(providers: &[(String, f64, f64)], config: ModelConfig) -> Model {
+        let hl = config.half_life;
+        let ps: Vec<ProviderModel> = providers.iter().map(|(n, r, i)| ProviderModel::new(n, *r, *i, hl)).collect();
+        let mut pairs = Vec::new();
+        for a in 0..ps.len() {
+            for b in a + 1..ps.len() {
+                pairs.push(PairStat { a, b, a_slow: DecayedRate::new(hl), b_slow: DecayedRate::new(hl), both_slow: DecayedRate::new(hl) });
+            }
+        }
+        Model { format: MODEL_FORMAT.into(), version: MODEL_VERSION, config, providers: ps, pairs, updates: 0 }
+    }
+
+    /// Index of a provider by name.
+    pub fn index(&self, name: &str) -> Option<usize> {
+        self.providers.iter().position(|p| p.name == name)
+    }
+
+    /// The pair statistic of `a` and `b` (either order).
+    pub fn pair(&self, a: usize, b: usize) -> Option<&PairStat> {
+        let (a, b) = if a < b { (a, b) } else { (b, a) };
+        self.pairs.iter().find(|p| p.a == a && p.b == b)
+    }
+
+    /// The slow-together lift of `a` and `b` (1 when unknown or the same provider).
+    pub fn lift(&self, a: usize, b: usize) -> f64 {
+        if a == b {
+            return 1.0;
+        }
+        self.pair(a, b).map_or(1.0, PairStat::lift)
+    }
+
+    /// Feeds one attempt.
+    pub fn observe(&mut self, o: &Observation) {
+        self.observe_request(std::slice::from_ref(o));
+    }
+
+    /// Feeds every attempt of one request (or paired round), then counts for each pair of
+    /// providers with both outcomes known whether both were slow. An attempt with an
+    /// unknown provider index is ignored.
+    pub fn observe_request(&mut self, attempts: &[Observation]) {
+        // Slow flags against the thresholds *before* this request, so a request's own
+        // values do not move the bar they are judged by.
+        let mut slow: Vec<(usize, bool)> = Vec::with_capacity(attempts.len());
+        for o in attempts {
+            let Some(p) = self.providers.get(o.provider) else { continue };
+            if let (Some(v), Some(th)) = (o.slow_value(), p.slow_threshold_s) {
+                let known = !matches!(o.outcome, Outcome::Censored { .. }) || v > th;
+                if known {
+                    slow.push((o.provider, v > th));
+                }
+            }
+        }
+        let cfg = self.config;
+        for o in attempts {
+            if let Some(p) = self.providers.get_mut(o.provider) {
+                p.observe(o, &cfg);
+                self.updates += 1;
+            }
+        }
+        for (i, &(a, sa)) in slow.iter().enumerate() {
+            for &(b, sb) in &slow[i + 1..] {
+                if a == b {
+                    continue;
+                }
+                let ((a, sa), (b, sb)) = if a < b { ((a, sa), (b, sb)) } else { ((b, sb), (a, sa)) };
+                if let Some(ps) = self.pairs.iter_mut().find(|p| p.a == a && p.b == b) {
+                    ps.a_slow.record(sa);
+                    ps.b_slow.record(sb);
+                    ps.both_slow.record(sa && sb);
+                }
+            }
+        }
+        for o in attempts {
+            if let Some(p) = self.providers.get_mut(o.provider) {
+                p.slow_threshold_s = p.latency.quantile(cfg.slow_quantile);
+            }
+        }
+    }
+
+    /// Writes the model as pretty JSON.
+    pub fn save(&self, path: &Path) -> Result<(), ModelError> {
+        let io = |source| ModelError::Io { path: path.display().to_string(), source };
+        let text = serde_json::to_string(self).map_err(|e| io(std::io::Error::other(e)))?;
+        std::fs::write(path, text).map_err(io)
+    }
+
+    /// Reads a model saved by [`Model::save`], checking its format and version.
+    pub fn load(path: &Path) -> Result<Model, ModelError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: p.clone(), source })?;
+        Model::from_json(&text).map_err(|message| ModelError::Format { path: p, message })
+    }
+
+    /// Parses a saved model.
+    pub fn from_json(text: &str) -> Result<Model, String> {
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        match v.get("format").and_then(|f| f.as_str()) {
+            Some(MODEL_FORMAT) => {}
+            other => return Err(format!("expected \"format\": \"{MODEL_FORMAT}\", found {other:?}")),
+        }
+        match v.get("version").and_then(|f| f.as_u64()) {
+            Some(x) if x == u64::from(MODEL_VERSION) => {}
+            other => return Err(format!("unsupported model version {other:?} (this build reads version {MODEL_VERSION})")),
+        }
+        let m: Model = serde_json::from_value(v).map_err(|e| format!("bad model: {e}"))?;
+        let n = m.providers.len();
+        if m.pairs.iter().any(|p| p.a >= p.b || p.b >= n) {
+            return Err("bad model: a pair names a provider index out of range".into());
+        }
+        if m.providers.iter().any(|p| p.warm_by_gap.len() != GAP_EDGES_S.len() + 1) {
+            return Err(format!("bad model: warm_by_gap must have {} buckets", GAP_EDGES_S.len() + 1));
+        }
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two() -> Model {
+        Model::new(&[("a".into(), 0.001, 60.0), ("b".into(), 0.002, 0.0)], ModelConfig { half_life: 1e6, ..ModelConfig::default() })
+    }
+
+    fn valid(p: usize, l: f64) -> Observation {
+        Observation { provider: p, outcome: Outcome::Valid { latency_s: l }, queue_s: None, idle_gap_s: None, warm: None }
+    }
+
+    #[test]
+    fn learns_warmth_against_gap() {
+        let mut m = two();
+        for i in 0..200 {
+            let gap = (i % 20) as f64 * 10.0; // 0..190 s
+            let warm = gap < 60.0;
+            m.observe(&Observation { idle_gap_s: Some(gap), warm: Some(warm), ..valid(0, if warm { 6.0 } else { 100.0 }) });
+        }
+        let p = &m.providers[0];
+        assert!(p.p_warm(10.0).unwrap() > 0.9);
+        assert!(p.p_warm(150.0).unwrap() < 0.1);
+        assert!(p.latency_warm.quantile(0.9).unwrap() < 7.0);
+        assert!(p.latency_cold.quantile(0.1).unwrap() > 90.0);
+        assert!(m.providers[1].p_warm(10.0).is_none());
+    }
+
+    #[test]
+    fn cancelled_attempts_are_filed_by_their_likelier_warmth() {
+        let mut m = two();
+        // Learn: short gaps are warm (6 s), long gaps cold (100 s).
+        for i in 0..100 {
+            let warm = i % 2 == 0;
+            m.observe(&Observation {
+                idle_gap_s: Some(if warm { 10.0 } else { 500.0 }),
+                warm: Some(warm),
+                ..valid(0, if warm { 6.0 } else { 100.0 })
+            });
+        }
+        // Cold starts cancelled at 25 s (a hedge won): warmth unknown, gap long.
+        for _ in 0..50 {
+            m.observe(&Observation {
+                provider: 0,
+                outcome: Outcome::Censored { after_s: 25.0 },
+                queue_s: None,
+                idle_gap_s: Some(500.0),
+                warm: None,
+            });
+        }
+        let p = &m.providers[0];
+        assert_eq!(p.latency_cold.samples(), 100);
+        assert_eq!(p.latency_warm.samples(), 50);
+        // Their mass went above 25 s, with the cold starts.
+        assert!(p.latency_cold.cdf(25.0) < 0.01, "{}", p.latency_cold.cdf(25.0));
+    }
+
+    #[test]
+    fn a_primary_cancelled_while_queued_counts_with_the_slow_starts() {
+        let mut m = two();
+        for i in 0..90 {
+            let slow = i % 3 == 0;
+            m.observe(&Observation { queue_s: Some(if slow { 15.0 } else { 1.2 }), ..valid(0, if slow { 100.0 } else { 6.0 }) });
+        }
+        // A cutover cancels 60 queued primaries at the 2.5 s poll.
+        for _ in 0..60 {
+            m.observe(&Observation {
+                provider: 0,
+                outcome: Outcome::Censored { after_s: 2.5 },
+                queue_s: Some(2.501),
+                idle_gap_s: None,
+                warm: None,
+            });
+        }
+        // 30 + 60 of 150 are slow: 60 %, not the 1/3 a plain censoring step would give.
+        let slow = 1.0 - m.providers[0].latency.cdf(50.0);
+        assert!((slow - 0.6).abs() < 0.02, "{slow}");
+    }
+
+    #[test]
+    fn correlated_pairs_have_lift_above_one() {
+        let mut m = two();
+        for i in 0..400 {
+            let slow = i % 5 == 0;
+            m.observe_request(&[valid(0, if slow { 100.0 } else { 5.0 + (i % 7) as f64 * 0.1 }), valid(1, if slow { 90.0 } else { 20.0 })]);
+        }
+        assert!(m.lift(0, 1) > 3.0, "{}", m.lift(0, 1));
+        let mut ind = two();
+        for i in 0..400 {
+            ind.observe_request(&[valid(0, if i % 5 == 0 { 100.0 } else { 5.0 }), valid(1, if i % 4 == 1 { 90.0 } else { 20.0 })]);
+        }
+        assert!((ind.lift(0, 1) - 1.0).abs() < 0.5, "{}", ind.lift(0, 1));
+    }
+
+    #[test]
+    fn failure_and_queue_rates() {
+        let mut m = two();
+        for i in 0..100 {
+            let o = if i % 10 == 0 {
+                Observation { provider: 0, outcome: Outcome::Failed { wall_s: 3.0 }, queue_s: Some(1.0), idle_gap_s: None, warm: None }
+            } else {
+                Observation { queue_s: Some(if i % 2 == 0 { 20.0 } else { 1.0 }), ..valid(0, 7.0) }
+            };
+            m.observe(&o);
+        }
+        let p = &m.providers[0];
+        assert!((p.failed.rate(0.0, 0.0) - 0.1).abs() < 0.01);
+        assert!((p.p_bad() - 0.1).abs() < 0.02);
+        assert!((p.queued_at_poll.rate(0.0, 0.0) - 0.40).abs() < 0.02);
+        assert!(p.has_queue_signal());
+    }
+
+    #[test]
+    fn save_restore_round_trips_and_checks_version() {
+        let mut m = two();
+        m.observe_request(&[valid(0, 6.0), valid(1, 19.0)]);
+        let dir = std::env::temp_dir().join(format!("tailcut-model-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.json");
+        m.save(&path).unwrap();
+        let back = Model::load(&path).unwrap();
+        assert_eq!(back, m);
+        let text = std::fs::read_to_string(&path).unwrap().replace("\"version\":1", "\"version\":99");
+        let err = Model::from_json(&text).unwrap_err();
+        assert!(err.contains("unsupported model version"), "{err}");
+        assert!(Model::from_json("{\"format\":\"x\"}").unwrap_err().contains("tailcut-model"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

@@ -1,0 +1,391 @@
+//! Causal replay of the learned policies (`adaptive`, `singler`, `auto`) over paired
+//! rounds.
+//!
+//! Round *i* is decided by policies whose shared model has seen only the warm-up rounds
+//! (the calibration split, for the evaluation split) and rounds before *i*; the round is
+//! then priced by the fixed families' own rules ([`evaluate_round`]), and only after that
+//! fed to the model. Within a round a policy uses only what it could observe by then:
+//! a hedge or cutover fires only if the primary had no valid result by the delay (or was
+//! still queued at the poll), and firing needs a token from the policy's extra-load
+//! budget; a refused hedge leaves the primary alone (priced as `single`).
+//!
+//! Every arm of a past round is fed to the model, not only the arms the policy launched:
+//! the paired benchmark ran them all, so that knowledge is honestly available after the
+//! round. Idle gaps are unknown in paired rounds (every arm is a cold start by protocol).
+
+use crate::rounds::RoundSet;
+use crate::summary::PolicySummary;
+use crate::sweep::{evaluate_round, Evaluated, Family, ProviderRates};
+use serde::Serialize;
+use tailcut_model::{
+    AdaptiveSettings, AutoSettings, LearnedKind, Model, ModelConfig, Observation, Outcome, Plan, PolicyState, SingleRSettings,
+};
+use tailcut_stats::Estimator;
+
+/// A learned policy to replay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LearnedDef {
+    /// Row label.
+    pub label: String,
+    /// The policy.
+    pub kind: LearnedKind,
+}
+
+/// Settings of the learned rows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LearnedSettings {
+    /// `auto`'s deadline, target and caps.
+    pub auto: AutoSettings,
+    /// Extra-load budget of `adaptive` and `singler` (extra attempts per request).
+    pub budget: f64,
+    /// `adaptive`'s quantile.
+    pub quantile: f64,
+    /// Samples before `adaptive` and `singler` hedge.
+    pub min_samples: u64,
+    /// The tail level `singler` minimises.
+    pub level: f64,
+    /// Model learning settings.
+    pub model: ModelConfig,
+    /// Attempts between table refreshes.
+    pub refresh_every: u64,
+    /// Seed of the SingleR coins.
+    pub seed: u64,
+}
+
+impl Default for LearnedSettings {
+    fn default() -> Self {
+        LearnedSettings {
+            auto: AutoSettings::default(),
+            budget: 0.05,
+            quantile: 0.95,
+            min_samples: 10,
+            level: 0.99,
+            model: ModelConfig { half_life: 32.0, ..ModelConfig::default() },
+            refresh_every: 1,
+            seed: 1,
+        }
+    }
+}
+
+fn pct(x: f64) -> String {
+    crate::fmt_g((x * 1000.0).round() / 10.0)
+}
+
+/// `auto`'s row label: `auto:60s/miss5%/extra35%`.
+pub fn auto_label(a: &AutoSettings) -> String {
+    format!("auto:{}s/miss{}%/extra{}%", crate::fmt_g(a.deadline_s), pct(a.target_miss), pct(a.max_extra))
+}
+
+/// The learned rows: `auto`, then `adaptive` and `singler` for every ordered pair.
+pub fn learned_defs(names: &[String], s: &LearnedSettings) -> Vec<LearnedDef> {
+    let mut out = vec![LearnedDef { label: auto_label(&s.auto), kind: LearnedKind::Auto(s.auto) }];
+    for p in 0..names.len() {
+        for h in (0..names.len()).filter(|&h| h != p) {
+            out.push(LearnedDef {
+                label: format!("adaptive:{}->{}@p{}", names[p], names[h], pct(s.quantile)),
+                kind: LearnedKind::Adaptive(AdaptiveSettings {
+                    primary: p,
+                    hedge: h,
+                    quantile: s.quantile,
+                    min_samples: s.min_samples,
+                    min_delay_s: 0.0,
+                    max_delay_s: s.auto.cap_s,
+                    budget: s.budget,
+                }),
+            });
+            out.push(LearnedDef {
+                label: format!("singler:{}->{}@B{}%", names[p], names[h], pct(s.budget)),
+                kind: LearnedKind::Singler(SingleRSettings {
+                    primary: p,
+                    hedge: h,
+                    budget: s.budget,
+                    level: s.level,
+                    min_samples: s.min_samples,
+                }),
+            });
+        }
+    }
+    out
+}
+
+/// What round `r` tells the model: one observation per provider present in it.
+pub fn round_observations(set: &RoundSet, r: usize, out: &mut Vec<Observation>) {
+    out.clear();
+    let w = set.width();
+    for p in 0..w {
+        let (l, b, q) = (set.latency[r * w + p], set.billed[r * w + p], set.queue[r * w + p]);
+        let outcome = if l.is_finite() {
+            Outcome::Valid { latency_s: l }
+        } else if b.is_nan() {
+            continue;
+        } else {
+            Outcome::Failed { wall_s: b }
+        };
+        out.push(Observation { provider: p, outcome, queue_s: (!q.is_nan()).then_some(q), idle_gap_s: None, warm: None });
+    }
+}
+
+/// A model fed with every round of `set`, in order.
+pub fn fit_rounds(model: &mut Model, set: &RoundSet) {
+    let mut obs = Vec::with_capacity(set.width());
+    for r in 0..set.len() {
+        round_observations(set, r, &mut obs);
+        model.observe_request(&obs);
+    }
+}
+
+fn queue_star(set: &RoundSet, r: usize, p: usize) -> f64 {
+    let q = set.queue[r * set.width() + p];
+    if !q.is_nan() {
+        q
+    } else if set.lat(r, p).is_infinite() {
+        f64::INFINITY
+    } else {
+        0.0
+    }
+}
+
+/// The family round `r` runs under `plan`, and the extra attempts it launched: the
+/// budget is asked (in the order the extra attempts would fire) only for extra attempts
+/// that fire in this round.
+pub fn gate_plan(set: &RoundSet, r: usize, plan: &Plan, state: &mut PolicyState) -> (Family, u8) {
+    match *plan {
+        Plan::Single { p } => (Family::Single { p }, 0),
+        Plan::Hedge { p, h, .. } if p == h => (Family::Single { p }, 0),
+        Plan::Hedge { p, h, delay_s } => {
+            if set.lat(r, p) <= delay_s {
+                (Family::Hedge { p, h, delay: delay_s }, 0)
+            } else if state.budget().try_take() {
+                (Family::Hedge { p, h, delay: delay_s }, 1)
+            } else {
+                (Family::Single { p }, 0)
+            }
+        }
+        Plan::Cutover { p, h, poll_s, safety_s } => {
+            let fires = queue_star(set, r, p) > poll_s || set.lat(r, p) > safety_s;
+            if !fires {
+                (Family::Cutover { p, h, cutover: poll_s, safety: safety_s }, 0)
+            } else if state.budget().try_take() {
+                (Family::Cutover { p, h, cutover: poll_s, safety: safety_s }, 1)
+            } else {
+                (Family::Single { p }, 0)
+            }
+        }
+        Plan::Cascade { p, h, f, poll_s, safety_s, escalate_s } => {
+            let switched = queue_star(set, r, p) > poll_s;
+            let fires = switched || set.lat(r, p) > safety_s;
+            if !fires {
+                return (Family::Cutover { p, h, cutover: poll_s, safety: safety_s }, 0);
+            }
+            if !state.budget().try_take() {
+                return (Family::Single { p }, 0);
+            }
+            let escalates = switched && poll_s + set.lat(r, h) > escalate_s;
+            if !escalates {
+                (Family::Cutover { p, h, cutover: poll_s, safety: safety_s }, 1)
+            } else if state.budget().try_take() {
+                (Family::Cascade { p, h, f, cutover: poll_s, safety: safety_s, escalate: escalate_s }, 2)
+            } else {
+                (Family::Cutover { p, h, cutover: poll_s, safety: safety_s }, 1)
+            }
+        }
+    }
+}
+
+/// One learned policy's replay: the per-round results and how often each plan ran.
+#[derive(Debug, Clone, Default)]
+pub struct LearnedRun {
+    /// Latencies and cost sums, as for a fixed policy.
+    pub evaluated: Evaluated,
+    /// Plans chosen, with counts, in first-use order.
+    pub plans: Vec<(Plan, u64)>,
+    /// Hedges the budget refused.
+    pub denied: u64,
+    /// Extra attempts launched in each round.
+    pub extra: Vec<u8>,
+}
+
+/// Replays `defs` causally over `set` after feeding `warmup` to the shared model.
+pub fn evaluate_learned(
+    set: &RoundSet,
+    warmup: &RoundSet,
+    rates: &[ProviderRates],
+    defs: &[LearnedDef],
+    s: &LearnedSettings,
+) -> Vec<LearnedRun> {
+    let providers: Vec<(String, f64, f64)> = rates.iter().map(|r| (r.name.clone(), r.rate, r.idle_s)).collect();
+    let mut model = Model::new(&providers, s.model);
+    fit_rounds(&mut model, warmup);
+    let mut states: Vec<PolicyState> = defs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| PolicyState::new(d.kind, &model, s.seed.wrapping_add(i as u64)).with_refresh_every(s.refresh_every))
+        .collect();
+    let mut runs: Vec<LearnedRun> = defs.iter().map(|_| LearnedRun::default()).collect();
+    for run in &mut runs {
+        run.evaluated.lats.reserve(set.len());
+    }
+    let gaps = vec![None; set.width()];
+    let mut obs = Vec::with_capacity(set.width());
+    for r in 0..set.len() {
+        for (state, run) in states.iter_mut().zip(runs.iter_mut()) {
+            let (plan, _) = state.decide_plan(&gaps);
+            let (family, extra) = gate_plan(set, r, &plan, state);
+            let denied = !matches!(plan, Plan::Single { .. }) && matches!(family, Family::Single { .. });
+            let (lat, act, bill, hedged) = evaluate_round(set, rates, &family, s.auto.cap_s, r);
+            let ev = &mut run.evaluated;
+            ev.lats.push(lat);
+            ev.active_sum += act;
+            ev.billed_sum += bill;
+            ev.hedged += u64::from(hedged);
+            run.denied += u64::from(denied);
+            run.extra.push(extra);
+            match run.plans.iter_mut().find(|(p, _)| *p == plan) {
+                Some((_, k)) => *k += 1,
+                None => run.plans.push((plan, 1)),
+            }
+        }
+        round_observations(set, r, &mut obs);
+        model.observe_request(&obs);
+        for state in &mut states {
+            state.observed(&model, obs.len() as u64);
+        }
+    }
+    runs
+}
+
+/// A learned policy's row: the fixed rows' statistics plus the plans it ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct LearnedRow {
+    /// Statistics, as for a fixed policy.
+    #[serde(flatten)]
+    pub summary: PolicySummary,
+    /// Always true (tells learned rows apart in JSON).
+    pub learned: bool,
+    /// Plan label → rounds it ran.
+    pub plans: Vec<(String, u64)>,
+    /// Hedges the extra-load budget refused.
+    pub budget_denied: u64,
+}
+
+/// Summarises learned runs like fixed policies.
+pub fn learned_rows(
+    defs: &[LearnedDef],
+    runs: &[LearnedRun],
+    names: &[String],
+    deadlines: &[u32],
+    estimator: Estimator,
+) -> Vec<LearnedRow> {
+    defs.iter()
+        .zip(runs)
+        .map(|(d, run)| LearnedRow {
+            summary: PolicySummary::new(d.label.clone(), &run.evaluated, deadlines, estimator),
+            learned: true,
+            plans: run.plans.iter().map(|(p, k)| (p.label(names), *k)).collect(),
+            budget_denied: run.denied,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn names() -> Vec<String> {
+        vec!["runpod".into(), "modal".into(), "cerebrium".into()]
+    }
+
+    /// A RunPod-like primary (1 in 3 rounds slow, with a queue signal) and two partners.
+    fn rounds(n: usize, seed: u64) -> RoundSet {
+        let mut set = RoundSet::new(names());
+        let mut x = seed;
+        let mut next = || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) as f64 / (1u64 << 31) as f64
+        };
+        for r in 0..n {
+            set.round_ids.push(r as i64 + 1);
+            set.blocks.push(0);
+            let slow = next() < 0.33;
+            let rp = if slow { 90.0 + 30.0 * next() } else { 5.8 + 2.5 * next() };
+            let md = if next() < 0.15 { 80.0 + 20.0 * next() } else { 28.0 + 12.0 * next() };
+            let ce = if next() < 0.05 { 95.0 + 10.0 * next() } else { 18.0 + 2.0 * next() };
+            set.latency.extend([rp, md, ce]);
+            set.billed.extend([rp, md, ce]);
+            set.queue.extend([if slow { 9.0 + 18.0 * next() } else { 1.1 + 0.2 * next() }, f64::NAN, f64::NAN]);
+        }
+        set
+    }
+
+    fn settings() -> LearnedSettings {
+        LearnedSettings::default()
+    }
+
+    #[test]
+    fn auto_learns_the_cutover_and_beats_the_primary_alone() {
+        let rates = ProviderRates::reference_2026_07();
+        let set = rounds(400, 3);
+        let s = LearnedSettings { auto: AutoSettings { cost: tailcut_model::CostBasis::Active, ..AutoSettings::default() }, ..settings() };
+        let defs = learned_defs(&names(), &s);
+        let runs = evaluate_learned(&set, &RoundSet::new(names()), &rates, &defs[..1], &s);
+        let run = &runs[0];
+        let most = run.plans.iter().max_by_key(|(_, k)| *k).unwrap();
+        // The queue cutover to Cerebrium (or the cascade that adds Modal after it, which the
+        // model rightly finds cheaper when Cerebrium is slow).
+        assert!(matches!(most.0, Plan::Cutover { p: 0, h: 2, .. } | Plan::Cascade { p: 0, h: 2, .. }), "{:?}", run.plans);
+        let miss = run.evaluated.lats.iter().filter(|l| **l > 60.0).count() as f64 / 400.0;
+        assert!(miss < 0.05, "miss {miss}");
+    }
+
+    #[test]
+    fn adaptive_never_exceeds_its_budget_over_a_window() {
+        let rates = ProviderRates::reference_2026_07();
+        let set = rounds(600, 9);
+        let s = LearnedSettings { budget: 0.1, ..settings() };
+        let defs = learned_defs(&names(), &s);
+        let runs = evaluate_learned(&set, &RoundSet::new(names()), &rates, &defs, &s);
+        for (d, run) in defs.iter().zip(&runs) {
+            // Extra attempts over any window of w rounds ≤ burst + budget·w.
+            let budget = if d.label.starts_with("auto:") { s.auto.max_extra } else { s.budget };
+            for w in [1usize, 10, 50, 200, 600] {
+                for start in 0..=set.len() - w {
+                    let k: u32 = run.extra[start..start + w].iter().map(|x| u32::from(*x)).sum();
+                    assert!(f64::from(k) <= 5.0 + budget * w as f64 + 1e-9, "{}: {k} extra in {w} rounds from {start}", d.label);
+                }
+            }
+            assert!(run.evaluated.hedged <= run.extra.iter().map(|x| u64::from(*x)).sum::<u64>());
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 12, .. ProptestConfig::default() })]
+
+        /// Causality: poisoning every round after `cut` (the primary never answers and its
+        /// queue delay is huge, which would change every later decision) leaves every
+        /// result up to and including round `cut` bit-identical.
+        #[test]
+        fn a_poisoned_future_round_changes_nothing_before_it(seed in 0u64..1000, cut in 5usize..120) {
+            let rates = ProviderRates::reference_2026_07();
+            let set = rounds(160, seed);
+            let warm = rounds(20, seed ^ 77);
+            let mut poisoned = set.clone();
+            for r in cut + 1..set.len() {
+                poisoned.latency[r * 3] = f64::INFINITY;
+                poisoned.billed[r * 3] = 300.0;
+                poisoned.queue[r * 3] = 250.0;
+                poisoned.latency[r * 3 + 2] = f64::INFINITY;
+            }
+            let s = settings();
+            let defs = learned_defs(&names(), &s);
+            let a = evaluate_learned(&set, &warm, &rates, &defs, &s);
+            let b = evaluate_learned(&poisoned, &warm, &rates, &defs, &s);
+            let mut changed_later = false;
+            for (x, y) in a.iter().zip(&b) {
+                prop_assert_eq!(&x.evaluated.lats[..=cut], &y.evaluated.lats[..=cut]);
+                changed_later |= x.evaluated.lats[cut + 1..] != y.evaluated.lats[cut + 1..];
+            }
+            prop_assert!(changed_later, "the poison must matter to later rounds");
+        }
+    }
+}

@@ -14,7 +14,6 @@
 
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tailcut_config::{Config, ConfigError};
 
@@ -240,26 +239,9 @@ fn to_text(v: &toml::Value) -> String {
 
 /// Loads `text` on its own thread within [`CASE_LIMIT`], then checks the properties.
 fn check(text: String) -> Result<(), TestCaseError> {
-    let (tx, rx) = mpsc::channel();
     let started = Instant::now();
-    let worker = std::thread::spawn(move || {
-        let outcome = Config::parse(&text, "fuzz.toml").map(|c| exercise(&c));
-        let _ = tx.send(outcome);
-    });
-    let outcome = match rx.recv_timeout(CASE_LIMIT) {
-        Ok(o) => o,
-        Err(mpsc::RecvTimeoutError::Timeout) => return Err(TestCaseError::fail(format!("the loader hung for over {CASE_LIMIT:?}"))),
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            let why = match worker.join() {
-                Err(p) => {
-                    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
-                }
-                Ok(()) => String::new(),
-            };
-            return Err(TestCaseError::fail(format!("the loader panicked: {why}")));
-        }
-    };
-    let _ = worker.join();
+    let outcome = tailcut_testkit::fuzz::bounded(CASE_LIMIT, move || Config::parse(&text, "fuzz.toml").map(|c| exercise(&c)))
+        .map_err(|why| TestCaseError::fail(format!("the loader failed a case: {why}")))?;
     prop_assert!(started.elapsed() < CASE_LIMIT);
     match outcome {
         Ok(()) => {}

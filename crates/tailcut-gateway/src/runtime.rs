@@ -616,12 +616,9 @@ async fn embeddings(State(st): State<Arc<AppState>>, headers: HeaderMap, Request
     openai(st, headers, body, Endpoint::Embeddings).await
 }
 
-async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Result<Response, ApiError> {
     let rt = st.rt();
-    let tenant = match authenticate(&rt, &headers) {
-        Ok(t) => t,
-        Err(e) => return e.into_response(),
-    };
+    let tenant = authenticate(&rt, &headers)?;
     let mut data: Vec<Value> = rt
         .models
         .iter()
@@ -629,7 +626,7 @@ async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response
         .map(|(m, _)| json!({"id": m, "object": "model", "owned_by": "tailcut"}))
         .collect();
     data.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
-    Json(json!({"object": "list", "data": data})).into_response()
+    Ok(Json(json!({"object": "list", "data": data})).into_response())
 }
 
 // === Jobs API ===
@@ -768,44 +765,35 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
     }
 }
 
-async fn get_job(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    let rt = st.rt();
-    let tenant = match authenticate(&rt, &headers) {
-        Ok(t) => t,
-        Err(e) => return e.into_response(),
-    };
-    match st.store.get_owned(&id, &tenant.name) {
-        Ok(Some(row)) => Json(row.to_json()).into_response(),
-        Ok(None) => ApiError::NotFound(format!("no job `{id}`")).into_response(),
-        Err(e) => ApiError::Unavailable(format!("job store: {e}")).into_response(),
-    }
+async fn get_job(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let row = owned_job(&st, &headers, &id)?;
+    Ok(Json(row.to_json()).into_response())
+}
+
+/// The caller's job `id`: 401 without a valid key, 404 when it is missing or another
+/// tenant's (the same answer, so a job's existence is never revealed).
+fn owned_job(st: &AppState, headers: &HeaderMap, id: &str) -> Result<crate::store::JobRow, ApiError> {
+    let tenant = authenticate(&st.rt(), headers)?;
+    st.store
+        .get_owned(id, &tenant.name)
+        .map_err(|e| ApiError::Unavailable(format!("job store: {e}")))?
+        .ok_or_else(|| ApiError::NotFound(format!("no job `{id}`")))
 }
 
 /// Cancels a running job of the caller's (every live attempt stopped, with receipts) and
 /// returns it; a finished job is returned as it is, a missing or foreign one is a 404 at
 /// once.
-async fn delete_job(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    let rt = st.rt();
-    let tenant = match authenticate(&rt, &headers) {
-        Ok(t) => t,
-        Err(e) => return e.into_response(),
-    };
-    let row = match st.store.get_owned(&id, &tenant.name) {
-        Ok(Some(row)) => row,
-        Ok(None) => return ApiError::NotFound(format!("no job `{id}`")).into_response(),
-        Err(e) => return ApiError::Unavailable(format!("job store: {e}")).into_response(),
-    };
+async fn delete_job(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let row = owned_job(&st, &headers, &id)?;
     if row.state != "running" {
-        return Json(row.to_json()).into_response();
+        return Ok(Json(row.to_json()).into_response());
     }
     let stop = st.running.lock().ok().and_then(|mut r| r.remove(&id));
     if let Some(tx) = stop {
         let _ = tx.send(());
     }
-    match wait_for(&st, &id, Duration::from_secs(60)).await {
-        Some(row) => Json(row.to_json()).into_response(),
-        None => ApiError::NotFound(format!("no job `{id}`")).into_response(),
-    }
+    let row = wait_for(&st, &id, Duration::from_secs(60)).await.ok_or_else(|| ApiError::NotFound(format!("no job `{id}`")))?;
+    Ok(Json(row.to_json()).into_response())
 }
 
 /// A job id: `job-` and 128 random bits in hex, so ids cannot be guessed or enumerated.

@@ -19,6 +19,7 @@ use tailcut_providers::generic::{Generic, GenericSpec};
 use tailcut_providers::openai::{Route, StreamAssembly};
 use tailcut_providers::polling::{CancelReply, Observation, Remote, MAX_ERROR_CHARS};
 use tailcut_providers::{baseten, cerebrium, fal, modal, openai, replicate, runpod};
+use tailcut_testkit::fuzz::{mutate, mutation};
 
 const CASES: u32 = 3000;
 /// The time bound per case (a debug build, replies up to ~64 KiB).
@@ -175,56 +176,6 @@ fn templated() -> impl Strategy<Value = Value> {
         })
 }
 
-#[derive(Debug, Clone)]
-enum Mutation {
-    Truncate(usize),
-    Flip(usize, u8),
-    Insert(usize, Vec<u8>),
-    Splice(usize, usize),
-    Nest(usize),
-}
-
-fn mutation() -> impl Strategy<Value = Mutation> {
-    prop_oneof![
-        any::<usize>().prop_map(Mutation::Truncate),
-        (any::<usize>(), any::<u8>()).prop_map(|(i, b)| Mutation::Flip(i, b)),
-        (any::<usize>(), prop::collection::vec(prop::sample::select(b"{}[]\",:\\0e-.\xff\xc3 ".to_vec()), 1..6))
-            .prop_map(|(i, b)| Mutation::Insert(i, b)),
-        (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Mutation::Splice(a, b)),
-        (1usize..4000).prop_map(Mutation::Nest),
-    ]
-}
-
-fn mutate(mut bytes: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
-    for m in mutations {
-        let len = bytes.len().max(1);
-        match m {
-            Mutation::Truncate(i) => bytes.truncate(i % len),
-            Mutation::Flip(i, b) => {
-                if let Some(x) = bytes.get_mut(i % len) {
-                    *x ^= b | 1;
-                }
-            }
-            Mutation::Insert(i, b) => {
-                let at = (i % len).min(bytes.len());
-                bytes.splice(at..at, b.iter().copied());
-            }
-            Mutation::Splice(a, b) => {
-                let (a, b) = (a % len, b % len);
-                let (lo, hi) = (a.min(b).min(bytes.len()), a.max(b).min(bytes.len()));
-                let piece = bytes[lo..hi].to_vec();
-                bytes.extend_from_slice(&piece);
-            }
-            Mutation::Nest(n) => {
-                let mut nested = vec![b'['; *n];
-                nested.extend_from_slice(&bytes);
-                bytes = nested;
-            }
-        }
-    }
-    bytes
-}
-
 /// A reply body: a well-formed document, a mutated one, or arbitrary bytes.
 fn body() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
@@ -244,52 +195,10 @@ fn status() -> impl Strategy<Value = u16> {
     ]
 }
 
-type Task = Box<dyn FnOnce() -> Box<dyn std::any::Any + Send> + Send>;
-type Done = std::thread::Result<Box<dyn std::any::Any + Send>>;
-
-thread_local! {
-    /// A worker thread that runs cases for this test's thread (one spawn per test, not
-    /// per case); replaced if a case ever outlives its bound.
-    static WORKER: std::cell::RefCell<Option<(std::sync::mpsc::Sender<Task>, std::sync::mpsc::Receiver<Done>)>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-fn worker() -> (std::sync::mpsc::Sender<Task>, std::sync::mpsc::Receiver<Done>) {
-    let (task_tx, task_rx) = std::sync::mpsc::channel::<Task>();
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<Done>();
-    std::thread::spawn(move || {
-        while let Ok(task) = task_rx.recv() {
-            if done_tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(task))).is_err() {
-                return;
-            }
-        }
-    });
-    (task_tx, done_rx)
-}
-
-/// Runs `f` on a worker thread within [`BOUND`]: its value, or why not (a panic, or no
+/// Runs `f` on its own thread within [`BOUND`]: its value, or why not (a panic, or no
 /// answer in time: a hang).
 fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
-    WORKER.with(|w| {
-        let mut w = w.borrow_mut();
-        let (tx, rx) = w.get_or_insert_with(worker);
-        let task: Task = Box::new(move || Box::new(f()) as Box<dyn std::any::Any + Send>);
-        if tx.send(task).is_err() {
-            *w = None;
-            return Err("the worker thread died".into());
-        }
-        match rx.recv_timeout(BOUND) {
-            Ok(Ok(v)) => v.downcast::<T>().map(|v| *v).map_err(|_| "wrong type".to_string()),
-            Ok(Err(p)) => {
-                let why = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
-                Err(format!("panicked: {why:?}"))
-            }
-            Err(_) => {
-                *w = None;
-                Err(format!("no answer within {BOUND:?}"))
-            }
-        }
-    })
+    tailcut_testkit::fuzz::bounded(BOUND, f)
 }
 
 /// A rejection is clear: it says what was wrong (the status, or what was missing or

@@ -20,7 +20,6 @@ use proptest::test_runner::{Config, TestRunner};
 use serde_json::Value;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tailcut_replay::live::{read_live_with, summarize, LiveOptions, LiveTraces};
 use tailcut_replay::rounds::{load, LoadOptions, Loaded};
@@ -45,11 +44,7 @@ fn providers() -> Vec<String> {
 
 /// Runs `f` on its own thread; a case that does not finish within [`CASE_BOUND`] fails.
 fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, TestCaseError> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(CASE_BOUND).map_err(|_| TestCaseError::fail(format!("no result within {CASE_BOUND:?} (a hang)")))
+    tailcut_testkit::fuzz::bounded(CASE_BOUND, f).map_err(TestCaseError::fail)
 }
 
 fn temp(bytes: &[u8]) -> tempfile::NamedTempFile {

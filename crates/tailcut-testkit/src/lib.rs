@@ -5,6 +5,8 @@
 //! which records each job's provider-side life so tests can check what the engine did:
 //! how many jobs were alive at once, when each was submitted, which were cancelled.
 
+pub mod fuzz;
+
 use async_trait::async_trait;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

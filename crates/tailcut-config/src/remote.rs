@@ -9,7 +9,7 @@ use crate::raw::RawProvider;
 use crate::ConfigError;
 use std::sync::Arc;
 use std::time::Duration;
-use tailcut_core::{Backend, RateNanoUsdPerSec};
+use tailcut_core::{ProviderApi, RateNanoUsdPerSec};
 use tailcut_providers::baseten::Baseten;
 use tailcut_providers::cerebrium::Cerebrium;
 use tailcut_providers::fal::Fal;
@@ -321,7 +321,7 @@ impl RemoteAdapter {
         name: &str,
         rate: RateNanoUsdPerSec,
         strict: bool,
-    ) -> Result<Arc<dyn Backend>, ConfigError> {
+    ) -> Result<Arc<dyn ProviderApi>, ConfigError> {
         let http = HttpClient::new(self.timeout, tailcut_providers::client::RetryPolicy::default())
             .map_err(|e| ConfigError::invalid(file, key, format!("cannot build the HTTP client: {e}")))?;
         let secret = self.secret(file, key, strict)?;

@@ -11,7 +11,7 @@ use tailcut_core::engine::RaceSettings;
 use tailcut_core::ledger::BudgetLimits;
 use tailcut_core::policy::{Cascade, Cutover, DeadlineTier, FixedHedge, ImmediateRace, Policy, PolicyError, QueueTimers, Single};
 use tailcut_core::validate::{ValidatorRegistry, ValidatorSpec};
-use tailcut_core::{MicroUsd, Pricing, ProviderEntry, RateNanoUsdPerSec};
+use tailcut_core::{MicroUsd, Pricing, Provider, RateNanoUsdPerSec};
 use tailcut_sim::{SimBackend, SimProfile};
 
 /// A validated configuration.
@@ -281,7 +281,7 @@ pub enum PolicySpec {
 
 impl PolicySpec {
     /// Builds the policy over these providers.
-    pub fn build(&self, providers: &[ProviderEntry]) -> Result<Arc<dyn Policy>, PolicyError> {
+    pub fn build(&self, providers: &[Provider]) -> Result<Arc<dyn Policy>, PolicyError> {
         Ok(match self {
             PolicySpec::Single { provider } => Arc::new(Single::try_new(providers, provider)?),
             PolicySpec::Race { providers: names } => {
@@ -399,7 +399,7 @@ impl Config {
         for (name, value) in raw.providers {
             providers.push(provider(&cx, &name, value)?);
         }
-        let entries: Vec<ProviderEntry> = providers.iter().map(ProviderConfig::entry).collect();
+        let entries: Vec<Provider> = providers.iter().map(ProviderConfig::entry).collect();
 
         let mut policies = Vec::new();
         for (name, value) in raw.policies {
@@ -540,12 +540,12 @@ impl Config {
     }
 
     /// Engine provider entries, in file order (credentials not required).
-    pub fn provider_entries(&self) -> Vec<ProviderEntry> {
+    pub fn provider_entries(&self) -> Vec<Provider> {
         self.providers.iter().map(ProviderConfig::entry).collect()
     }
 
     /// Engine provider entries for live use: every paid provider's credential must resolve.
-    pub fn live_entries(&self) -> Result<Vec<ProviderEntry>, ConfigError> {
+    pub fn live_entries(&self) -> Result<Vec<Provider>, ConfigError> {
         self.providers.iter().map(|p| p.try_entry(&self.source, true)).collect()
     }
 
@@ -650,24 +650,24 @@ fn gateway(cx: &Ctx<'_>, raw: Option<toml::Table>) -> Result<GatewayConfig, Conf
 impl ProviderConfig {
     /// Builds the engine entry (for `sim`, a fresh simulator with its seed). HTTP
     /// adapters are built without requiring credentials (for validation and dry runs).
-    pub fn entry(&self) -> ProviderEntry {
+    pub fn entry(&self) -> Provider {
         match self.try_entry("<config>", false) {
             Ok(e) => e,
-            Err(_) => ProviderEntry {
+            Err(_) => Provider {
                 name: self.name.clone(),
-                backend: Arc::new(SimBackend::new(&self.name, SimProfile::instant(), 0)),
+                api: Arc::new(SimBackend::new(&self.name, SimProfile::instant(), 0)),
                 pricing: self.pricing,
             },
         }
     }
 
     /// Builds the engine entry; with `strict`, a paid provider's missing credential is an error.
-    pub fn try_entry(&self, file: &str, strict: bool) -> Result<ProviderEntry, ConfigError> {
-        let backend: Arc<dyn tailcut_core::Backend> = match &self.adapter {
+    pub fn try_entry(&self, file: &str, strict: bool) -> Result<Provider, ConfigError> {
+        let api: Arc<dyn tailcut_core::ProviderApi> = match &self.adapter {
             Adapter::Sim { profile, seed } => Arc::new(SimBackend::new(&self.name, profile.as_ref().clone(), *seed)),
             Adapter::Remote(r) => r.backend(file, &format!("providers.{}", self.name), &self.name, self.pricing.rate, strict)?,
         };
-        Ok(ProviderEntry { name: self.name.clone(), backend, pricing: self.pricing })
+        Ok(Provider { name: self.name.clone(), api, pricing: self.pricing })
     }
 
     /// Whether submitting to it can cost money (an HTTP adapter not on loopback).

@@ -14,7 +14,7 @@ use tailcut_core::policy::{FixedHedge, ImmediateRace, Policy, Single};
 use tailcut_core::receipt::Evidence;
 use tailcut_core::validate::NonEmpty;
 use tailcut_core::{
-    Backend, BackendError, CancelContext, Capabilities, Job, JobRequest, JobResult, JobState, Payload, Pricing, ProviderEntry,
+    CancelContext, Capabilities, Job, JobRequest, JobResult, JobState, Payload, Pricing, Provider, ProviderApi, ProviderError,
     RateNanoUsdPerSec, Receipt,
 };
 use tokio::time::Instant;
@@ -39,11 +39,11 @@ struct InstantJob {
 }
 
 #[async_trait]
-impl Backend for InstantBackend {
+impl ProviderApi for InstantBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities { reports_queued: true, cancel_evidence: Evidence::ConfirmedTerminal, reports_billed_time: false }
     }
-    async fn submit(&self, _r: &JobRequest) -> Result<Arc<dyn Job>, BackendError> {
+    async fn submit(&self, _r: &JobRequest) -> Result<Arc<dyn Job>, ProviderError> {
         Ok(Arc::new(InstantJob { answer: self.answer }))
     }
 }
@@ -53,7 +53,7 @@ impl Job for InstantJob {
     fn job_id(&self) -> Option<String> {
         None
     }
-    async fn status(&self) -> Result<JobState, BackendError> {
+    async fn status(&self) -> Result<JobState, ProviderError> {
         Ok(JobState::Running)
     }
     async fn result(&self, _deadline: Instant) -> JobResult {
@@ -66,7 +66,7 @@ impl Job for InstantJob {
         }
         r
     }
-    async fn cancel(&self, ctx: CancelContext) -> Result<Receipt, BackendError> {
+    async fn cancel(&self, ctx: CancelContext) -> Result<Receipt, ProviderError> {
         let mut r = ctx.receipt("instant", None);
         r.record_terminal(ctx.ms(Instant::now()), JobState::Cancelled);
         Ok(r)
@@ -75,7 +75,7 @@ impl Job for InstantJob {
 
 fn hedger(primary: Answer) -> Hedger {
     let pricing = Pricing { rate: RateNanoUsdPerSec(306_000), idle_window: Duration::from_secs(60), expected_run: Duration::from_secs(10) };
-    let entry = |name: &str, answer| ProviderEntry { name: name.into(), backend: Arc::new(InstantBackend { answer }), pricing };
+    let entry = |name: &str, answer| Provider { name: name.into(), api: Arc::new(InstantBackend { answer }), pricing };
     Hedger::new(
         vec![entry("p", primary), entry("h", Answer::Valid)],
         Arc::new(NonEmpty),

@@ -30,5 +30,5 @@ pub mod validate;
 pub use engine::{Hedger, Outcome, Race, RaceError, RaceSettings};
 pub use job::{JobRequest, JobResult, JobState, Payload};
 pub use money::{MicroUsd, Pricing, RateNanoUsdPerSec};
-pub use provider::{Backend, BackendError, CancelContext, Capabilities, Job, ProviderEntry};
+pub use provider::{CancelContext, Capabilities, Job, Provider, ProviderApi, ProviderError};
 pub use receipt::{CancelScope, Evidence, Receipt};

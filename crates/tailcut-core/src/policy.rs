@@ -20,7 +20,7 @@
 pub mod learned;
 
 use crate::engine::{AttemptId, Race, RaceError, Wake};
-use crate::provider::ProviderEntry;
+use crate::provider::Provider;
 use crate::trace::Role;
 use async_trait::async_trait;
 use std::fmt;
@@ -72,11 +72,11 @@ pub fn secs_label(d: Duration) -> String {
     }
 }
 
-fn resolve(providers: &[ProviderEntry], name: &str) -> Result<usize, PolicyError> {
+fn resolve(providers: &[Provider], name: &str) -> Result<usize, PolicyError> {
     providers.iter().position(|p| p.name == name).ok_or_else(|| PolicyError::UnknownProvider(name.to_string()))
 }
 
-fn distinct(providers: &[ProviderEntry], ids: &[usize]) -> Result<(), PolicyError> {
+fn distinct(providers: &[Provider], ids: &[usize]) -> Result<(), PolicyError> {
     for (i, a) in ids.iter().enumerate() {
         if ids[..i].contains(a) {
             return Err(PolicyError::DuplicateProvider(providers[*a].name.clone()));
@@ -85,8 +85,8 @@ fn distinct(providers: &[ProviderEntry], ids: &[usize]) -> Result<(), PolicyErro
     Ok(())
 }
 
-fn require_queue_signal(providers: &[ProviderEntry], id: usize) -> Result<(), PolicyError> {
-    if providers[id].backend.capabilities().reports_queued {
+fn require_queue_signal(providers: &[Provider], id: usize) -> Result<(), PolicyError> {
+    if providers[id].api.capabilities().reports_queued {
         Ok(())
     } else {
         Err(PolicyError::NoQueueSignal(providers[id].name.clone()))
@@ -104,7 +104,7 @@ pub struct Single {
 
 impl Single {
     /// Builds the policy for the named provider.
-    pub fn try_new(providers: &[ProviderEntry], provider: &str) -> Result<Single, PolicyError> {
+    pub fn try_new(providers: &[Provider], provider: &str) -> Result<Single, PolicyError> {
         Ok(Single { provider: resolve(providers, provider)?, label: format!("single:{provider}") })
     }
 }
@@ -134,7 +134,7 @@ pub struct ImmediateRace {
 
 impl ImmediateRace {
     /// Builds the policy over the named providers, in order of preference.
-    pub fn try_new(providers: &[ProviderEntry], names: &[&str]) -> Result<ImmediateRace, PolicyError> {
+    pub fn try_new(providers: &[Provider], names: &[&str]) -> Result<ImmediateRace, PolicyError> {
         if names.len() < 2 {
             return Err(PolicyError::TooFewProviders);
         }
@@ -186,7 +186,7 @@ pub struct FixedHedge {
 
 impl FixedHedge {
     /// Builds the policy.
-    pub fn try_new(providers: &[ProviderEntry], primary: &str, hedge: &str, delay: Duration) -> Result<FixedHedge, PolicyError> {
+    pub fn try_new(providers: &[Provider], primary: &str, hedge: &str, delay: Duration) -> Result<FixedHedge, PolicyError> {
         let (p, h) = (resolve(providers, primary)?, resolve(providers, hedge)?);
         distinct(providers, &[p, h])?;
         Ok(FixedHedge { primary: p, hedge: h, delay, label: format!("hedge:{primary}->{hedge}@{}s", secs_label(delay)) })
@@ -317,7 +317,7 @@ pub struct Cutover {
 
 impl Cutover {
     /// Builds the policy; the primary must be able to report a queued state.
-    pub fn try_new(providers: &[ProviderEntry], primary: &str, hedge: &str, timers: QueueTimers) -> Result<Cutover, PolicyError> {
+    pub fn try_new(providers: &[Provider], primary: &str, hedge: &str, timers: QueueTimers) -> Result<Cutover, PolicyError> {
         let (p, h) = (resolve(providers, primary)?, resolve(providers, hedge)?);
         distinct(providers, &[p, h])?;
         require_queue_signal(providers, p)?;
@@ -371,7 +371,7 @@ pub struct Cascade {
 impl Cascade {
     /// Builds the policy; the primary must be able to report a queued state.
     pub fn try_new(
-        providers: &[ProviderEntry],
+        providers: &[Provider],
         primary: &str,
         hedge: &str,
         fallback: &str,
@@ -460,7 +460,7 @@ pub struct DeadlineTier {
 impl DeadlineTier {
     /// Builds the policy; the primary must be able to report a queued state.
     pub fn try_new(
-        providers: &[ProviderEntry],
+        providers: &[Provider],
         primary: &str,
         hedge: &str,
         fallback: &str,

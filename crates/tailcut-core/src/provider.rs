@@ -1,6 +1,6 @@
 //! The provider contract: what a GPU job service must offer the engine.
 //!
-//! A [`Backend`] submits jobs and returns a [`Job`] handle at once; the handle reports
+//! A [`ProviderApi`] submits jobs and returns a [`Job`] handle at once; the handle reports
 //! status, waits for a result up to a deadline (a timeout is a result, not an error),
 //! and cancels with a [`Receipt`]. Each backend declares [`Capabilities`] so policies can
 //! refuse combinations that cannot work (a cutover primary that cannot report "queued").
@@ -26,7 +26,7 @@ pub struct Capabilities {
 
 /// A failure talking to a provider.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-pub enum BackendError {
+pub enum ProviderError {
     /// The request never reached the provider or the connection broke.
     #[error("transport error: {0}")]
     Transport(String),
@@ -86,7 +86,7 @@ pub trait Job: Send + Sync + fmt::Debug {
 
     /// Current state. Cheap enough to poll. A provider that cannot tell queued from
     /// running reports [`JobState::Pending`] and never invents a state.
-    async fn status(&self) -> Result<JobState, BackendError>;
+    async fn status(&self) -> Result<JobState, ProviderError>;
 
     /// Waits for the result until `deadline`. Hitting the deadline returns a
     /// [`JobState::TimedOut`] result; transport failures return a `Failed` result.
@@ -94,31 +94,31 @@ pub trait Job: Send + Sync + fmt::Debug {
 
     /// Cancels the job and returns what was observed. Errors here become leaked
     /// receipts in the engine.
-    async fn cancel(&self, ctx: CancelContext) -> Result<Receipt, BackendError>;
+    async fn cancel(&self, ctx: CancelContext) -> Result<Receipt, ProviderError>;
 }
 
 /// A GPU job service.
 #[async_trait]
-pub trait Backend: Send + Sync + fmt::Debug {
+pub trait ProviderApi: Send + Sync + fmt::Debug {
     /// What this backend can observe and prove.
     fn capabilities(&self) -> Capabilities;
 
     /// Submits a job and returns its handle as soon as the provider accepted it.
-    async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, BackendError>;
+    async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, ProviderError>;
 }
 
 /// A named backend with its pricing, as the engine sees it.
 #[derive(Clone, Debug)]
-pub struct ProviderEntry {
+pub struct Provider {
     /// Provider key (`runpod`, `cerebrium`, ...).
     pub name: String,
-    /// The backend.
-    pub backend: Arc<dyn Backend>,
+    /// How the engine talks to it: submit, then the job handle.
+    pub api: Arc<dyn ProviderApi>,
     /// How it charges.
     pub pricing: Pricing,
 }
 
-impl ProviderEntry {
+impl Provider {
     /// The charge a submission to this provider must clear first: its projected cost.
     pub fn projected_charge<'a>(&'a self, request_id: &'a str, opens_request: bool) -> crate::ledger::Charge<'a> {
         crate::ledger::Charge { provider: &self.name, request_id, amount: self.pricing.projected_submission(), opens_request }

@@ -9,7 +9,7 @@ use tailcut_core::engine::{Hedger, RaceSettings};
 use tailcut_core::ledger::{BudgetLimits, MemoryLedger};
 use tailcut_core::policy::learned::LearnedPolicy;
 use tailcut_core::validate::NonEmpty;
-use tailcut_core::{JobRequest, Pricing, ProviderEntry, RateNanoUsdPerSec};
+use tailcut_core::{JobRequest, Pricing, Provider, RateNanoUsdPerSec};
 use tailcut_model::{AdaptiveSettings, AutoSettings, LearnedKind, ModelConfig};
 use tailcut_sim::{SimBackend, SimProfile};
 use tailcut_testkit::{Recorder, Script, ScriptedBackend};
@@ -108,9 +108,9 @@ async fn a_spent_budget_denies_the_hedge() {
 async fn auto_learns_to_cut_over_from_a_queued_primary() {
     // Simulated RunPod (queue signal, one cold start in three slow) and Cerebrium, every
     // request after a scale-to-zero wait, as in the 2026-07 benchmark.
-    let sim = |name: &str, profile: SimProfile, seed: u64| ProviderEntry {
+    let sim = |name: &str, profile: SimProfile, seed: u64| Provider {
         name: name.into(),
-        backend: Arc::new(SimBackend::new(name, profile.clone(), seed)),
+        api: Arc::new(SimBackend::new(name, profile.clone(), seed)),
         pricing: Pricing {
             rate: RateNanoUsdPerSec::from_usd_per_s(profile.rate_usd_per_s),
             idle_window: s(profile.idle_window_s),

@@ -38,7 +38,7 @@ fn script() -> impl Strategy<Value = Script> {
     )
 }
 
-fn policy(kind: u8, providers: &[tailcut_core::ProviderEntry], delay_ms: u64) -> Box<dyn Policy> {
+fn policy(kind: u8, providers: &[tailcut_core::Provider], delay_ms: u64) -> Box<dyn Policy> {
     let timers = QueueTimers::default();
     match kind % 6 {
         0 => Box::new(Single::try_new(providers, "p").unwrap()),

@@ -24,7 +24,7 @@ use tailcut_core::ledger::{BudgetGate, MemoryLedger, SqliteLedger};
 use tailcut_core::policy::Policy;
 use tailcut_core::trace::TraceWriter;
 use tailcut_core::validate::JsonValidator;
-use tailcut_core::{JobRequest, ProviderEntry};
+use tailcut_core::{JobRequest, Provider};
 use tailcut_providers::openai::{OpenAi, Route};
 use tailcut_providers::{HttpClient, Secret};
 use tokio::sync::{oneshot, Semaphore};
@@ -210,7 +210,7 @@ impl Runtime {
             match route.kind {
                 RouteKind::OpenAi => {
                     let mut upstreams = Vec::new();
-                    let mut by_route: HashMap<&'static str, Vec<ProviderEntry>> = HashMap::new();
+                    let mut by_route: HashMap<&'static str, Vec<Provider>> = HashMap::new();
                     for name in spec_providers(&spec) {
                         let p = config.provider(&name).ok_or_else(|| format!("no provider {name}"))?;
                         let Adapter::Remote(a) = &p.adapter else { return Err(format!("provider {name} is not an openai adapter")) };
@@ -226,8 +226,8 @@ impl Runtime {
                             plain: http.plain().clone(),
                         });
                         for (k, r) in [("chat", Route::Chat), ("completions", Route::Completions), ("embeddings", Route::Embeddings)] {
-                            let backend = openai_backend(&name, a, r, http.clone());
-                            by_route.entry(k).or_default().push(ProviderEntry { name: name.clone(), backend, pricing: p.pricing });
+                            let api = openai_backend(&name, a, r, http.clone());
+                            by_route.entry(k).or_default().push(Provider { name: name.clone(), api, pricing: p.pricing });
                         }
                     }
                     let mut make = |k: &'static str, required: &[&str]| -> Result<(Hedger, Arc<dyn Policy>), String> {

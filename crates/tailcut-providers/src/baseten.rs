@@ -9,7 +9,7 @@ use crate::secret::Secret;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use tailcut_core::receipt::Evidence;
-use tailcut_core::{BackendError, Capabilities, JobRequest, JobState};
+use tailcut_core::{Capabilities, JobRequest, JobState, ProviderError};
 
 /// The Baseten dialect.
 #[derive(Debug, Clone)]
@@ -46,7 +46,7 @@ impl Baseten {
     }
 
     /// Read-only credential check (`GET …/async_queue_status`).
-    pub async fn queue_status(&self, http: &HttpClient) -> Result<Value, BackendError> {
+    pub async fn queue_status(&self, http: &HttpClient) -> Result<Value, ProviderError> {
         let url = format!("{}/environments/{}/async_queue_status", self.base, self.environment);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
         reply.success_json()
@@ -63,7 +63,7 @@ impl Dialect for Baseten {
         Capabilities { reports_queued: true, cancel_evidence: Evidence::ConfirmedTerminal, reports_billed_time: false }
     }
 
-    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError> {
+    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, ProviderError> {
         let url = format!("{}/environments/{}/async_predict", self.base, self.environment);
         let mut body = json!({"model_input": request.input()});
         if let Some(w) = &self.webhook {
@@ -73,22 +73,22 @@ impl Dialect for Baseten {
         read_submit(&reply)
     }
 
-    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
+    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, ProviderError> {
         let url = format!("{}/async_request/{}", self.base, job.id);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
         read_status(&reply)
     }
 
-    async fn fetch(&self, http: &HttpClient, job: &Remote, _obs: &Observation) -> Result<tailcut_core::Payload, BackendError> {
+    async fn fetch(&self, http: &HttpClient, job: &Remote, _obs: &Observation) -> Result<tailcut_core::Payload, ProviderError> {
         let Some(template) = &self.result_url else {
-            return Err(BackendError::Unsupported("Baseten keeps no async outputs: configure result_url (your webhook collector)"));
+            return Err(ProviderError::Unsupported("Baseten keeps no async outputs: configure result_url (your webhook collector)"));
         };
         let url = template.replace("{request_id}", &job.id);
         let reply = http.idempotent(|c| c.get(&url)).await?;
         read_result(&reply)
     }
 
-    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {
+    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, ProviderError> {
         let url = format!("{}/async_request/{}", self.base, job.id);
         let reply = http.once(|c| self.auth(c.delete(&url))).await?;
         read_cancel(&reply)
@@ -96,17 +96,17 @@ impl Dialect for Baseten {
 }
 
 /// Reads an async-predict reply: the request id.
-pub fn read_submit(reply: &Reply) -> Result<Remote, BackendError> {
+pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
     let id =
-        v.get("request_id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("reply without `request_id`".into()))?;
+        v.get("request_id").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("reply without `request_id`".into()))?;
     Ok(Remote { id: id.to_string(), ..Remote::default() })
 }
 
 /// Reads an async-request status reply.
-pub fn read_status(reply: &Reply) -> Result<Observation, BackendError> {
+pub fn read_status(reply: &Reply) -> Result<Observation, ProviderError> {
     let v = reply.success_json()?;
-    let s = v.get("status").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("status without `status`".into()))?;
+    let s = v.get("status").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("status without `status`".into()))?;
     let mut obs = Observation::state(state(s));
     if let Some(errs) = v.get("errors").and_then(Value::as_array).filter(|e| !e.is_empty()) {
         let joined = errs.iter().filter_map(|e| e.get("message").and_then(Value::as_str)).collect::<Vec<_>>().join("; ");
@@ -116,13 +116,13 @@ pub fn read_status(reply: &Reply) -> Result<Observation, BackendError> {
 }
 
 /// Reads what the webhook collector kept (its `data`, or the whole document).
-pub fn read_result(reply: &Reply) -> Result<tailcut_core::Payload, BackendError> {
+pub fn read_result(reply: &Reply) -> Result<tailcut_core::Payload, ProviderError> {
     let v = reply.success_json()?;
     Ok(crate::polling::json_payload(v.get("data").unwrap_or(&v)))
 }
 
 /// Reads a cancel reply (Baseten cancels only while queued).
-pub fn read_cancel(reply: &Reply) -> Result<CancelReply, BackendError> {
+pub fn read_cancel(reply: &Reply) -> Result<CancelReply, ProviderError> {
     let v = reply.success_json()?;
     let canceled = v.get("canceled").and_then(Value::as_bool).unwrap_or(false);
     let message = crate::polling::error_text(v.get("message").and_then(Value::as_str).unwrap_or(""));

@@ -12,7 +12,7 @@ use futures::FutureExt;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tailcut_core::receipt::Evidence;
-use tailcut_core::{Backend, BackendError, Capabilities, Job, JobRequest, JobResult, JobState, Payload};
+use tailcut_core::{Capabilities, Job, JobRequest, JobResult, JobState, Payload, ProviderApi, ProviderError};
 use tokio::time::Instant;
 
 /// The Cerebrium adapter.
@@ -52,12 +52,12 @@ pub fn read_reply(reply: &Reply, name: &str) -> JobResult {
 }
 
 #[async_trait]
-impl Backend for Cerebrium {
+impl ProviderApi for Cerebrium {
     fn capabilities(&self) -> Capabilities {
         Capabilities { reports_queued: false, cancel_evidence: Evidence::RequestChannelClosed, reports_billed_time: true }
     }
 
-    async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, BackendError> {
+    async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, ProviderError> {
         let id = correlation_id(&self.name);
         let (http, url, token, name, body, rid) =
             (self.http.clone(), self.url.clone(), self.token.clone(), self.name.clone(), request.input().clone(), id.clone());

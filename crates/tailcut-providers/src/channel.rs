@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
-use tailcut_core::{BackendError, CancelContext, CancelScope, Job, JobResult, JobState, Receipt};
+use tailcut_core::{CancelContext, CancelScope, Job, JobResult, JobState, ProviderError, Receipt};
 use tokio::time::Instant;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -147,7 +147,7 @@ impl Job for ChannelJob {
         Some(self.id.clone())
     }
 
-    async fn status(&self) -> Result<JobState, BackendError> {
+    async fn status(&self) -> Result<JobState, ProviderError> {
         if self.closed.load(Ordering::SeqCst) {
             return Ok(JobState::Cancelled);
         }
@@ -168,7 +168,7 @@ impl Job for ChannelJob {
         }
     }
 
-    async fn cancel(&self, ctx: CancelContext) -> Result<Receipt, BackendError> {
+    async fn cancel(&self, ctx: CancelContext) -> Result<Receipt, ProviderError> {
         let mut receipt = ctx.receipt(&self.provider, Some(self.id.clone()));
         receipt.cancel_scope = CancelScope::Request;
         if let Some(done) = self.finished() {

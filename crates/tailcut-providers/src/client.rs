@@ -5,7 +5,7 @@
 //! and comes out with every configured credential redacted ([`crate::redact`]).
 
 use std::time::Duration;
-use tailcut_core::BackendError;
+use tailcut_core::ProviderError;
 
 /// Retry settings for idempotent calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,8 +47,8 @@ pub fn body_stream(resp: reqwest::Response) -> crate::plain::ByteStream {
 
 impl Reply {
     /// Parses the body as JSON.
-    pub fn json(&self) -> Result<serde_json::Value, BackendError> {
-        serde_json::from_slice(&self.body).map_err(|e| BackendError::MalformedResponse(format!("HTTP {}: {e}", self.status)))
+    pub fn json(&self) -> Result<serde_json::Value, ProviderError> {
+        serde_json::from_slice(&self.body).map_err(|e| ProviderError::MalformedResponse(format!("HTTP {}: {e}", self.status)))
     }
 
     /// Whether the status is 2xx.
@@ -58,7 +58,7 @@ impl Reply {
 
     /// The body as JSON if the status is 2xx, else a `Rejected` error: the usual reading
     /// of a provider's reply.
-    pub fn success_json(&self) -> Result<serde_json::Value, BackendError> {
+    pub fn success_json(&self) -> Result<serde_json::Value, ProviderError> {
         if !self.ok() {
             return Err(self.rejected());
         }
@@ -66,10 +66,10 @@ impl Reply {
     }
 
     /// A `Rejected` error for this reply, with a short body excerpt.
-    pub fn rejected(&self) -> BackendError {
+    pub fn rejected(&self) -> ProviderError {
         let text = String::from_utf8_lossy(&self.body);
         let excerpt: String = text.chars().take(200).collect();
-        BackendError::Rejected { status: self.status, message: excerpt }
+        ProviderError::Rejected { status: self.status, message: excerpt }
     }
 }
 
@@ -81,8 +81,8 @@ pub struct HttpClient {
     retry: RetryPolicy,
 }
 
-fn transport(e: reqwest::Error) -> BackendError {
-    BackendError::Transport(describe(e))
+fn transport(e: reqwest::Error) -> ProviderError {
+    ProviderError::Transport(describe(e))
 }
 
 /// A transport error as one line: reqwest's message followed by its causes (so "error
@@ -111,7 +111,7 @@ pub(crate) fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
 
 impl HttpClient {
     /// A client with a per-request timeout.
-    pub fn new(timeout: Duration, retry: RetryPolicy) -> Result<HttpClient, BackendError> {
+    pub fn new(timeout: Duration, retry: RetryPolicy) -> Result<HttpClient, ProviderError> {
         let inner = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(Duration::from_secs(10))
@@ -123,7 +123,7 @@ impl HttpClient {
     }
 
     /// The default client: 30 s per request, 4 attempts for idempotent calls.
-    pub fn default_client() -> Result<HttpClient, BackendError> {
+    pub fn default_client() -> Result<HttpClient, ProviderError> {
         HttpClient::new(Duration::from_secs(30), RetryPolicy::default())
     }
 
@@ -143,7 +143,7 @@ impl HttpClient {
     }
 
     /// Sends once (submits and cancels: never retried).
-    pub async fn once(&self, build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder) -> Result<Reply, BackendError> {
+    pub async fn once(&self, build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder) -> Result<Reply, ProviderError> {
         let resp = build(&self.inner).send().await.map_err(transport)?;
         let status = resp.status().as_u16();
         let body = read_body(resp).await.map_err(transport)?;
@@ -151,9 +151,9 @@ impl HttpClient {
     }
 
     /// Sends an idempotent request, retrying transport errors, 5xx and 429.
-    pub async fn idempotent(&self, build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder) -> Result<Reply, BackendError> {
+    pub async fn idempotent(&self, build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder) -> Result<Reply, ProviderError> {
         let mut backoff = self.retry.base_backoff;
-        let mut last: Option<Result<Reply, BackendError>> = None;
+        let mut last: Option<Result<Reply, ProviderError>> = None;
         for attempt in 1..=self.retry.attempts.max(1) {
             let outcome = build(&self.inner).send().await;
             let wait = match outcome {
@@ -189,7 +189,7 @@ impl HttpClient {
             tokio::time::sleep(wait.min(self.retry.max_backoff)).await;
             backoff = (backoff * 2).min(self.retry.max_backoff);
         }
-        last.unwrap_or_else(|| Err(BackendError::Transport("no attempt made".into())))
+        last.unwrap_or_else(|| Err(ProviderError::Transport("no attempt made".into())))
     }
 }
 

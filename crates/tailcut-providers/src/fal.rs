@@ -9,7 +9,7 @@ use crate::secret::Secret;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use tailcut_core::receipt::Evidence;
-use tailcut_core::{BackendError, Capabilities, JobRequest, JobState};
+use tailcut_core::{Capabilities, JobRequest, JobState, ProviderError};
 
 /// The fal dialect.
 #[derive(Debug, Clone)]
@@ -52,26 +52,26 @@ impl Dialect for Fal {
         Capabilities { reports_queued: true, cancel_evidence: Evidence::ConfirmedTerminal, reports_billed_time: false }
     }
 
-    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError> {
+    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, ProviderError> {
         let url = format!("{}/{}", self.base, self.model);
         let body = request.input().clone();
         let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
         read_submit(&reply)
     }
 
-    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
+    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, ProviderError> {
         let url = self.url(job, "status_url");
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
         read_status(&reply, &self.name)
     }
 
-    async fn fetch(&self, http: &HttpClient, job: &Remote, _obs: &Observation) -> Result<tailcut_core::Payload, BackendError> {
+    async fn fetch(&self, http: &HttpClient, job: &Remote, _obs: &Observation) -> Result<tailcut_core::Payload, ProviderError> {
         let url = self.url(job, "response_url");
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
         read_result(&reply)
     }
 
-    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {
+    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, ProviderError> {
         let url = self.url(job, "cancel_url");
         let reply = http.once(|c| self.auth(c.put(&url))).await?;
         read_cancel(&reply)
@@ -83,12 +83,12 @@ impl Dialect for Fal {
 }
 
 /// Reads a submit reply: the request id and the URLs to use for it.
-pub fn read_submit(reply: &Reply) -> Result<Remote, BackendError> {
+pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
     let id = v
         .get("request_id")
         .and_then(Value::as_str)
-        .ok_or_else(|| BackendError::MalformedResponse("submit reply without `request_id`".into()))?;
+        .ok_or_else(|| ProviderError::MalformedResponse("submit reply without `request_id`".into()))?;
     let mut remote = Remote { id: id.to_string(), ..Remote::default() };
     for k in ["status_url", "response_url", "cancel_url"] {
         if let Some(u) = v.get(k).and_then(Value::as_str) {
@@ -99,7 +99,7 @@ pub fn read_submit(reply: &Reply) -> Result<Remote, BackendError> {
 }
 
 /// Reads a status reply for provider `name`.
-pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, BackendError> {
+pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, ProviderError> {
     let v = reply.success_json()?;
     let status = v.get("status").and_then(Value::as_str).unwrap_or("");
     let mut obs = Observation::state(match status {
@@ -123,12 +123,12 @@ pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, BackendErro
 }
 
 /// Reads a result reply.
-pub fn read_result(reply: &Reply) -> Result<tailcut_core::Payload, BackendError> {
+pub fn read_result(reply: &Reply) -> Result<tailcut_core::Payload, ProviderError> {
     reply.success_json().map(|v| crate::polling::json_payload(&v))
 }
 
 /// Reads a cancel reply.
-pub fn read_cancel(reply: &Reply) -> Result<CancelReply, BackendError> {
+pub fn read_cancel(reply: &Reply) -> Result<CancelReply, ProviderError> {
     let status = reply.json().ok().and_then(|v| v.get("status").and_then(Value::as_str).map(str::to_string)).unwrap_or_default();
     match status.as_str() {
         "OK" => Ok(CancelReply { acknowledged: true, note: "fal removed the request from the queue".into() }),

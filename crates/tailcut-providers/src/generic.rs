@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use tailcut_core::receipt::Evidence;
-use tailcut_core::{BackendError, Capabilities, JobRequest, JobState, Payload};
+use tailcut_core::{Capabilities, JobRequest, JobState, Payload, ProviderError};
 
 /// One call.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -131,7 +131,7 @@ pub struct Generic {
 }
 
 /// Replaces `${VAR}` from the environment; an unset variable is an error naming it.
-pub fn substitute_env(text: &str) -> Result<String, BackendError> {
+pub fn substitute_env(text: &str) -> Result<String, ProviderError> {
     substitute(text, |_| false)
 }
 
@@ -143,7 +143,7 @@ fn names_a_credential(var: &str) -> bool {
 
 /// [`substitute_env`], registering for redaction ([`crate::redact`]) the value of each
 /// variable `secret` picks.
-fn substitute(text: &str, secret: impl Fn(&str) -> bool) -> Result<String, BackendError> {
+fn substitute(text: &str, secret: impl Fn(&str) -> bool) -> Result<String, ProviderError> {
     let mut out = String::new();
     let mut rest = text;
     while let Some(start) = rest.find("${") {
@@ -155,7 +155,7 @@ fn substitute(text: &str, secret: impl Fn(&str) -> bool) -> Result<String, Backe
         };
         let var = &after[..end];
         let value = std::env::var(var)
-            .map_err(|_| BackendError::Rejected { status: 0, message: format!("environment variable `{var}` is not set") })?;
+            .map_err(|_| ProviderError::Rejected { status: 0, message: format!("environment variable `{var}` is not set") })?;
         if secret(var) {
             crate::redact::register(&value);
         }
@@ -198,13 +198,13 @@ impl Generic {
         default: &str,
         job_id: &str,
         body: Option<Value>,
-    ) -> Result<reqwest::RequestBuilder, BackendError> {
+    ) -> Result<reqwest::RequestBuilder, ProviderError> {
         // What goes into headers is a credential as a rule; in a URL, only a variable
         // named like one (a host or a path is not, and redacting it would mangle replies).
         let url = substitute(&call.url, names_a_credential)?.replace("{job_id}", job_id);
         let method = call.method.clone().unwrap_or_else(|| default.into()).to_ascii_uppercase();
         let m = reqwest::Method::from_bytes(method.as_bytes())
-            .map_err(|_| BackendError::Rejected { status: 0, message: format!("bad method {method}") })?;
+            .map_err(|_| ProviderError::Rejected { status: 0, message: format!("bad method {method}") })?;
         let mut r = c.request(m.clone(), url);
         for (k, v) in &self.spec.headers {
             r = r.header(k, substitute(v, |_| true)?);
@@ -218,22 +218,22 @@ impl Generic {
     }
 
     /// Reads a submit reply: the job id at `id_path`.
-    pub fn read_submit(&self, reply: &Reply) -> Result<Remote, BackendError> {
+    pub fn read_submit(&self, reply: &Reply) -> Result<Remote, ProviderError> {
         let v = reply.success_json()?;
         let id = path(&v, &self.spec.id_path)
             .and_then(|x| x.as_str().map(str::to_string).or_else(|| x.as_i64().map(|n| n.to_string())))
-            .ok_or_else(|| BackendError::MalformedResponse(format!("no job id at `{}`", self.spec.id_path)))?;
+            .ok_or_else(|| ProviderError::MalformedResponse(format!("no job id at `{}`", self.spec.id_path)))?;
         Ok(Remote { id, ..Remote::default() })
     }
 
     /// Reads a status reply: the state at `state_path` through the state map, the
     /// metrics at `metrics_path`, and the reply itself as the output of a completed job
     /// when no result call is configured.
-    pub fn read_status(&self, reply: &Reply) -> Result<Observation, BackendError> {
+    pub fn read_status(&self, reply: &Reply) -> Result<Observation, ProviderError> {
         let v = reply.success_json()?;
         let raw = path(&v, &self.spec.state_path)
             .and_then(Value::as_str)
-            .ok_or_else(|| BackendError::MalformedResponse(format!("no state at `{}`", self.spec.state_path)))?;
+            .ok_or_else(|| ProviderError::MalformedResponse(format!("no state at `{}`", self.spec.state_path)))?;
         let mut obs = Observation::state(map_state(raw, &self.spec.state_map));
         if let Some(Value::Object(m)) = self.spec.metrics_path.as_deref().and_then(|p| path(&v, p)) {
             obs.metrics = m.clone();
@@ -245,22 +245,23 @@ impl Generic {
     }
 
     /// Reads a result reply: the payload.
-    pub fn read_result(&self, reply: &Reply) -> Result<Payload, BackendError> {
+    pub fn read_result(&self, reply: &Reply) -> Result<Payload, ProviderError> {
         self.payload(&reply.success_json()?)
     }
 
     /// The payload in a result (or status) document.
-    pub fn payload(&self, v: &Value) -> Result<Payload, BackendError> {
+    pub fn payload(&self, v: &Value) -> Result<Payload, ProviderError> {
         if let Some(p) = &self.spec.audio_b64_path {
-            let b64 =
-                path(v, p).and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse(format!("no base64 payload at `{p}`")))?;
+            let b64 = path(v, p)
+                .and_then(Value::as_str)
+                .ok_or_else(|| ProviderError::MalformedResponse(format!("no base64 payload at `{p}`")))?;
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(b64)
-                .map_err(|e| BackendError::MalformedResponse(format!("bad base64 at `{p}`: {e}")))?;
+                .map_err(|e| ProviderError::MalformedResponse(format!("bad base64 at `{p}`: {e}")))?;
             return Ok(Payload { bytes: bytes.into(), content_type: "application/octet-stream".into() });
         }
         let p = self.spec.result_path.as_deref().unwrap_or("$");
-        path(v, p).filter(|x| !x.is_null()).map(json_payload).ok_or_else(|| BackendError::MalformedResponse(format!("no result at `{p}`")))
+        path(v, p).filter(|x| !x.is_null()).map(json_payload).ok_or_else(|| ProviderError::MalformedResponse(format!("no result at `{p}`")))
     }
 }
 
@@ -279,7 +280,7 @@ impl Dialect for Generic {
         }
     }
 
-    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError> {
+    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, ProviderError> {
         let body = self.spec.submit.body.as_ref().map_or_else(|| request.input().clone(), |b| fill(b, request.input()));
         let call = self.spec.submit.clone();
         // Validate the template (methods, ${ENV}) once, so the retry closure cannot fail.
@@ -290,7 +291,7 @@ impl Dialect for Generic {
         self.read_submit(&reply)
     }
 
-    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
+    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, ProviderError> {
         let Some(call) = &self.spec.status else {
             return Ok(Observation::state(JobState::Pending));
         };
@@ -300,9 +301,9 @@ impl Dialect for Generic {
         self.read_status(&reply)
     }
 
-    async fn fetch(&self, http: &HttpClient, job: &Remote, obs: &Observation) -> Result<Payload, BackendError> {
+    async fn fetch(&self, http: &HttpClient, job: &Remote, obs: &Observation) -> Result<Payload, ProviderError> {
         match &self.spec.result {
-            None => obs.output.as_ref().ok_or_else(|| BackendError::MalformedResponse("no result".into())).and_then(|v| self.payload(v)),
+            None => obs.output.as_ref().ok_or_else(|| ProviderError::MalformedResponse("no result".into())).and_then(|v| self.payload(v)),
             Some(call) => {
                 drop(self.request(http.raw(), call, "GET", &job.id, None)?);
                 let reply = http
@@ -313,7 +314,7 @@ impl Dialect for Generic {
         }
     }
 
-    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {
+    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, ProviderError> {
         let Some(call) = &self.spec.cancel else {
             return Ok(CancelReply { acknowledged: false, note: "no cancel endpoint configured".into() });
         };

@@ -10,7 +10,7 @@ use crate::secret::Secret;
 use async_trait::async_trait;
 use serde_json::Value;
 use tailcut_core::receipt::Evidence;
-use tailcut_core::{BackendError, Capabilities, JobRequest, JobState};
+use tailcut_core::{Capabilities, JobRequest, JobState, ProviderError};
 
 /// The Modal web-endpoint dialect.
 #[derive(Debug, Clone)]
@@ -24,14 +24,14 @@ pub struct Modal {
 }
 
 /// Reads a `/submit` reply: the call id.
-pub fn read_submit(reply: &Reply) -> Result<Remote, BackendError> {
+pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
-    let id = v.get("call_id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("reply without `call_id`".into()))?;
+    let id = v.get("call_id").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("reply without `call_id`".into()))?;
     Ok(Remote { id: id.to_string(), ..Remote::default() })
 }
 
 /// Reads a `/status/{id}` reply.
-pub fn read_status(reply: &Reply) -> Result<Observation, BackendError> {
+pub fn read_status(reply: &Reply) -> Result<Observation, ProviderError> {
     let v = reply.success_json()?;
     let s = v.get("status").and_then(Value::as_str).unwrap_or("");
     Ok(Observation::state(match s {
@@ -45,12 +45,14 @@ pub fn read_status(reply: &Reply) -> Result<Observation, BackendError> {
 }
 
 /// Reads a `/result/{id}` reply (202 while pending is not a result).
-pub fn read_result(reply: &Reply) -> Result<tailcut_core::Payload, BackendError> {
+pub fn read_result(reply: &Reply) -> Result<tailcut_core::Payload, ProviderError> {
     if reply.status != 200 {
         return Err(reply.rejected());
     }
     let v = reply.json()?;
-    v.get("result").map(crate::polling::json_payload).ok_or_else(|| BackendError::MalformedResponse("result reply without `result`".into()))
+    v.get("result")
+        .map(crate::polling::json_payload)
+        .ok_or_else(|| ProviderError::MalformedResponse("result reply without `result`".into()))
 }
 
 impl Modal {
@@ -62,7 +64,7 @@ impl Modal {
     }
 
     /// Read-only check (`GET /health`).
-    pub async fn health(&self, http: &HttpClient) -> Result<Value, BackendError> {
+    pub async fn health(&self, http: &HttpClient) -> Result<Value, ProviderError> {
         let url = format!("{}/health", self.base);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
         reply.success_json()
@@ -79,26 +81,26 @@ impl Dialect for Modal {
         Capabilities { reports_queued: false, cancel_evidence: Evidence::ConfirmedTerminal, reports_billed_time: false }
     }
 
-    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError> {
+    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, ProviderError> {
         let url = format!("{}/submit", self.base);
         let body = request.input().clone();
         let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
         read_submit(&reply)
     }
 
-    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
+    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, ProviderError> {
         let url = format!("{}/status/{}", self.base, job.id);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
         read_status(&reply)
     }
 
-    async fn fetch(&self, http: &HttpClient, job: &Remote, _obs: &Observation) -> Result<tailcut_core::Payload, BackendError> {
+    async fn fetch(&self, http: &HttpClient, job: &Remote, _obs: &Observation) -> Result<tailcut_core::Payload, ProviderError> {
         let url = format!("{}/result/{}", self.base, job.id);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
         read_result(&reply)
     }
 
-    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {
+    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, ProviderError> {
         let url = format!("{}/cancel/{}", self.base, job.id);
         let reply = http.once(|c| self.auth(c.post(&url))).await?;
         if !reply.ok() {

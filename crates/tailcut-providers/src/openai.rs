@@ -13,7 +13,7 @@ use http::HeaderValue;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tailcut_core::receipt::Evidence;
-use tailcut_core::{Backend, BackendError, Capabilities, Job, JobRequest, JobResult, JobState, Payload};
+use tailcut_core::{Capabilities, Job, JobRequest, JobResult, JobState, Payload, ProviderApi, ProviderError};
 use tokio::time::Instant;
 
 /// Which route.
@@ -91,7 +91,7 @@ impl PlainCall {
         let headers = crate::plain::json_post_headers(Some(&id), self.authorization.as_ref());
         match self.plain.post_parts(&self.authority, &[self.path.as_str()], &headers, body).await {
             Ok((status, bytes)) => whole_reply(status.as_u16(), bytes, self.check_json, started),
-            Err(e) => ended(JobState::Failed, Some(BackendError::Transport(e).to_string()), started),
+            Err(e) => ended(JobState::Failed, Some(ProviderError::Transport(e).to_string()), started),
         }
     }
 }
@@ -145,7 +145,7 @@ async fn run(cfg: OpenAi, body: bytes::Bytes, id: String, started: Instant) -> J
         Ok(r) => r,
         Err(e) => {
             return finish(
-                JobResult::bare(JobState::Failed, Some(BackendError::Transport(crate::client::describe(e)).to_string())),
+                JobResult::bare(JobState::Failed, Some(ProviderError::Transport(crate::client::describe(e)).to_string())),
                 started,
             )
         }
@@ -255,12 +255,12 @@ impl StreamAssembly {
 }
 
 #[async_trait]
-impl Backend for OpenAi {
+impl ProviderApi for OpenAi {
     fn capabilities(&self) -> Capabilities {
         Capabilities { reports_queued: false, cancel_evidence: Evidence::RequestChannelClosed, reports_billed_time: false }
     }
 
-    async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, BackendError> {
+    async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, ProviderError> {
         let streamed = self.stream && self.route != Route::Embeddings;
         let body = match request.raw() {
             // Forwarded as sent: nothing to rewrite, so the input is neither parsed nor
@@ -269,7 +269,7 @@ impl Backend for OpenAi {
             raw => {
                 let input = request.input();
                 if !input.is_object() {
-                    return Err(BackendError::Rejected {
+                    return Err(ProviderError::Rejected {
                         status: 400,
                         message: "an OpenAI-compatible request must be a JSON object".into(),
                     });

@@ -10,7 +10,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailcut_core::{
-    Backend, BackendError, CancelContext, CancelScope, Capabilities, Job, JobRequest, JobResult, JobState, MicroUsd, Payload,
+    CancelContext, CancelScope, Capabilities, Job, JobRequest, JobResult, JobState, MicroUsd, Payload, ProviderApi, ProviderError,
     RateNanoUsdPerSec, Receipt,
 };
 use tokio::time::{sleep, Instant};
@@ -61,15 +61,15 @@ pub trait Dialect: Send + Sync + fmt::Debug + 'static {
     /// What it can observe and prove.
     fn capabilities(&self) -> Capabilities;
     /// Submits (never retried).
-    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError>;
+    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, ProviderError>;
     /// Polls the job's state (idempotent; retried by the client).
-    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError>;
+    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, ProviderError>;
     /// Fetches the output of a completed job whose status did not carry it.
-    async fn fetch(&self, _http: &HttpClient, _job: &Remote, obs: &Observation) -> Result<Payload, BackendError> {
-        obs.output.as_ref().map(json_payload).ok_or_else(|| BackendError::MalformedResponse("completed without output".into()))
+    async fn fetch(&self, _http: &HttpClient, _job: &Remote, obs: &Observation) -> Result<Payload, ProviderError> {
+        obs.output.as_ref().map(json_payload).ok_or_else(|| ProviderError::MalformedResponse("completed without output".into()))
     }
     /// Sends the cancel (never retried).
-    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError>;
+    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, ProviderError>;
     /// Metric key carrying the provider-reported execution time in ms, if any.
     fn execution_metric(&self) -> Option<String> {
         None
@@ -110,12 +110,12 @@ impl<D: Dialect> PollingBackend<D> {
 }
 
 #[async_trait]
-impl<D: Dialect> Backend for PollingBackend<D> {
+impl<D: Dialect> ProviderApi for PollingBackend<D> {
     fn capabilities(&self) -> Capabilities {
         self.dialect.capabilities()
     }
 
-    async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, BackendError> {
+    async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, ProviderError> {
         let submitted = Instant::now();
         let remote = self.dialect.submit(&self.http, request).await?;
         Ok(Arc::new(PollingJob {
@@ -148,7 +148,7 @@ impl<D: Dialect> fmt::Debug for PollingJob<D> {
 }
 
 impl<D: Dialect> PollingJob<D> {
-    async fn observe(&self) -> Result<Observation, BackendError> {
+    async fn observe(&self) -> Result<Observation, ProviderError> {
         let obs = self.dialect.poll(&self.http, &self.remote).await?;
         if obs.state != JobState::Unknown {
             if let Ok(mut last) = self.last.lock() {
@@ -179,7 +179,7 @@ impl<D: Dialect> Job for PollingJob<D> {
         Some(self.remote.id.clone())
     }
 
-    async fn status(&self) -> Result<JobState, BackendError> {
+    async fn status(&self) -> Result<JobState, ProviderError> {
         match self.observe().await {
             Ok(o) if o.state == JobState::Unknown => Ok(self.last.lock().map(|s| *s).unwrap_or(JobState::Unknown)),
             Ok(o) => Ok(o.state),
@@ -211,8 +211,8 @@ impl<D: Dialect> Job for PollingJob<D> {
                         _ => {}
                     }
                 }
-                Some(Err(e @ BackendError::MalformedResponse(_))) => return JobResult::bare(JobState::Failed, Some(e.to_string())),
-                Some(Err(e @ BackendError::Rejected { status: 404, .. })) => {
+                Some(Err(e @ ProviderError::MalformedResponse(_))) => return JobResult::bare(JobState::Failed, Some(e.to_string())),
+                Some(Err(e @ ProviderError::Rejected { status: 404, .. })) => {
                     return JobResult::bare(JobState::Failed, Some(format!("job vanished (result expired or unknown id): {e}")))
                 }
                 Some(Err(e)) => {
@@ -227,7 +227,7 @@ impl<D: Dialect> Job for PollingJob<D> {
         }
     }
 
-    async fn cancel(&self, ctx: CancelContext) -> Result<Receipt, BackendError> {
+    async fn cancel(&self, ctx: CancelContext) -> Result<Receipt, ProviderError> {
         let mut receipt = ctx.receipt(self.dialect.provider(), Some(self.remote.id.clone()));
         let reply = self.dialect.cancel(&self.http, &self.remote).await?;
         receipt.note = reply.note.clone();

@@ -7,7 +7,7 @@ use crate::secret::Secret;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use tailcut_core::receipt::Evidence;
-use tailcut_core::{BackendError, Capabilities, JobRequest, JobState};
+use tailcut_core::{Capabilities, JobRequest, JobState, ProviderError};
 
 /// What a prediction is created against.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,9 +48,9 @@ pub fn state(s: &str) -> JobState {
 }
 
 /// Reads a prediction (a status reply) for provider `name`.
-pub fn observe(v: &Value, name: &str) -> Result<Observation, BackendError> {
+pub fn observe(v: &Value, name: &str) -> Result<Observation, ProviderError> {
     let status =
-        v.get("status").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("prediction without `status`".into()))?;
+        v.get("status").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("prediction without `status`".into()))?;
     let mut obs = Observation::state(state(status));
     if let Some(t) = v.pointer("/metrics/predict_time").and_then(Value::as_f64) {
         obs.metrics.insert(format!("{name}_execution_ms"), json!(t * 1000.0));
@@ -65,19 +65,19 @@ pub fn observe(v: &Value, name: &str) -> Result<Observation, BackendError> {
 }
 
 /// Reads a create-prediction reply: the prediction id.
-pub fn read_submit(reply: &Reply) -> Result<Remote, BackendError> {
+pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
-    let id = v.get("id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("prediction without `id`".into()))?;
+    let id = v.get("id").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("prediction without `id`".into()))?;
     Ok(Remote { id: id.to_string(), ..Remote::default() })
 }
 
 /// Reads a status reply for provider `name`.
-pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, BackendError> {
+pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, ProviderError> {
     observe(&reply.success_json()?, name)
 }
 
 /// Reads a cancel reply.
-pub fn read_cancel(reply: &Reply) -> Result<CancelReply, BackendError> {
+pub fn read_cancel(reply: &Reply) -> Result<CancelReply, ProviderError> {
     if !reply.ok() {
         return Err(reply.rejected());
     }
@@ -90,7 +90,7 @@ impl Replicate {
     }
 
     /// Read-only credential check (`GET /account`).
-    pub async fn account(&self, http: &HttpClient) -> Result<Value, BackendError> {
+    pub async fn account(&self, http: &HttpClient) -> Result<Value, ProviderError> {
         let url = format!("{}/account", self.base);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
         reply.success_json()
@@ -107,7 +107,7 @@ impl Dialect for Replicate {
         Capabilities { reports_queued: false, cancel_evidence: Evidence::ConfirmedTerminal, reports_billed_time: true }
     }
 
-    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError> {
+    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, ProviderError> {
         let (url, body) = match &self.target {
             Target::Version(v) => (format!("{}/predictions", self.base), json!({"version": v, "input": request.input()})),
             Target::Model(m) => (format!("{}/models/{m}/predictions", self.base), json!({"input": request.input()})),
@@ -125,13 +125,13 @@ impl Dialect for Replicate {
         read_submit(&reply)
     }
 
-    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
+    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, ProviderError> {
         let url = format!("{}/predictions/{}", self.base, job.id);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
         read_status(&reply, &self.name)
     }
 
-    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {
+    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, ProviderError> {
         let url = format!("{}/predictions/{}/cancel", self.base, job.id);
         let reply = http.once(|c| self.auth(c.post(&url))).await?;
         read_cancel(&reply)

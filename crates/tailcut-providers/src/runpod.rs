@@ -8,7 +8,7 @@ use crate::secret::Secret;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use tailcut_core::receipt::Evidence;
-use tailcut_core::{BackendError, Capabilities, JobRequest, JobState};
+use tailcut_core::{Capabilities, JobRequest, JobState, ProviderError};
 
 /// The RunPod dialect.
 #[derive(Debug, Clone)]
@@ -34,17 +34,17 @@ pub fn state(s: &str) -> JobState {
 }
 
 /// Reads a `/run` reply: the job id.
-pub fn read_submit(reply: &Reply) -> Result<Remote, BackendError> {
+pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
-    let id = v.get("id").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("submit reply without `id`".into()))?;
+    let id = v.get("id").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("submit reply without `id`".into()))?;
     Ok(Remote { id: id.to_string(), ..Remote::default() })
 }
 
 /// Reads a `/status/{id}` reply for provider `name` (metric keys are prefixed with it).
-pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, BackendError> {
+pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, ProviderError> {
     let v = reply.success_json()?;
     let status =
-        v.get("status").and_then(Value::as_str).ok_or_else(|| BackendError::MalformedResponse("status reply without `status`".into()))?;
+        v.get("status").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("status reply without `status`".into()))?;
     let mut obs = Observation::state(state(status));
     metric(&mut obs.metrics, &format!("{name}_delay_ms"), v.get("delayTime"));
     metric(&mut obs.metrics, &format!("{name}_execution_ms"), v.get("executionTime"));
@@ -54,7 +54,7 @@ pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, BackendErro
 }
 
 /// Reads a `/cancel/{id}` reply.
-pub fn read_cancel(reply: &Reply) -> Result<CancelReply, BackendError> {
+pub fn read_cancel(reply: &Reply) -> Result<CancelReply, ProviderError> {
     if !reply.ok() {
         return Err(reply.rejected());
     }
@@ -62,7 +62,7 @@ pub fn read_cancel(reply: &Reply) -> Result<CancelReply, BackendError> {
 }
 
 /// Reads a `/stream/{id}` reply: the status and the batch of `stream` items.
-pub fn read_stream(reply: &Reply) -> Result<(JobState, Vec<Value>), BackendError> {
+pub fn read_stream(reply: &Reply) -> Result<(JobState, Vec<Value>), ProviderError> {
     let v = reply.success_json()?;
     let status = v.get("status").and_then(Value::as_str).map_or(JobState::Unknown, state);
     let items = v.get("stream").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -75,7 +75,7 @@ impl RunPod {
     }
 
     /// Read-only credential check (`GET /health`).
-    pub async fn health(&self, http: &HttpClient) -> Result<Value, BackendError> {
+    pub async fn health(&self, http: &HttpClient) -> Result<Value, ProviderError> {
         let url = format!("{}/health", self.base);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
         reply.success_json()
@@ -83,14 +83,14 @@ impl RunPod {
 
     /// Incremental output of a generator handler (`GET /stream/{id}`): the status and the
     /// batch of `stream` items produced since the last call.
-    pub async fn stream(&self, http: &HttpClient, job_id: &str) -> Result<(JobState, Vec<Value>), BackendError> {
+    pub async fn stream(&self, http: &HttpClient, job_id: &str) -> Result<(JobState, Vec<Value>), ProviderError> {
         let url = format!("{}/stream/{job_id}", self.base);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
         read_stream(&reply)
     }
 
     /// Drops queued jobs (best effort scale-to-zero helper).
-    pub async fn purge_queue(&self, http: &HttpClient) -> Result<(), BackendError> {
+    pub async fn purge_queue(&self, http: &HttpClient) -> Result<(), ProviderError> {
         let url = format!("{}/purge-queue", self.base);
         let reply = http.once(|c| self.auth(c.post(&url))).await?;
         if reply.ok() {
@@ -111,20 +111,20 @@ impl Dialect for RunPod {
         Capabilities { reports_queued: true, cancel_evidence: Evidence::ConfirmedTerminal, reports_billed_time: true }
     }
 
-    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, BackendError> {
+    async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, ProviderError> {
         let url = format!("{}/run", self.base);
         let body = json!({"input": request.input()});
         let reply = http.once(|c| self.auth(c.post(&url)).json(&body)).await?;
         read_submit(&reply)
     }
 
-    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, BackendError> {
+    async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, ProviderError> {
         let url = format!("{}/status/{}", self.base, job.id);
         let reply = http.idempotent(|c| self.auth(c.get(&url))).await?;
         read_status(&reply, &self.name)
     }
 
-    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, BackendError> {
+    async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, ProviderError> {
         let url = format!("{}/cancel/{}", self.base, job.id);
         let reply = http.once(|c| self.auth(c.post(&url))).await?;
         read_cancel(&reply)

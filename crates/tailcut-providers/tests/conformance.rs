@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 use tailcut_core::receipt::Evidence;
-use tailcut_core::{Backend, CancelContext, Job, JobRequest, JobState, RateNanoUsdPerSec, Receipt};
+use tailcut_core::{CancelContext, Job, JobRequest, JobState, ProviderApi, RateNanoUsdPerSec, Receipt};
 use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
 use tailcut_providers::baseten::Baseten;
 use tailcut_providers::cerebrium::Cerebrium;
@@ -65,11 +65,11 @@ fn poll() -> PollSettings {
 
 const RATE: RateNanoUsdPerSec = RateNanoUsdPerSec(306_000);
 
-async fn setup(kind: Kind, b: Behaviour) -> (MockServer, Arc<dyn Backend>) {
+async fn setup(kind: Kind, b: Behaviour) -> (MockServer, Arc<dyn ProviderApi>) {
     let mock = MockServer::start(kind.flavor(), b).await.unwrap();
     let url = mock.url();
     let key = Secret::new("test-key-123");
-    let backend: Arc<dyn Backend> = match kind {
+    let backend: Arc<dyn ProviderApi> = match kind {
         Kind::RunPod => {
             Arc::new(PollingBackend::new(RunPod { name: "runpod".into(), base: format!("{url}/v2/ep1"), key }, http(), poll(), RATE))
         }
@@ -152,7 +152,7 @@ fn far() -> Instant {
     Instant::now() + Duration::from_secs(20)
 }
 
-async fn cancel(job: &Arc<dyn Job>) -> Result<Receipt, tailcut_core::BackendError> {
+async fn cancel(job: &Arc<dyn Job>) -> Result<Receipt, tailcut_core::ProviderError> {
     let state_before = job.status().await.ok();
     let now = Instant::now();
     job.cancel(CancelContext { reason: "test".into(), epoch: now, sent_at: now, state_before }).await

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::time::Duration;
-use tailcut_core::{BackendError, JobResult, JobState};
+use tailcut_core::{JobResult, JobState, ProviderError};
 use tailcut_providers::client::Reply;
 use tailcut_providers::generic::{Generic, GenericSpec};
 use tailcut_providers::openai::{Route, StreamAssembly};
@@ -203,15 +203,15 @@ fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<
 
 /// A rejection is clear: it says what was wrong (the status, or what was missing or
 /// malformed) in a bounded amount of text.
-fn clear(e: &BackendError, status: u16) -> Result<(), String> {
+fn clear(e: &ProviderError, status: u16) -> Result<(), String> {
     let text = e.to_string();
     let ok = match e {
-        BackendError::Rejected { status: s, message } => {
+        ProviderError::Rejected { status: s, message } => {
             *s == status && text.contains(&format!("status {status}")) && message.len() <= 1000
         }
-        BackendError::MalformedResponse(m) => !m.trim().is_empty(),
-        BackendError::Transport(m) => !m.trim().is_empty(),
-        BackendError::NotDeployed(_) | BackendError::Unsupported(_) => true,
+        ProviderError::MalformedResponse(m) => !m.trim().is_empty(),
+        ProviderError::Transport(m) => !m.trim().is_empty(),
+        ProviderError::NotDeployed(_) | ProviderError::Unsupported(_) => true,
     };
     if !ok || text.len() > MAX_ERROR_BYTES {
         return Err(format!("unclear error for status {status}: {text:.300}"));
@@ -219,14 +219,14 @@ fn clear(e: &BackendError, status: u16) -> Result<(), String> {
     Ok(())
 }
 
-fn clear_result<T>(r: &Result<T, BackendError>, status: u16) -> Result<(), String> {
+fn clear_result<T>(r: &Result<T, ProviderError>, status: u16) -> Result<(), String> {
     match r {
         Ok(_) => Ok(()),
         Err(e) => clear(e, status),
     }
 }
 
-fn obs_ok(r: &Result<Observation, BackendError>, status: u16) -> Result<(), String> {
+fn obs_ok(r: &Result<Observation, ProviderError>, status: u16) -> Result<(), String> {
     clear_result(r, status)?;
     if let Ok(o) = r {
         if o.error.as_ref().is_some_and(|e| e.len() > MAX_ERROR_BYTES) {

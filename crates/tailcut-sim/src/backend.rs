@@ -9,7 +9,7 @@ use std::time::Duration;
 use tailcut_core::receipt::Evidence;
 use tailcut_core::validate::sine_wav;
 use tailcut_core::{
-    Backend, BackendError, CancelContext, CancelScope, Capabilities, Job, JobRequest, JobResult, JobState, MicroUsd, Payload,
+    CancelContext, CancelScope, Capabilities, Job, JobRequest, JobResult, JobState, MicroUsd, Payload, ProviderApi, ProviderError,
     RateNanoUsdPerSec, Receipt,
 };
 use tokio::sync::Notify;
@@ -237,7 +237,7 @@ impl SimBackend {
 }
 
 #[async_trait]
-impl Backend for SimBackend {
+impl ProviderApi for SimBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             reports_queued: self.inner.profile.reports_queued,
@@ -246,7 +246,7 @@ impl Backend for SimBackend {
         }
     }
 
-    async fn submit(&self, _request: &JobRequest) -> Result<Arc<dyn Job>, BackendError> {
+    async fn submit(&self, _request: &JobRequest) -> Result<Arc<dyn Job>, ProviderError> {
         let n = {
             let st = self.inner.lock();
             st.submitted + 1
@@ -402,7 +402,7 @@ impl Job for SimJob {
         Some(self.id.clone())
     }
 
-    async fn status(&self) -> Result<JobState, BackendError> {
+    async fn status(&self) -> Result<JobState, ProviderError> {
         Ok(self.state_at(Instant::now()))
     }
 
@@ -445,7 +445,7 @@ impl Job for SimJob {
         }
     }
 
-    async fn cancel(&self, ctx: CancelContext) -> Result<Receipt, BackendError> {
+    async fn cancel(&self, ctx: CancelContext) -> Result<Receipt, ProviderError> {
         let mut receipt = ctx.receipt(&self.backend.name, Some(self.id.clone()));
         let now = ctx.sent_at;
         let ack_at = now + Duration::from_secs_f64(self.draws.cancel_ack_ms / 1000.0);

@@ -1,7 +1,7 @@
 //! # tailcut-sim
 //!
 //! An in-process simulated serverless GPU provider implementing the core
-//! [`Backend`](tailcut_core::Backend) contract. It is seeded and deterministic: every
+//! [`ProviderApi`](tailcut_core::ProviderApi) contract. It is seeded and deterministic: every
 //! submission `n` draws from its own RNG stream seeded by `(seed, n)`, so the same seed
 //! gives the same draws whatever the timing. Run it on tokio's paused clock and
 //! simulated minutes take microseconds.

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tailcut_core::{Backend, CancelContext, Job, JobRequest, JobResult, JobState};
+use tailcut_core::{CancelContext, Job, JobRequest, JobResult, JobState, ProviderApi};
 use tailcut_sim::{SimBackend, SimProfile};
 use tokio::time::Instant;
 

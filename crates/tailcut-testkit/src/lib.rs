@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailcut_core::receipt::Evidence;
 use tailcut_core::{
-    Backend, BackendError, CancelContext, CancelScope, Capabilities, Job, JobRequest, JobResult, JobState, Payload, Pricing, ProviderEntry,
+    CancelContext, CancelScope, Capabilities, Job, JobRequest, JobResult, JobState, Payload, Pricing, Provider, ProviderApi, ProviderError,
     Receipt,
 };
 use tokio::sync::Notify;
@@ -191,8 +191,8 @@ impl ScriptedBackend {
     }
 
     /// Wraps it as a provider entry with zero pricing.
-    pub fn entry(self) -> ProviderEntry {
-        ProviderEntry { name: self.name.clone(), backend: Arc::new(self), pricing: Pricing::default() }
+    pub fn entry(self) -> Provider {
+        Provider { name: self.name.clone(), api: Arc::new(self), pricing: Pricing::default() }
     }
 
     fn next_script(&self) -> Script {
@@ -208,18 +208,18 @@ impl ScriptedBackend {
 }
 
 #[async_trait]
-impl Backend for ScriptedBackend {
+impl ProviderApi for ScriptedBackend {
     fn capabilities(&self) -> Capabilities {
         Capabilities { reports_queued: self.reports_queued, cancel_evidence: Evidence::ConfirmedTerminal, reports_billed_time: false }
     }
 
-    async fn submit(&self, _request: &JobRequest) -> Result<Arc<dyn Job>, BackendError> {
+    async fn submit(&self, _request: &JobRequest) -> Result<Arc<dyn Job>, ProviderError> {
         let script = self.next_script();
         if !script.submit_delay.is_zero() {
             sleep(script.submit_delay).await;
         }
         if script.submit_fails {
-            return Err(BackendError::Transport("scripted submit failure".into()));
+            return Err(ProviderError::Transport("scripted submit failure".into()));
         }
         let submitted = Instant::now();
         let finish = submitted + script.finish_after;
@@ -287,9 +287,9 @@ impl Job for ScriptedJob {
         Some(format!("{}-{}", self.name, self.index))
     }
 
-    async fn status(&self) -> Result<JobState, BackendError> {
+    async fn status(&self) -> Result<JobState, ProviderError> {
         if self.script.status_fails {
-            return Err(BackendError::Transport("scripted status failure".into()));
+            return Err(ProviderError::Transport("scripted status failure".into()));
         }
         Ok(self.state_at(Instant::now()))
     }
@@ -330,11 +330,11 @@ impl Job for ScriptedJob {
         }
     }
 
-    async fn cancel(&self, ctx: CancelContext) -> Result<Receipt, BackendError> {
+    async fn cancel(&self, ctx: CancelContext) -> Result<Receipt, ProviderError> {
         self.recorder.update(self.index, |l| l.cancel_called = true);
         let mut receipt = ctx.receipt(&self.name, self.job_id());
         match self.script.cancel {
-            CancelBehaviour::Error => Err(BackendError::Rejected { status: 500, message: "scripted cancel failure".into() }),
+            CancelBehaviour::Error => Err(ProviderError::Rejected { status: 500, message: "scripted cancel failure".into() }),
             CancelBehaviour::Panic => panic!("scripted cancel panic"),
             CancelBehaviour::Leak(after) => {
                 sleep(after).await;

@@ -15,7 +15,7 @@ use tailcut_core::engine::Hedger;
 use tailcut_core::ledger::{BudgetGate, MemoryLedger, SqliteLedger};
 use tailcut_core::trace::{now_rfc3339, TraceWriter};
 use tailcut_core::validate::{judge, Validator, ValidatorRegistry};
-use tailcut_core::{CancelContext, JobRequest, JobState, ProviderEntry};
+use tailcut_core::{CancelContext, JobRequest, JobState, Provider};
 use tokio::time::Instant;
 
 fn policy_providers(spec: &PolicySpec) -> Vec<String> {
@@ -327,9 +327,9 @@ pub fn login_check(args: &LoginCheckArgs) -> anyhow::Result<ExitCode> {
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-async fn one_arm(entry: &ProviderEntry, validator: &dyn Validator, request: &JobRequest, cap: Duration) -> (Value, Option<f64>) {
+async fn one_arm(entry: &Provider, validator: &dyn Validator, request: &JobRequest, cap: Duration) -> (Value, Option<f64>) {
     let t0 = Instant::now();
-    match entry.backend.submit(request).await {
+    match entry.api.submit(request).await {
         Err(e) => (
             json!({"state": "SUBMIT_FAILED", "wall_s": 0.0, "valid": false, "validation_reasons": [e.to_string()], "metrics": {}, "error": e.to_string()}),
             None,
@@ -418,7 +418,7 @@ pub fn cancel_audit(args: &CancelAuditArgs) -> anyhow::Result<ExitCode> {
     guard_spend(&config, &names, args.go)?;
     let rt = runtime()?;
     rt.block_on(async {
-        let entries: Vec<ProviderEntry> = config.live_entries()?.into_iter().filter(|e| names.contains(&e.name)).collect();
+        let entries: Vec<Provider> = config.live_entries()?.into_iter().filter(|e| names.contains(&e.name)).collect();
         let ledger = ledger(&config)?;
         let writer = TraceWriter::append(&args.out)?;
         let mut matrix: std::collections::BTreeMap<(String, String), [u32; 4]> = Default::default();
@@ -435,7 +435,7 @@ pub fn cancel_audit(args: &CancelAuditArgs) -> anyhow::Result<ExitCode> {
                     let request = JobRequest::new(format!("audit-{}-{phase}-{attempt}", e.name), json!({"text": "cancel audit"}));
                     ledger.charge(&e.projected_charge(&request.request_id, true))?;
                     let t0 = Instant::now();
-                    let job = match e.backend.submit(&request).await {
+                    let job = match e.api.submit(&request).await {
                         Ok(j) => j,
                         Err(err) => {
                             eprintln!("tailcut: {} submit failed: {err}", e.name);

@@ -19,7 +19,7 @@ use crate::job::{JobRequest, JobResult};
 use crate::ledger::{BudgetGate, LedgerError};
 use crate::money::MicroUsd;
 use crate::policy::Policy;
-use crate::provider::ProviderEntry;
+use crate::provider::Provider;
 use crate::trace::{Decisions, RequestTrace, TraceWriter};
 use crate::validate::Validator;
 use std::fmt;
@@ -133,7 +133,7 @@ pub struct Hedger {
 }
 
 pub(crate) struct Shared {
-    pub(crate) providers: Arc<[ProviderEntry]>,
+    pub(crate) providers: Arc<[Provider]>,
     pub(crate) validator: Arc<dyn Validator>,
     pub(crate) budget: Arc<dyn BudgetGate>,
     pub(crate) trace: Option<Arc<TraceWriter>>,
@@ -164,7 +164,7 @@ impl fmt::Debug for Hedger {
 impl Hedger {
     /// A hedger over `providers`.
     pub fn new(
-        providers: Vec<ProviderEntry>,
+        providers: Vec<Provider>,
         validator: Arc<dyn Validator>,
         budget: Arc<dyn BudgetGate>,
         settings: RaceSettings,
@@ -175,7 +175,7 @@ impl Hedger {
 
     /// A hedger whose extra attempts also pass a hedge-load cap.
     pub fn with_gate(
-        providers: Vec<ProviderEntry>,
+        providers: Vec<Provider>,
         validator: Arc<dyn Validator>,
         budget: Arc<dyn BudgetGate>,
         settings: RaceSettings,
@@ -187,7 +187,7 @@ impl Hedger {
     }
 
     /// The providers, in the order given.
-    pub fn providers(&self) -> &[ProviderEntry] {
+    pub fn providers(&self) -> &[Provider] {
         &self.shared.providers
     }
 

@@ -237,7 +237,7 @@ impl Race {
             return Err(LaunchError::AtCapacity(self.shared.settings.max_live));
         }
         let projected = self.shared.charge_launch(provider, &self.request.request_id, self.attempts.is_empty())?;
-        let backend = self.shared.providers[provider].backend.clone();
+        let backend = self.shared.providers[provider].api.clone();
         let submit_started = Instant::now();
         let submitted = AssertUnwindSafe(backend.submit(&self.request)).catch_unwind().await;
         let submit_returned = Instant::now();

@@ -15,7 +15,7 @@
 use super::{Policy, PolicyError, QueueTimers};
 use crate::engine::{Race, RaceError, Wake};
 use crate::job::JobState;
-use crate::provider::ProviderEntry;
+use crate::provider::Provider;
 use crate::trace::{LearnedChoice, RequestTrace, Role};
 use async_trait::async_trait;
 use std::sync::Mutex;
@@ -95,7 +95,7 @@ impl LearnedPolicy {
     /// ignored unless it lists the same providers in the same order). Indices in `kind`
     /// refer to `providers`.
     pub fn try_new(
-        providers: &[ProviderEntry],
+        providers: &[Provider],
         label: &str,
         kind: LearnedKind,
         model: Option<Model>,

@@ -8,7 +8,7 @@
 //!   timing every iteration;
 //! - [`protocol`]: the coordinator — warm-up, each agent solo, then all together,
 //!   repeated over interleaved trials, every agent in its own OS process;
-//! - [`metrics`]: p50/p95/p99/p99.9, jitter, throughput, degradation factors with
+//! - [`stats`]: p50/p95/p99/p99.9, jitter, throughput, degradation factors with
 //!   bootstrap intervals, the "hidden tail damage" verdict;
 //! - [`report`]: tables, JSON and side-by-side comparison of runs;
 //! - [`plot`]: SVG ECDFs (solo vs shared) and degradation bars;
@@ -20,10 +20,10 @@
 pub mod cuda;
 pub mod http;
 pub mod k8s;
-pub mod metrics;
 pub mod mig;
 pub mod plan;
 pub mod plot;
 pub mod protocol;
 pub mod report;
+pub mod stats;
 pub mod workload;

@@ -1,6 +1,6 @@
 //! Run reports: the JSON document, the text tables, and side-by-side comparison.
 
-use crate::metrics::{ArmStats, Degradation, VerdictThresholds};
+use crate::stats::{ArmStats, Degradation, VerdictThresholds};
 use crate::workload::AgentSpec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -10,10 +10,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
-use tailcut_contend::metrics::VerdictThresholds;
 use tailcut_contend::plan::{plan_k8s, AgentsFile, GpuPool, GroupMode, Planner};
 use tailcut_contend::protocol::{self, Mode, RunSettings};
 use tailcut_contend::report::{compare, RunReport};
+use tailcut_contend::stats::VerdictThresholds;
 use tailcut_contend::workload::{self, AgentError, AgentKind, AgentSpec, Samples, Window};
 
 pub fn run(cmd: &ContendCommand) -> anyhow::Result<ExitCode> {

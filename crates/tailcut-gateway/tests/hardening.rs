@@ -28,11 +28,7 @@ sim = {{ profile = "instant" }}
 [providers.slowsim]
 adapter = "sim"
 sim = {{ profile = "runpod", cold_fast_p = 0.0 }}
-[providers.up]
-adapter = "openai"
-base_url = "http://127.0.0.1:9/v1"
-rate_usd_per_s = 0.0
-[policies.fast]
+{}[policies.fast]
 kind = "single"
 provider = "fastsim"
 [policies.slow]
@@ -51,7 +47,8 @@ policy = "slow"
 kind = "openai"
 models = ["m"]
 policy = "chat"
-"#
+"#,
+        tailcut_testkit::config::openai_provider("up", "http://127.0.0.1:9/v1")
     )
 }
 
@@ -428,26 +425,7 @@ async fn slow_token_upstream() -> (String, tokio::sync::oneshot::Receiver<Instan
 async fn a_streaming_client_that_hangs_up_closes_the_upstream_stream_at_once() {
     use futures::StreamExt;
     let (upstream, closed) = slow_token_upstream().await;
-    let toml = format!(
-        r#"
-[budget]
-ledger = ":memory:"
-[gateway]
-store = ":memory:"
-auth = "none"
-[providers.up]
-adapter = "openai"
-base_url = "{upstream}"
-rate_usd_per_s = 0.0
-[policies.one]
-kind = "single"
-provider = "up"
-[routes.chat]
-kind = "openai"
-models = ["m"]
-policy = "one"
-"#
-    );
+    let toml = tailcut_testkit::config::one_provider_gateway(&upstream, "");
     let url = common::serve_config(&toml).await;
     let resp = reqwest::Client::new()
         .post(url)

@@ -4,7 +4,13 @@
 //! queues, when it finishes, whether its output is valid, how its cancel behaves), and
 //! which records each job's provider-side life so tests can check what the engine did:
 //! how many jobs were alive at once, when each was submitted, which were cancelled.
+//!
+//! Beside it: [`config`], the configuration fragments the gateway and CLI tests share;
+//! [`cli`], the processes, fixtures and output checks of tests that run the binary;
+//! [`fuzz`], a case under a time bound and byte-level damage of valid inputs.
 
+pub mod cli;
+pub mod config;
 pub mod fuzz;
 
 use async_trait::async_trait;

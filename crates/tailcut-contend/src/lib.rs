@@ -3,6 +3,7 @@
 //! Measures what sharing a processor costs co-located agents, generates the Kubernetes
 //! configuration to run the same experiment on GPUs, and plans placements.
 //!
+//! - [`agent`]: what an agent is (kind, settings, window, samples);
 //! - [`workload`]: the agents — CPU `fft`, `gemm`, `membw`; CUDA `cuda-fft`, `cuda-gemm`
 //!   (feature `cuda`); `http` (an OpenAI-compatible endpoint at a fixed rate) — each
 //!   timing every iteration;
@@ -16,6 +17,7 @@
 //! - [`k8s`]: device-plugin sharing ConfigMaps, mig-parted layouts and agent Jobs;
 //! - [`plan`]: placements that meet every agent's p99 objective with the fewest GPUs.
 
+pub mod agent;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod http;

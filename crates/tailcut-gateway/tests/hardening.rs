@@ -113,24 +113,11 @@ async fn jobs_need_a_key_and_are_visible_only_to_their_tenant() {
     assert_eq!((s, row["state"].as_str()), (200, Some("cancelled")), "{row}");
 
     // Ids are not sequential.
-    let (_, a) = json(
-        http.post(format!("{base}/v1/jobs"))
-            .bearer_auth(ALICE)
-            .json(&serde_json::json!({"route": "jobs", "input": {}}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    let (_, b) = json(
-        http.post(format!("{base}/v1/jobs"))
-            .bearer_auth(ALICE)
-            .json(&serde_json::json!({"route": "jobs", "input": {}}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let new_job = || async {
+        let post = http.post(format!("{base}/v1/jobs")).bearer_auth(ALICE).json(&serde_json::json!({"route": "jobs", "input": {}}));
+        json(post.send().await.unwrap()).await.1
+    };
+    let (a, b) = (new_job().await, new_job().await);
     assert_ne!(a["id"], b["id"]);
     assert_ne!(a["id"].as_str().unwrap()[..12], b["id"].as_str().unwrap()[..12]);
 }

@@ -53,18 +53,8 @@ impl RoundSet {
 
     /// The rounds whose id satisfies `keep`, in order.
     pub fn filter(&self, keep: impl Fn(i64) -> bool) -> RoundSet {
-        let w = self.width();
-        let mut out = RoundSet::new(self.providers.clone());
-        for r in 0..self.len() {
-            if keep(self.round_ids[r]) {
-                out.round_ids.push(self.round_ids[r]);
-                out.blocks.push(self.blocks[r]);
-                out.latency.extend_from_slice(&self.latency[r * w..(r + 1) * w]);
-                out.billed.extend_from_slice(&self.billed[r * w..(r + 1) * w]);
-                out.queue.extend_from_slice(&self.queue[r * w..(r + 1) * w]);
-            }
-        }
-        out
+        let rows: Vec<bool> = self.round_ids.iter().map(|&id| keep(id)).collect();
+        self.retain_rows(&rows)
     }
 
     /// The rounds whose `keep` entry is true, in order.

@@ -17,6 +17,8 @@
 //! - [`k8s`]: device-plugin sharing ConfigMaps, mig-parted layouts and agent Jobs;
 //! - [`plan`]: placements that meet every agent's p99 objective with the fewest GPUs.
 
+#![warn(missing_docs)]
+
 pub mod agent;
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -19,6 +19,8 @@
 //! - [`synth`]: synthetic paired rounds drawn from the simulator profiles;
 //! - [`plot`]: SVG latency distributions.
 
+#![warn(missing_docs)]
+
 pub mod learned;
 pub mod plot;
 pub mod rounds;

@@ -15,6 +15,8 @@
 //! an optional leak probability makes a cancel acknowledged but ineffective. Billing is
 //! per second from worker start, plus the idle window.
 
+#![warn(missing_docs)]
+
 mod job;
 mod pool;
 mod profile;

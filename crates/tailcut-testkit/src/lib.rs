@@ -9,6 +9,8 @@
 //! [`cli`], the processes, fixtures and output checks of tests that run the binary;
 //! [`fuzz`], a case under a time bound and byte-level damage of valid inputs.
 
+#![warn(missing_docs)]
+
 pub mod cli;
 pub mod config;
 pub mod fuzz;

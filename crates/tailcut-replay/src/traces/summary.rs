@@ -7,6 +7,7 @@ use tailcut_stats::{max_finite, quantile_linear, quantile_nearest, sort_latencie
 
 use super::record::{AuditRow, LiveRow, ReceiptFacts};
 
+/// Min / median / max of a list.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Spread {
     /// Smallest.

@@ -24,7 +24,7 @@ pub(crate) struct Timeline {
 }
 
 pub(crate) struct SimJob {
-    pub(crate) backend: Arc<Inner>,
+    pub(crate) provider: Arc<Inner>,
     pub(crate) id: String,
     pub(crate) submitted: Instant,
     pub(crate) start: Instant,
@@ -61,7 +61,7 @@ impl SimJob {
         if t.cancelled_at.is_some_and(|c| now >= c) {
             return JobState::Cancelled;
         }
-        let coarse = |s| if self.backend.profile.reports_queued { s } else { JobState::Pending };
+        let coarse = |s| if self.provider.profile.reports_queued { s } else { JobState::Pending };
         if now < self.start || t.cancelled_in_queue {
             coarse(JobState::Queued)
         } else if now < t.end {
@@ -72,7 +72,7 @@ impl SimJob {
     }
 
     fn metrics(&self) -> serde_json::Map<String, serde_json::Value> {
-        let name = &self.backend.name;
+        let name = &self.provider.name;
         let mut m = serde_json::Map::new();
         m.insert("sim_mode".into(), self.mode.label().into());
         let (exec_ms, left_queue) = {
@@ -84,7 +84,7 @@ impl SimJob {
             }
         };
         m.insert(format!("{name}_execution_ms"), exec_ms.into());
-        if self.backend.profile.reports_queued {
+        if self.provider.profile.reports_queued {
             let delay_ms = left_queue.saturating_duration_since(self.submitted).as_secs_f64() * 1000.0;
             m.insert(format!("{name}_delay_ms"), serde_json::json!((delay_ms * 10.0).round() / 10.0));
         }
@@ -92,9 +92,9 @@ impl SimJob {
     }
 
     fn payload(&self) -> Payload {
-        match self.backend.profile.output {
+        match self.provider.profile.output {
             SimOutput::Json => {
-                let body = serde_json::json!({"provider": self.backend.name, "job_id": self.id, "output": "ok"}).to_string();
+                let body = serde_json::json!({"provider": self.provider.name, "job_id": self.id, "output": "ok"}).to_string();
                 let bytes = if self.draws.malformed { body.as_bytes()[..body.len() / 2].to_vec() } else { body.into_bytes() };
                 Payload { bytes: bytes.into(), content_type: "application/json".into() }
             }
@@ -107,7 +107,7 @@ impl SimJob {
 
     /// Shortens the job to end at `at` and releases its worker from then on.
     fn stop_at(&self, at: Instant, queued: bool) {
-        let mut st = self.backend.lock();
+        let mut st = self.provider.lock();
         if let Some(span) = st.spans.get_mut(self.span) {
             span.1 = if queued { span.0 } else { at.max(span.0) };
         }
@@ -131,7 +131,7 @@ impl SimJob {
     }
 
     fn cost_between(&self, from: Instant, to: Instant) -> MicroUsd {
-        self.backend.rate.cost_of(to.saturating_duration_since(from))
+        self.provider.rate.cost_of(to.saturating_duration_since(from))
     }
 }
 
@@ -185,7 +185,7 @@ impl Job for SimJob {
     }
 
     async fn cancel(&self, ctx: CancelContext) -> Result<Receipt, ProviderError> {
-        let mut receipt = ctx.receipt(&self.backend.name, Some(self.id.clone()));
+        let mut receipt = ctx.receipt(&self.provider.name, Some(self.id.clone()));
         let now = ctx.sent_at;
         let ack_at = now + Duration::from_secs_f64(self.draws.cancel_ack_ms / 1000.0);
         let state = self.state_at(now);

@@ -93,7 +93,7 @@ impl ProviderApi for SimBackend {
         let now = Instant::now();
         let (worker, start, end, mode, prev_busy, span) = self.inner.plan(now, &draws);
         let job = SimJob {
-            backend: self.inner.clone(),
+            provider: self.inner.clone(),
             id: format!("sim-{}-{n}", self.inner.name),
             submitted: now,
             start,

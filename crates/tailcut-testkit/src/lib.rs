@@ -120,7 +120,7 @@ pub struct JobLife {
     pub cancel_called: bool,
 }
 
-/// Job lives shared by every scripted backend in a test.
+/// Job lives shared by every scripted provider in a test.
 #[derive(Clone, Debug, Default)]
 pub struct Recorder {
     lives: Arc<Mutex<Vec<JobLife>>>,
@@ -186,7 +186,7 @@ pub struct ScriptedBackend {
 }
 
 impl ScriptedBackend {
-    /// A backend called `name` that plays `scripts`.
+    /// A provider called `name` that plays `scripts`.
     pub fn new(name: &str, reports_queued: bool, scripts: Vec<Script>, recorder: &Recorder) -> ScriptedBackend {
         let last = scripts.last().copied().unwrap_or(Script::valid_after(Duration::from_secs(1)));
         ScriptedBackend {

@@ -8,13 +8,13 @@
 //! serde visitors — no JSON value tree is ever built — by worker threads over blocks of
 //! the file, so memory stays at ~80 bytes per round whatever the line length.
 //!
-//! The parts, leaves first: [`error`] (what can go wrong, and the wording of messages),
+//! The parts, leaves first: `error` (what can go wrong, and the wording of messages),
 //! `set` (the column store and reader options), `fields` (serde visitors for one line),
 //! `chunk` (one block of lines into columns, with range checks) and `reader` (the file
 //! reader handing blocks to worker threads, and the duplicate-round check).
 
 mod chunk;
-pub mod error;
+mod error;
 mod fields;
 mod reader;
 mod set;

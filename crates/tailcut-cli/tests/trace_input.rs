@@ -35,10 +35,13 @@ fn a_closed_stdout_ends_every_command_quietly() {
         vec!["demo".into(), "--requests".into(), "20".into(), "--trace".into(), out],
     ];
     for args in runs {
-        let mut child =
-            Command::new(env!("CARGO_BIN_EXE_tailcut")).args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        // The reader goes away before the first byte is written, as `| head -0` would.
-        drop(child.stdout.take());
+        // The pipe's reader is gone before the child starts, as with `| head -0` once
+        // head has exited: the child's first write must fail, however fast it writes
+        // (closing the reader after spawning raced a child that fit its whole output
+        // into the pipe's buffer first).
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let child = Command::new(env!("CARGO_BIN_EXE_tailcut")).args(&args).stdout(writer).stderr(Stdio::piped()).spawn().unwrap();
         let out = child.wait_with_output().unwrap();
         let err = stderr(&out);
         assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{args:?}: {err}");

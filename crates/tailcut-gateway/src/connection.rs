@@ -6,7 +6,7 @@
 //! - **Idle timeout**: a connection with no complete request head for `idle_timeout`
 //!   (hyper's head timer, which starts when the connection opens or its previous
 //!   response is done) is closed.
-//! - **Body timeout**: applied where bodies are read ([`crate::runtime::read_body`]).
+//! - **Body timeout**: applied where bodies are read ([`crate::admission::read_body`]).
 //! - **Connection cap** ([`Connections`]): below the file-descriptor limit. At the cap,
 //!   idle keep-alive connections are shed (closed; busy ones finish their request
 //!   first) so that new callers, `/healthz` and `/metrics` among them, still get in; a

@@ -4,7 +4,8 @@
 //! receipts), then return.
 
 use crate::connection::{Admission, ConnState, GuardedStream};
-use crate::runtime::{log, wait_for, AppState};
+use crate::observe::log;
+use crate::state::AppState;
 use serde_json::json;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -156,7 +157,7 @@ async fn drain_jobs(state: &AppState) {
         let _ = s.send(());
     }
     for id in ids {
-        let _ = wait_for(state, &id, Duration::from_secs(30)).await;
+        let _ = state.wait_for_job(&id, Duration::from_secs(30)).await;
     }
 }
 

@@ -23,6 +23,8 @@
 //! providers behind a route, whole and streamed), `connection`, `limits` and `serving`
 //! (connections, head limits, accept and drain).
 
+#![warn(missing_docs)]
+
 mod admission;
 mod auth;
 mod connection;

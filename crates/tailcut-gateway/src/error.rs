@@ -113,3 +113,29 @@ impl IntoResponse for ApiError {
         (self.status(), Json(self.body())).into_response()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailcut_core::ledger::LedgerError;
+    use tailcut_core::MicroUsd;
+
+    #[test]
+    fn a_stream_that_breaks_ends_with_the_error_body_as_an_event_then_done() {
+        let end = ApiError::ProviderFailed("upstream failed mid-stream: cut".into()).stream_end();
+        let want =
+            json!({"error": {"message": "upstream failed mid-stream: cut", "type": "api_error", "param": null, "code": "upstream_failed"}});
+        assert_eq!(end, bytes::Bytes::from(format!("data: {want}\n\ndata: [DONE]\n\n")));
+    }
+
+    #[test]
+    fn a_race_the_engine_refuses_is_a_429_naming_why() {
+        let e = ApiError::from(RaceError::AtCapacity(2));
+        assert_eq!(e.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(e.to_string(), "refused: live-attempt cap of 2 reached");
+        let over = LedgerError::BudgetExceeded { limit_name: "hard_stop", limit: MicroUsd(1), spent: MicroUsd(1), requested: MicroUsd(1) };
+        let budget = ApiError::from(RaceError::Budget(over));
+        assert_eq!(budget.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert!(budget.to_string().starts_with("refused: budget exceeded"), "{budget}");
+    }
+}

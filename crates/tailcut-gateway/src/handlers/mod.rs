@@ -53,3 +53,20 @@ pub fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(ops::method_not_allowed)
         .with_state(state)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fast_path_takes_exactly_the_endpoints_of_the_table() {
+        for (path, ep) in ENDPOINTS {
+            assert_eq!(endpoint(&Method::POST, path), Some(ep), "{path}");
+            assert_eq!(endpoint(&Method::GET, path), None, "{path}: only POST is an endpoint");
+            assert_eq!(format!("/v1/{}", ep.path()), path, "the table agrees with the provider's own path");
+        }
+        for other in ["/v1/models", "/v1/jobs", "/healthz", "/v1/chat/completions/", "/v1/chat"] {
+            assert_eq!(endpoint(&Method::POST, other), None, "{other}");
+        }
+    }
+}

@@ -237,7 +237,7 @@ pub(crate) enum Admission {
 
 impl Connections {
     /// A cap of `cap` connections (None: half the file-descriptor limit, which leaves one
-    /// descriptor per client connection for its upstream).
+    /// descriptor per client connection for its provider connection).
     pub(crate) fn new(cap: Option<usize>) -> Connections {
         let cap = cap.unwrap_or_else(|| (fd_limit() / 2).max(64)).max(1);
         let ceiling = cap + (cap / 16).max(8);

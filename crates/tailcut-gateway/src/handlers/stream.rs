@@ -58,6 +58,7 @@ pub(crate) async fn serve(
             return Err(ApiError::Timeout);
         }
         let why: Vec<String> = handoff.failures().iter().map(|(p, e)| format!("{p}: {e}")).collect();
+        // Client-visible texts keep their words ("upstream"), which clients may match on.
         return Err(ApiError::ProviderFailed(format!("every upstream failed before its first token ({})", why.join("; "))));
     };
     let reason = match (hedged, handoff.last_start_followed_failure()) {

@@ -15,7 +15,7 @@ use tailcut_providers::cerebrium::Cerebrium;
 use tailcut_providers::fal::Fal;
 use tailcut_providers::generic::{Generic, GenericSpec};
 use tailcut_providers::modal::Modal;
-use tailcut_providers::openai::{OpenAi, Route};
+use tailcut_providers::openai::{Endpoint, OpenAi};
 use tailcut_providers::replicate::{Replicate, Target};
 use tailcut_providers::runpod::RunPod;
 use tailcut_providers::{HttpClient, PollSettings, PollingBackend, Secret};
@@ -91,7 +91,7 @@ pub struct RemoteAdapter {
     /// Baseten collector URL template.
     pub result_url: Option<String>,
     /// OpenAI route.
-    pub route: Route,
+    pub route: Endpoint,
     /// OpenAI streaming.
     pub stream: bool,
     /// Modal proxy auth env vars.
@@ -180,7 +180,7 @@ pub(crate) fn parse(file: &str, key: &str, raw: &RawProvider) -> Result<Option<R
         environment: raw.environment.clone().unwrap_or_else(|| "production".into()),
         webhook: raw.webhook.clone(),
         result_url: raw.result_url.clone(),
-        route: Route::Chat,
+        route: Endpoint::Chat,
         stream: raw.stream.unwrap_or(false),
         proxy_env: None,
         prefer_wait_s: None,
@@ -250,8 +250,8 @@ pub(crate) fn parse(file: &str, key: &str, raw: &RawProvider) -> Result<Option<R
         RemoteKind::OpenAi => {
             a.base = trim(raw.base_url.as_deref().ok_or_else(|| err("base_url", "required (e.g. http://127.0.0.1:8000/v1)".into()))?);
             a.route = match raw.route.as_deref() {
-                None | Some("chat") => Route::Chat,
-                Some("completions") => Route::Completions,
+                None | Some("chat") => Endpoint::Chat,
+                Some("completions") => Endpoint::Completions,
                 Some(other) => return Err(err("route", format!("`{other}`: expected chat or completions"))),
             };
         }
@@ -392,7 +392,7 @@ impl RemoteAdapter {
                 base: self.base.clone(),
                 model: self.model.clone(),
                 key: secret,
-                route: self.route,
+                endpoint: self.route,
                 stream: self.stream,
                 check_json: true,
                 http,

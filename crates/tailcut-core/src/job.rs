@@ -1,6 +1,7 @@
 //! What travels through a race: the request, job states, and results.
 
 use serde::{Deserialize, Serialize};
+use std::any::Any;
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -55,12 +56,25 @@ impl JobState {
 }
 
 /// One request to race: an id and the JSON input every provider receives.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct JobRequest {
     /// Caller-visible id, also written to the trace.
     pub request_id: String,
     /// The job input, shared by every attempt.
     input: Arc<Input>,
+    /// What the caller hands every attempt's provider besides the input (e.g. a
+    /// [`StreamHandoff`](crate::stream::StreamHandoff)); never sent anywhere.
+    extension: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for JobRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobRequest")
+            .field("request_id", &self.request_id)
+            .field("input", &self.input)
+            .field("extension", &self.extension.is_some())
+            .finish()
+    }
 }
 
 /// A request's input: the document, the text the caller sent, or both. Given only the
@@ -75,19 +89,36 @@ struct Input {
 impl JobRequest {
     /// A request with the given id and input.
     pub fn new(request_id: impl Into<String>, input: serde_json::Value) -> JobRequest {
-        JobRequest { request_id: request_id.into(), input: Arc::new(Input { document: input.into(), raw: None }) }
+        JobRequest { request_id: request_id.into(), input: Arc::new(Input { document: input.into(), raw: None }), extension: None }
     }
 
     /// A request whose input was parsed from `raw`; `raw` must be the JSON text of `input`.
     pub fn with_raw(request_id: impl Into<String>, input: serde_json::Value, raw: bytes::Bytes) -> JobRequest {
-        JobRequest { request_id: request_id.into(), input: Arc::new(Input { document: input.into(), raw: Some(raw) }) }
+        JobRequest { request_id: request_id.into(), input: Arc::new(Input { document: input.into(), raw: Some(raw) }), extension: None }
     }
 
     /// A request whose input is the JSON text `raw`, parsed only if an adapter needs
     /// the document. The caller has checked that `raw` is JSON; if it is not, the
     /// document reads as `null`.
     pub fn from_raw(request_id: impl Into<String>, raw: bytes::Bytes) -> JobRequest {
-        JobRequest { request_id: request_id.into(), input: Arc::new(Input { document: std::sync::OnceLock::new(), raw: Some(raw) }) }
+        JobRequest {
+            request_id: request_id.into(),
+            input: Arc::new(Input { document: std::sync::OnceLock::new(), raw: Some(raw) }),
+            extension: None,
+        }
+    }
+
+    /// This request carrying `value` to every attempt's provider (one extension per
+    /// request; a second call replaces the first). Providers that expect one read it with
+    /// [`JobRequest::extension`]; the rest never see it.
+    pub fn with_extension<T: Any + Send + Sync>(mut self, value: T) -> JobRequest {
+        self.extension = Some(Arc::new(value));
+        self
+    }
+
+    /// The request's extension, if it has one of type `T`.
+    pub fn extension<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.extension.as_deref().and_then(|e| e.downcast_ref::<T>())
     }
 
     /// The input document every provider receives.

@@ -13,10 +13,17 @@
 //! - [`validate`]: result validators looked up by name;
 //! - [`ledger`]: projected-cost ledger with budget gates, in integer micro-USD, durable in
 //!   SQLite;
+//! - [`stream`]: streams as races (a stream job's result is its first content event; the
+//!   winner's stream is handed over intact) and [`first_token`], the first-token hedge
+//!   chain that drives them;
 //! - [`trace`]: the JSONL request-trace record and an append-only writer;
 //! - [`money`]: integer money types.
 
 pub mod engine;
+// The first-token hedge chain lives with the policies; declared here, apart from
+// `policy.rs`, while that file is split (it becomes `policy::first_token`).
+#[path = "policy/first_token.rs"]
+pub mod first_token;
 pub mod job;
 pub mod json_scan;
 pub mod ledger;
@@ -24,6 +31,7 @@ pub mod money;
 pub mod policy;
 pub mod provider;
 pub mod receipt;
+pub mod stream;
 pub mod trace;
 pub mod validate;
 

@@ -4,7 +4,7 @@
 //! route permission and rate limit. Every jobs and OpenAI route goes through here.
 
 use crate::error::ApiError;
-use crate::runtime::Runtime;
+use crate::state::Runtime;
 use crate::tenancy::{sha256_hex, Tenant};
 use axum::http::{header::AUTHORIZATION, HeaderMap};
 use std::sync::Arc;

@@ -6,7 +6,7 @@
 //! - **Idle timeout**: a connection with no complete request head for `idle_timeout`
 //!   (hyper's head timer, which starts when the connection opens or its previous
 //!   response is done) is closed.
-//! - **Body timeout**: applied where bodies are read ([`crate::runtime::read_body`]).
+//! - **Body timeout**: applied where bodies are read ([`crate::admission::read_body`]).
 //! - **Connection cap** ([`Connections`]): below the file-descriptor limit. At the cap,
 //!   idle keep-alive connections are shed (closed; busy ones finish their request
 //!   first) so that new callers, `/healthz` and `/metrics` among them, still get in; a
@@ -237,7 +237,7 @@ pub(crate) enum Admission {
 
 impl Connections {
     /// A cap of `cap` connections (None: half the file-descriptor limit, which leaves one
-    /// descriptor per client connection for its upstream).
+    /// descriptor per client connection for its provider connection).
     pub(crate) fn new(cap: Option<usize>) -> Connections {
         let cap = cap.unwrap_or_else(|| (fd_limit() / 2).max(64)).max(1);
         let ceiling = cap + (cap / 16).max(8);

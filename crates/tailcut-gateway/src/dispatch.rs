@@ -1,12 +1,14 @@
-//! The gateway as one hyper service. The OpenAI endpoints, which every proxied call
+//! The gateway as one hyper service (the fast path). The OpenAI endpoints (from the one
+//! table of paths, [`crate::handlers::ENDPOINTS`]), which every proxied call
 //! takes, go straight to their handler with hyper's own body; every other path goes
 //! through the axum router, whose layers (route lookup, boxed-service clones, request
 //! extensions, the extractors' copy of the headers, the response's length header
 //! rebuilt, the boxed body) would cost ~6,000 instructions per proxied call.
 
+use crate::admission::read_body;
 use crate::connection::ConnState;
-use crate::runtime::{openai, read_body, router, AppState, Endpoint};
-use axum::http::Method;
+use crate::handlers::{endpoint, router, serve_openai};
+use crate::state::AppState;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use futures::future::BoxFuture;
@@ -31,18 +33,6 @@ impl Gateway {
     /// This gateway serving one connection.
     pub(crate) fn for_connection(&self, conn: Arc<ConnState>) -> Gateway {
         Gateway { state: self.state.clone(), router: self.router.clone(), conn }
-    }
-
-    fn endpoint(method: &Method, path: &str) -> Option<Endpoint> {
-        if method != Method::POST {
-            return None;
-        }
-        match path {
-            "/v1/chat/completions" => Some(Endpoint::Chat),
-            "/v1/completions" => Some(Endpoint::Completions),
-            "/v1/embeddings" => Some(Endpoint::Embeddings),
-            _ => None,
-        }
     }
 }
 
@@ -71,7 +61,7 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Gat
                 Ok(refusal.into_response())
             });
         }
-        match Gateway::endpoint(req.method(), req.uri().path()) {
+        match endpoint(req.method(), req.uri().path()) {
             Some(ep) => {
                 let st = self.state.clone();
                 Box::pin(async move {
@@ -79,7 +69,7 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Gat
                     // The body is read as hyper delivers it: no boxing, no router.
                     let (parts, body) = req.into_parts();
                     Ok(match read_body(&st, &parts.headers, body).await {
-                        Ok(bytes) => openai(st, parts.headers, bytes, ep).await,
+                        Ok(bytes) => serve_openai(st, parts.headers, bytes, ep).await,
                         Err(e) => e.into_response(),
                     })
                 })

@@ -1,9 +1,12 @@
-//! Errors as HTTP responses: OpenAI-style JSON bodies, one place.
+//! Errors as HTTP responses: OpenAI-style JSON bodies, one place. Every error a client
+//! sees — a refused or failed request, a race the engine refused, a stream that broke
+//! after its first token — is an [`ApiError`] rendered here.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
+use serde_json::{json, Value};
+use tailcut_core::RaceError;
 
 /// A request that could not be served.
 #[derive(Debug, thiserror::Error)]
@@ -38,9 +41,9 @@ pub enum ApiError {
     /// Rate limit or budget.
     #[error("{0}")]
     TooMany(String),
-    /// Every upstream failed.
+    /// Every provider failed (or the winner's stream broke).
     #[error("{0}")]
-    Upstream(String),
+    ProviderFailed(String),
     /// Overloaded or draining.
     #[error("{0}")]
     Unavailable(String),
@@ -62,7 +65,7 @@ impl ApiError {
             ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "invalid_request_error", "method_not_allowed"),
             ApiError::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "invalid_request_error", "body_timeout"),
             ApiError::TooMany(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error", "rate_limit_exceeded"),
-            ApiError::Upstream(_) => (StatusCode::BAD_GATEWAY, "api_error", "upstream_failed"),
+            ApiError::ProviderFailed(_) => (StatusCode::BAD_GATEWAY, "api_error", "upstream_failed"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "api_error", "unavailable"),
             ApiError::Timeout => (StatusCode::GATEWAY_TIMEOUT, "api_error", "timeout"),
         }
@@ -71,6 +74,25 @@ impl ApiError {
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
         self.parts().0
+    }
+
+    /// The OpenAI-style JSON body: `{"error": {"message", "type", "param", "code"}}`.
+    fn body(&self) -> Value {
+        let (_, kind, code) = self.parts();
+        json!({"error": {"message": self.to_string(), "type": kind, "param": null, "code": code}})
+    }
+
+    /// The error as the last events of a stream already under way (its status was sent):
+    /// the error body as an event, then `[DONE]`.
+    pub fn stream_end(&self) -> bytes::Bytes {
+        bytes::Bytes::from(format!("data: {}\n\ndata: [DONE]\n\n", self.body()))
+    }
+}
+
+/// The engine refused to race the request (budget, live cap): 429.
+impl From<RaceError> for ApiError {
+    fn from(e: RaceError) -> ApiError {
+        ApiError::TooMany(format!("refused: {e}"))
     }
 }
 
@@ -88,7 +110,32 @@ pub fn protocol_error_body(status: u16) -> String {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, kind, code) = self.parts();
-        (status, Json(json!({"error": {"message": self.to_string(), "type": kind, "param": null, "code": code}}))).into_response()
+        (self.status(), Json(self.body())).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailcut_core::ledger::LedgerError;
+    use tailcut_core::MicroUsd;
+
+    #[test]
+    fn a_stream_that_breaks_ends_with_the_error_body_as_an_event_then_done() {
+        let end = ApiError::ProviderFailed("upstream failed mid-stream: cut".into()).stream_end();
+        let want =
+            json!({"error": {"message": "upstream failed mid-stream: cut", "type": "api_error", "param": null, "code": "upstream_failed"}});
+        assert_eq!(end, bytes::Bytes::from(format!("data: {want}\n\ndata: [DONE]\n\n")));
+    }
+
+    #[test]
+    fn a_race_the_engine_refuses_is_a_429_naming_why() {
+        let e = ApiError::from(RaceError::AtCapacity(2));
+        assert_eq!(e.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(e.to_string(), "refused: live-attempt cap of 2 reached");
+        let over = LedgerError::BudgetExceeded { limit_name: "hard_stop", limit: MicroUsd(1), spent: MicroUsd(1), requested: MicroUsd(1) };
+        let budget = ApiError::from(RaceError::Budget(over));
+        assert_eq!(budget.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert!(budget.to_string().starts_with("refused: budget exceeded"), "{budget}");
     }
 }

@@ -8,27 +8,42 @@
 //!   SQLite for the retention window.
 //! - **OpenAI-compatible proxy**: `/v1/chat/completions`, `/v1/completions`,
 //!   `/v1/embeddings`, `/v1/models`, routed by model name to a route's policy over
-//!   OpenAI-compatible upstreams. Whole responses are hedged by the core engine; streams
-//!   are hedged on the **first content token** ([`stream`]).
+//!   OpenAI-compatible providers. Whole responses and streams are both raced by the core
+//!   engine; streams are hedged on the **first content token** (`handlers::stream`).
 //! - **Tenancy**: hashed API keys, per-key budgets and rate limits, a per-route
 //!   hedge-load cap ([`tenancy`]).
 //! - **Operations**: `/metrics`, `/healthz`, `/readyz`, JSON logs with request ids,
 //!   config reload on SIGHUP, graceful drain on SIGTERM.
+//!
+//! Modules by concern: `state` (the runtime built from a configuration, the process
+//! state), `handlers` (the paths and their handlers, one table shared with `dispatch`,
+//! the fast path), `admission` (in-flight slots, body reading), `auth` (keys, route
+//! permissions), `observe` (logs, race metrics, header names), [`metrics`] (the
+//! Prometheus registry), [`error`] (every error as HTTP), `providers` (the OpenAI
+//! providers behind a route, whole and streamed), `connection`, `limits` and `serving`
+//! (connections, head limits, accept and drain).
 
+#![warn(missing_docs)]
+
+mod admission;
 mod auth;
 mod connection;
 mod dispatch;
 pub mod error;
+mod handlers;
 pub mod limits;
 pub mod metrics;
+mod observe;
 mod probe;
-mod runtime;
+mod providers;
 mod serving;
+mod state;
 pub mod store;
-mod stream;
 pub mod tenancy;
 pub mod webhook;
 
 pub use connection::raise_fd_limit;
-pub use runtime::{log_event, router, AppState};
+pub use handlers::router;
+pub use observe::log_event;
 pub use serving::{serve, serve_per_core};
+pub use state::AppState;

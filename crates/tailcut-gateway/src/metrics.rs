@@ -52,7 +52,7 @@ impl Default for Metrics {
 }
 
 /// One thread's series. Its locks are taken by that thread and, rarely, a scrape.
-/// Its maps hash with FxHash: keys are short, trusted (built here from route and upstream
+/// Its maps hash with FxHash: keys are short, trusted (built here from route and provider
 /// names) and looked up several times per request; a scrape sorts them.
 #[derive(Debug, Default)]
 struct Shard {
@@ -143,9 +143,10 @@ impl Series {
     }
 }
 
-/// One upstream's per-request series within a route.
+/// One provider's per-request series within a route (labelled `upstream`, the name
+/// dashboards know).
 #[derive(Debug)]
-pub struct UpstreamSeries {
+pub struct ProviderSeries {
     name: String,
     /// `tailcut_attempts_total{route, upstream}`.
     pub attempts: Series,
@@ -163,15 +164,15 @@ pub struct RouteSeries {
     pub ok: Series,
     /// `tailcut_request_seconds{route}`.
     pub seconds: Series,
-    upstreams: Vec<UpstreamSeries>,
+    providers: Vec<ProviderSeries>,
 }
 
 impl RouteSeries {
-    /// The series of route `route` and its upstreams.
-    pub fn new<'a>(route: &str, upstreams: impl IntoIterator<Item = &'a str>) -> RouteSeries {
-        let upstreams = upstreams
+    /// The series of route `route` and its providers.
+    pub fn new<'a>(route: &str, providers: impl IntoIterator<Item = &'a str>) -> RouteSeries {
+        let providers = providers
             .into_iter()
-            .map(|u| UpstreamSeries {
+            .map(|u| ProviderSeries {
                 name: u.to_string(),
                 attempts: Series::new("tailcut_attempts_total", &[("route", route), ("upstream", u)]),
                 spend: Series::new("tailcut_spend_micro_usd_total", &[("route", route), ("upstream", u)]),
@@ -182,7 +183,7 @@ impl RouteSeries {
             route: route.to_string(),
             ok: Series::new("tailcut_requests_total", &[("route", route), ("status", "200")]),
             seconds: Series::new("tailcut_request_seconds", &[("route", route)]),
-            upstreams,
+            providers,
         }
     }
 
@@ -191,9 +192,9 @@ impl RouteSeries {
         &self.route
     }
 
-    /// An upstream's series; `None` for a name the route was not built with.
-    pub fn upstream(&self, name: &str) -> Option<&UpstreamSeries> {
-        self.upstreams.iter().find(|u| u.name == name)
+    /// A provider's series; `None` for a name the route was not built with.
+    pub fn provider(&self, name: &str) -> Option<&ProviderSeries> {
+        self.providers.iter().find(|u| u.name == name)
     }
 }
 
@@ -370,12 +371,12 @@ mod tests {
         let r = RouteSeries::new("chat", ["a", "b\"c"]);
         assert_eq!(r.route(), "chat");
         m.inc("tailcut_attempts_total", &[("route", "chat"), ("upstream", "a")]);
-        m.add_series(&r.upstream("a").unwrap().attempts, 1.0);
-        m.add_series(&r.upstream("b\"c").unwrap().wins, 2.0);
+        m.add_series(&r.provider("a").unwrap().attempts, 1.0);
+        m.add_series(&r.provider("b\"c").unwrap().wins, 2.0);
         m.add_series(&r.ok, 1.0);
         m.observe_series(&r.seconds, 0.004);
         m.observe("tailcut_request_seconds", &[("route", "chat")], 0.5);
-        assert!(r.upstream("z").is_none());
+        assert!(r.provider("z").is_none());
         assert_eq!(m.get("tailcut_attempts_total", &[("route", "chat"), ("upstream", "a")]), 2.0);
         assert_eq!(m.get("tailcut_wins_total", &[("route", "chat"), ("upstream", "b\"c")]), 2.0);
         assert_eq!(m.get("tailcut_requests_total", &[("route", "chat"), ("status", "200")]), 1.0);

@@ -264,7 +264,7 @@ mod tests {
 /// Fuzz-style tests, bounded for CI: arbitrary bytes and damaged request bodies through
 /// the probe. It must never panic, answer every case in bounded time, and reject with a
 /// message; a body it accepts must be an object serde_json reads when it skims it (keys
-/// read, values skipped: what the probe promises; the upstream judges the rest). Seeds: the shapes
+/// read, values skipped: what the probe promises; the provider judges the rest). Seeds: the shapes
 /// that broke parsers before (deep nesting, huge strings, invalid UTF-8, NaN-like
 /// numbers, duplicated keys, escapes in keys).
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //! receipts), then return.
 
 use crate::connection::{Admission, ConnState, GuardedStream};
-use crate::runtime::{log, wait_for, AppState};
+use crate::observe::log;
+use crate::state::AppState;
 use serde_json::json;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -29,7 +30,7 @@ fn spawn_cleaner(state: &Arc<AppState>) -> tokio::task::JoinHandle<()> {
 /// writes to its eventfd (one system call, and one more `epoll_wait` return) whenever a
 /// new timer is due before the wake-up it planned when it last parked, and on a busy
 /// thread that is most of the three timers a request sets (the total timeout, the
-/// hedge delay, the upstream client's timeout): 0.9 wake-ups per request at full load
+/// hedge delay, the provider client's timeout): 0.9 wake-ups per request at full load
 /// (`perf stat`), against nginx's none. A timer re-armed every `HEARTBEAT` keeps the
 /// planned wake-up at most that far away, so timers longer than it register without a
 /// system call. It costs ten wake-ups a second on an idle thread.
@@ -156,7 +157,7 @@ async fn drain_jobs(state: &AppState) {
         let _ = s.send(());
     }
     for id in ids {
-        let _ = wait_for(state, &id, Duration::from_secs(30)).await;
+        let _ = state.wait_for_job(&id, Duration::from_secs(30)).await;
     }
 }
 
@@ -198,7 +199,7 @@ fn reuseport_listener(_addr: SocketAddr) -> std::io::Result<tokio::net::TcpListe
 
 /// Serves on `threads` single-threaded runtimes, one per core, in the manner of nginx's
 /// worker processes: each thread accepts on its own `SO_REUSEPORT` socket bound to
-/// `listener`'s address, so a connection, the tasks its requests start and the upstream
+/// `listener`'s address, so a connection, the tasks its requests start and the provider
 /// connections they use stay on one thread, with no cross-thread wake-ups on the
 /// request path. Where a second socket cannot be bound (the first lacks `SO_REUSEPORT`),
 /// the threads share the one socket. Call it from a runtime (signals and the job

@@ -16,9 +16,9 @@ use tailcut_core::receipt::Evidence;
 use tailcut_core::{Capabilities, Job, JobRequest, JobResult, JobState, Payload, ProviderApi, ProviderError};
 use tokio::time::Instant;
 
-/// Which route.
+/// Which OpenAI endpoint a call goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
+pub enum Endpoint {
     /// `/v1/chat/completions`.
     Chat,
     /// `/v1/completions`.
@@ -38,8 +38,8 @@ pub struct OpenAi {
     pub model: Option<String>,
     /// Bearer key, if the server wants one.
     pub key: Option<Secret>,
-    /// Route.
-    pub route: Route,
+    /// The endpoint called.
+    pub endpoint: Endpoint,
     /// Stream (SSE) and assemble.
     pub stream: bool,
     /// Check that a whole reply is JSON before calling it completed. A caller whose
@@ -68,11 +68,11 @@ impl PlainCall {
     /// `None` where the plain client does not apply (TLS, streamed replies, a base URL
     /// it cannot carry as is).
     fn prepare(cfg: &OpenAi) -> Option<Arc<PlainCall>> {
-        if cfg.stream && cfg.route != Route::Embeddings {
+        if cfg.stream && cfg.endpoint != Endpoint::Embeddings {
             return None;
         }
         let (authority, base_path) = crate::plain::split_http_base(&cfg.base)?;
-        let path = format!("{base_path}/{}", cfg.route.path());
+        let path = format!("{base_path}/{}", cfg.endpoint.path());
         let authorization = match &cfg.key {
             None => None,
             // A key that cannot be a header value goes the TLS client's way, which says so.
@@ -96,13 +96,13 @@ impl PlainCall {
     }
 }
 
-impl Route {
+impl Endpoint {
     /// The endpoint's path under the base URL (`chat/completions`, ...).
     pub fn path(self) -> &'static str {
         match self {
-            Route::Chat => "chat/completions",
-            Route::Completions => "completions",
-            Route::Embeddings => "embeddings",
+            Endpoint::Chat => "chat/completions",
+            Endpoint::Completions => "completions",
+            Endpoint::Embeddings => "embeddings",
         }
     }
 }
@@ -134,8 +134,8 @@ fn ended(state: JobState, error: Option<String>, started: Instant) -> JobResult 
 }
 
 async fn run(cfg: OpenAi, body: bytes::Bytes, id: String, started: Instant) -> JobResult {
-    let path = cfg.route.path();
-    let streamed = cfg.stream && cfg.route != Route::Embeddings;
+    let path = cfg.endpoint.path();
+    let streamed = cfg.stream && cfg.endpoint != Endpoint::Embeddings;
     let url = format!("{}/{path}", cfg.base.trim_end_matches('/'));
     let mut req = cfg.http.raw().post(&url).header("X-Request-Id", &id).header("content-type", "application/json").body(body);
     if let Some(k) = &cfg.key {
@@ -170,7 +170,7 @@ async fn run(cfg: OpenAi, body: bytes::Bytes, id: String, started: Instant) -> J
             Ok(false) => {}
         }
     }
-    finish(assembly.finish(cfg.route, &cfg.name), started)
+    finish(assembly.finish(cfg.endpoint, &cfg.name), started)
 }
 
 /// A streamed completion put back together: the content deltas, the finish reason, the
@@ -229,18 +229,18 @@ impl StreamAssembly {
         Ok(false)
     }
 
-    /// The completion (chat or text, by `route`) once the stream ended, or a failure if
+    /// The completion (chat or text, by `endpoint`) once the stream ended, or a failure if
     /// it ended without `[DONE]`. `name` prefixes the time-to-first-token metric.
-    pub fn finish(self, route: Route, name: &str) -> JobResult {
+    pub fn finish(self, endpoint: Endpoint, name: &str) -> JobResult {
         if !self.done {
             return JobResult::bare(JobState::Failed, Some("stream ended without [DONE]".into()));
         }
         let (content, finish_reason, usage) = (self.content, self.finish_reason, self.usage);
-        let assembled = match route {
-            Route::Chat => {
+        let assembled = match endpoint {
+            Endpoint::Chat => {
                 json!({"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}], "usage": usage})
             }
-            Route::Completions | Route::Embeddings => {
+            Endpoint::Completions | Endpoint::Embeddings => {
                 json!({"object": "text_completion", "choices": [{"index": 0, "text": content, "finish_reason": finish_reason}], "usage": usage})
             }
         };
@@ -261,7 +261,7 @@ impl ProviderApi for OpenAi {
     }
 
     async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, ProviderError> {
-        let streamed = self.stream && self.route != Route::Embeddings;
+        let streamed = self.stream && self.endpoint != Endpoint::Embeddings;
         let body = match request.raw() {
             // Forwarded as sent: nothing to rewrite, so the input is neither parsed nor
             // re-encoded (a body that is not a JSON object is the server's to refuse).
@@ -361,7 +361,7 @@ mod tests {
             base,
             model: None,
             key: Some(Secret::new("sk-test")),
-            route: Route::Chat,
+            endpoint: Endpoint::Chat,
             stream: false,
             check_json: true,
             http,

@@ -14,7 +14,7 @@ use tailcut_providers::client::{HttpClient, RetryPolicy};
 use tailcut_providers::fal::Fal;
 use tailcut_providers::generic::{Generic, GenericSpec};
 use tailcut_providers::modal::Modal;
-use tailcut_providers::openai::{OpenAi, Route};
+use tailcut_providers::openai::{Endpoint, OpenAi};
 use tailcut_providers::replicate::{Replicate, Target};
 use tailcut_providers::runpod::RunPod;
 use tailcut_providers::{PollSettings, PollingBackend, Secret};
@@ -115,7 +115,7 @@ async fn setup(kind: Kind, b: Behaviour) -> (MockServer, Arc<dyn ProviderApi>) {
             base: format!("{url}/v1"),
             model: Some("mock-model".into()),
             key: Some(key),
-            route: Route::Chat,
+            endpoint: Endpoint::Chat,
             stream: true,
             check_json: true,
             http: http(),

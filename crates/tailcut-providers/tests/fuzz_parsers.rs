@@ -16,7 +16,7 @@ use std::time::Duration;
 use tailcut_core::{JobResult, JobState, ProviderError};
 use tailcut_providers::client::Reply;
 use tailcut_providers::generic::{Generic, GenericSpec};
-use tailcut_providers::openai::{Route, StreamAssembly};
+use tailcut_providers::openai::{Endpoint, StreamAssembly};
 use tailcut_providers::polling::{CancelReply, Observation, Remote, MAX_ERROR_CHARS};
 use tailcut_providers::{baseten, cerebrium, fal, modal, openai, replicate, runpod};
 use tailcut_testkit::fuzz::{mutate, mutation};
@@ -325,7 +325,7 @@ fn openai_whole(status: u16, body: &[u8]) -> Result<(), String> {
 /// Feeds a stream in `cuts` pieces to the assembly; checks what it makes of it.
 fn openai_stream(stream: &[u8], cuts: &[usize]) -> Result<(), String> {
     let started = tokio::time::Instant::now();
-    for route in [Route::Chat, Route::Completions] {
+    for route in [Endpoint::Chat, Endpoint::Completions] {
         let mut a = StreamAssembly::new(started);
         let mut from = 0;
         let mut points: Vec<usize> = cuts.iter().map(|c| c % (stream.len() + 1)).collect();

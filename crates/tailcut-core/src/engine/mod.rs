@@ -191,14 +191,6 @@ impl Hedger {
         &self.shared.providers
     }
 
-    /// Charges provider `index`'s projected submission cost to this hedger's budget for a
-    /// launch made outside the engine (the gateway's first-token streaming hedger), with
-    /// the same rule as a race: nothing may be submitted unless this succeeds. Returns
-    /// the amount charged.
-    pub fn charge_launch(&self, index: usize, request_id: &str, opens_request: bool) -> Result<MicroUsd, LedgerError> {
-        self.shared.charge_launch(index, request_id, opens_request)
-    }
-
     /// The race limits.
     pub fn settings(&self) -> RaceSettings {
         self.shared.settings

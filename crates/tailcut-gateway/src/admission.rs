@@ -1,0 +1,115 @@
+//! Admission: what a request must get through before it is raced. An in-flight slot
+//! (briefly queued under a burst, else 503), its body read within the size limit and the
+//! body timeout (413, 408), and a JSON object for a body (400). Who the caller is and
+//! what they may use is [`crate::auth`]'s.
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use serde_json::Value;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// An in-flight slot: at once if one is free, else after waiting up to `wait` (a burst
+/// queues briefly instead of failing), else 503.
+pub(crate) async fn admit(st: &AppState, wait: Duration) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    if let Ok(p) = st.in_flight.clone().try_acquire_owned() {
+        return Ok(p);
+    }
+    let full = || {
+        st.metrics.inc("tailcut_admission_total", &[("outcome", "rejected")]);
+        ApiError::Unavailable("too many requests in flight".into())
+    };
+    if wait.is_zero() {
+        return Err(full());
+    }
+    let started = std::time::Instant::now();
+    match tokio::time::timeout(wait, st.in_flight.clone().acquire_owned()).await {
+        Ok(Ok(p)) => {
+            st.metrics.inc("tailcut_admission_total", &[("outcome", "waited")]);
+            st.metrics.observe("tailcut_admission_wait_seconds", &[], started.elapsed().as_secs_f64());
+            Ok(p)
+        }
+        _ => Err(full()),
+    }
+}
+
+/// The body as a JSON object, or a 400 saying why not.
+pub(crate) fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("body is not valid JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(ApiError::BadRequest("body must be a JSON object".into()));
+    }
+    Ok(v)
+}
+
+/// Reads a request body within `max_body_bytes` (the current configuration's: a reload
+/// applies at once); over it (declared or streamed), an OpenAI-style 413, and any other
+/// read failure a 400, both as JSON bodies.
+pub(crate) async fn read_body<B>(st: &AppState, headers: &HeaderMap, body: B) -> Result<Bytes, ApiError>
+where
+    B: axum::body::HttpBody<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let limit = st.rt().config.gateway.body_read_timeout;
+    // A body already here is read without a timer; one that dribbles in must be whole
+    // within the body timeout.
+    match tokio::time::timeout(limit, read_body_within_limit(st, headers, body)).await {
+        Ok(read) => read,
+        Err(_) => Err(ApiError::BodyTimeout(limit.as_secs())),
+    }
+}
+
+async fn read_body_within_limit<B>(st: &AppState, headers: &HeaderMap, body: B) -> Result<Bytes, ApiError>
+where
+    B: axum::body::HttpBody<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    use http_body_util::BodyExt;
+    let max = st.max_body.load(Ordering::Relaxed);
+    let declared = headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(ApiError::TooLarge(max));
+    }
+    // A body that arrives as one frame (most: it came with the head) is kept as it is;
+    // only a body in pieces is copied into one buffer.
+    let mut body = body;
+    let mut whole: Option<Bytes> = None;
+    let mut pieces = bytes::BytesMut::new();
+    let mut len = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ApiError::BadRequest(format!("could not read the request body: {e}")))?;
+        let Ok(data) = frame.into_data() else { continue }; // trailers
+        len += data.len();
+        if len > max {
+            return Err(ApiError::TooLarge(max));
+        }
+        match whole.take() {
+            None if pieces.is_empty() => whole = Some(data),
+            first => {
+                if let Some(first) = first {
+                    pieces.extend_from_slice(&first);
+                }
+                pieces.extend_from_slice(&data);
+            }
+        }
+        if axum::body::HttpBody::is_end_stream(&body) {
+            break;
+        }
+    }
+    Ok(whole.unwrap_or_else(|| pieces.freeze()))
+}
+
+/// A request body, read by [`read_body`].
+pub(crate) struct RequestBody(pub Bytes);
+
+impl axum::extract::FromRequest<Arc<AppState>> for RequestBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, st: &Arc<AppState>) -> Result<Self, ApiError> {
+        let (parts, body) = req.into_parts();
+        read_body(st, &parts.headers, body).await.map(RequestBody)
+    }
+}

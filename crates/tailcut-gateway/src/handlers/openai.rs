@@ -1,0 +1,147 @@
+//! The OpenAI-compatible endpoints: a request is authenticated, admitted, routed by its
+//! model to a route and raced by the route's hedger; a whole reply is the winner's body
+//! with the route's headers, a stream is [`super::stream`]'s. Plus `/v1/models`.
+
+use super::stream;
+use crate::admission::admit;
+use crate::auth::{authenticate, authorize, may_use};
+use crate::error::ApiError;
+use crate::observe::{hedge_reason, log, names, record_when_settled, with_request_id};
+use crate::probe::Field;
+use crate::state::{AppState, OpenAiRoute};
+use crate::tenancy::TENANT_LEDGER;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tailcut_core::engine::Outcome;
+use tailcut_core::JobRequest;
+use tailcut_providers::openai::Endpoint;
+
+/// Serves one OpenAI-style request, with its metrics, log line and headers.
+pub(crate) async fn serve(st: Arc<AppState>, headers: HeaderMap, body: Bytes, ep: Endpoint) -> Response {
+    let rid = st.request_id(&headers);
+    let started = std::time::Instant::now();
+    let result = serve_inner(&st, &headers, body, ep, &rid, started).await;
+    let (status, route) = match &result {
+        Ok((r, route)) => (r.status(), route.cfg.name.as_str()),
+        Err(e) => (e.status(), "-"),
+    };
+    match &result {
+        Ok((_, r)) if status == StatusCode::OK => st.metrics.add_series(&r.series.ok, 1.0),
+        _ => st.metrics.inc("tailcut_requests_total", &[("route", route), ("status", status.as_str())]),
+    }
+    log(
+        "request",
+        || json!({"request_id": rid, "route": route, "status": status.as_u16(), "ms": started.elapsed().as_secs_f64() * 1000.0}),
+    );
+    match result {
+        Ok((r, _)) => r,
+        Err(e) => with_request_id(e.into_response(), &rid),
+    }
+}
+
+/// Serves one OpenAI-style request; the route that served it comes back with the response.
+async fn serve_inner(
+    st: &Arc<AppState>,
+    headers: &HeaderMap,
+    body: Bytes,
+    ep: Endpoint,
+    rid: &str,
+    started: std::time::Instant,
+) -> Result<(Response, Arc<OpenAiRoute>), ApiError> {
+    if st.draining.load(Ordering::Relaxed) {
+        return Err(ApiError::Unavailable("the gateway is draining".into()));
+    }
+    let rt = st.rt();
+    // Who is calling comes first: an unauthenticated caller takes no slot and learns
+    // nothing about the models served.
+    let tenant = authenticate(&rt, headers)?;
+    let permit = admit(st, rt.config.gateway.admission_wait).await?;
+    let fields = crate::probe::probe(&body)?;
+    let Field::Str(model) = &fields.model else { return Err(ApiError::BadRequest("`model` is required".into())) };
+    let route = rt
+        .models
+        .get(model.as_ref())
+        .filter(|r| may_use(&tenant, &r.cfg.name))
+        .cloned()
+        .ok_or_else(|| ApiError::NotFound(format!("model `{model}` is not served here")))?;
+    authorize(&tenant, &route.cfg.name)?;
+    match ep {
+        Endpoint::Chat if fields.messages != Field::Array => return Err(ApiError::BadRequest("`messages` is required".into())),
+        Endpoint::Completions if fields.prompt == Field::Absent => return Err(ApiError::BadRequest("`prompt` is required".into())),
+        Endpoint::Embeddings if fields.input == Field::Absent => return Err(ApiError::BadRequest("`input` is required".into())),
+        _ => {}
+    }
+    let streamed = fields.stream == Field::Bool(true) && ep != Endpoint::Embeddings;
+    drop(fields);
+    // The total timeout stops the race itself (its live attempts are cancelled with
+    // receipts), on the same timer as the policy's own waits.
+    let stop_at = tokio::time::Instant::from_std(started).checked_add(rt.config.gateway.total_timeout);
+    let ledger = tenant.ledger.clone();
+    if streamed {
+        let req = stream::StreamRequest { body, rid, permit, stop_at };
+        let resp = TENANT_LEDGER.scope(ledger, stream::serve(st, &route, route.raced(ep, true), req)).await?;
+        return Ok((resp, route));
+    }
+    let raced = route.raced(ep, false);
+    // The body is forwarded as sent unless a provider must rewrite it.
+    let _slot = permit; // held until the response is built
+    let request = JobRequest::from_raw(rid, body);
+    let mut outcome: Outcome = match stop_at {
+        Some(stop_at) => TENANT_LEDGER.scope(ledger, raced.hedger.run_by(raced.policy.as_ref(), request, stop_at)).await,
+        None => TENANT_LEDGER.scope(ledger, raced.hedger.run(raced.policy.as_ref(), request)).await,
+    }?;
+    // Out of time: the race was stopped at the deadline (the provider clients' own
+    // timeout, a second later, never ends an attempt first).
+    let timed_out = outcome.winner.is_none() && outcome.decisions.stopped_by_caller;
+    st.metrics.observe_series(&route.series.seconds, started.elapsed().as_secs_f64());
+    let (winner, attempts, reason) = (outcome.winner.take(), outcome.attempts, hedge_reason(&outcome.decisions));
+    let payload = outcome.result.as_ref().and_then(|r| r.payload.as_ref()).map(|p| p.bytes.clone());
+    record_when_settled(&st.metrics, &route, outcome.settled);
+    let Some(bytes) = payload else {
+        if timed_out {
+            return Err(ApiError::Timeout);
+        }
+        return Err(ApiError::ProviderFailed(format!("no upstream returned a valid response ({attempts} attempt(s))")));
+    };
+    // The route's header template, with the per-request values set in place: a copy
+    // and a walk instead of hashing six header names into a fresh map.
+    let mut h = route.reply_headers.clone();
+    for (name, value) in h.iter_mut() {
+        if name == names::REQUEST_ID {
+            if let Ok(v) = HeaderValue::from_str(rid) {
+                *value = v;
+            }
+        } else if name == names::WINNER {
+            if let Some(w) = winner.as_deref() {
+                *value = route.provider_header(w);
+            }
+        } else if name == names::ATTEMPTS {
+            *value = HeaderValue::from(attempts as u64);
+        } else if name == names::HEDGE_REASON {
+            *value = HeaderValue::from_static(reason);
+        }
+    }
+    let mut resp = Response::new(axum::body::Body::from(bytes));
+    *resp.headers_mut() = h;
+    Ok((resp, route))
+}
+
+/// `GET /v1/models`: the models the caller may use.
+pub(crate) async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Result<Response, ApiError> {
+    let rt = st.rt();
+    let tenant = authenticate(&rt, &headers)?;
+    let mut data: Vec<Value> = rt
+        .models
+        .iter()
+        .filter(|(_, r)| may_use(&tenant, &r.cfg.name))
+        .map(|(m, _)| json!({"id": m, "object": "model", "owned_by": "tailcut"}))
+        .collect();
+    data.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    Ok(Json(json!({"object": "list", "data": data})).into_response())
+}

@@ -1,0 +1,46 @@
+//! The operations paths: `/healthz`, `/readyz` (503 while draining), `/metrics`
+//! (Prometheus text), and the JSON answers for an unknown path or method.
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+pub(crate) async fn healthz() -> Response {
+    Json(json!({"status": "ok"})).into_response()
+}
+
+pub(crate) async fn readyz(State(st): State<Arc<AppState>>) -> Response {
+    if st.draining.load(Ordering::Relaxed) {
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "draining"}))).into_response();
+    }
+    Json(json!({"status": "ready", "routes": st.rt().config.routes.len()})).into_response()
+}
+
+pub(crate) async fn metrics(State(st): State<Arc<AppState>>) -> Response {
+    let mut text = st.metrics.render();
+    let limit = st.in_flight_limit;
+    let in_flight = limit.saturating_sub(st.in_flight.available_permits());
+    text.push_str(&format!(
+        "# TYPE tailcut_in_flight gauge\ntailcut_in_flight {in_flight}\n# TYPE tailcut_in_flight_limit gauge\ntailcut_in_flight_limit {limit}\n"
+    ));
+    text.push_str(&format!(
+        "# TYPE tailcut_connections gauge\ntailcut_connections {}\n# TYPE tailcut_connections_limit gauge\ntailcut_connections_limit {}\n",
+        st.connections.open(),
+        st.connections.cap()
+    ));
+    ([("content-type", "text/plain; version=0.0.4")], text).into_response()
+}
+
+pub(crate) async fn method_not_allowed() -> Response {
+    ApiError::MethodNotAllowed.into_response()
+}
+
+pub(crate) async fn not_found() -> Response {
+    ApiError::NotFound("no such route".into()).into_response()
+}

@@ -1,0 +1,380 @@
+//! Gateway state: the [`Runtime`] built from one configuration (tenants, routes with
+//! their hedgers and policies, the trace writer), swapped whole on reload, and the
+//! [`AppState`] that lives as long as the process (metrics, job store, in-flight slots,
+//! connections, ids).
+
+use crate::metrics::{Metrics, RouteSeries};
+use crate::observe::{log, names};
+use crate::providers::{whole_reply, OpenAiStream};
+use crate::store::JobStore;
+use crate::tenancy::{SlidingHedgeGate, Tenant, TenantGate};
+use axum::http::{HeaderMap, HeaderValue};
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use tailcut_config::{spec_providers, Adapter, Config, RouteConfig, RouteKind};
+use tailcut_core::engine::Hedger;
+use tailcut_core::first_token::FirstTokenHedge;
+use tailcut_core::ledger::{BudgetGate, MemoryLedger, SqliteLedger};
+use tailcut_core::policy::Policy;
+use tailcut_core::stream::FirstEvent;
+use tailcut_core::trace::TraceWriter;
+use tailcut_core::validate::JsonValidator;
+use tailcut_core::Provider;
+use tailcut_providers::openai::Endpoint;
+use tailcut_providers::HttpClient;
+use tokio::sync::{oneshot, Semaphore};
+
+/// A policy and the hedger it drives: how one kind of request of a route is raced.
+pub(crate) struct Raced {
+    pub hedger: Hedger,
+    pub policy: Arc<dyn Policy>,
+}
+
+/// An `openai` route: its providers raced per endpoint, whole replies and streams.
+pub(crate) struct OpenAiRoute {
+    pub cfg: RouteConfig,
+    pub chat: Raced,
+    pub completions: Raced,
+    pub embeddings: Raced,
+    /// Streamed chat completions: stream providers under the first-token hedge chain.
+    pub chat_stream: Raced,
+    /// Streamed text completions.
+    pub completions_stream: Raced,
+    /// The route's name as a response header value.
+    pub route_header: HeaderValue,
+    /// Each provider's name as a response header value (the winner header).
+    pub provider_headers: Vec<(String, HeaderValue)>,
+    /// The series every request of this route records.
+    pub series: RouteSeries,
+    /// A whole reply's headers, per-request values to be filled in (see [`reply_headers`]).
+    pub reply_headers: HeaderMap,
+}
+
+/// The headers of a route's whole (non-streamed) replies: content type and route fixed,
+/// request id, winner, attempts and hedge reason filled in per request.
+fn reply_headers(route_header: &HeaderValue) -> HeaderMap {
+    let mut h = HeaderMap::with_capacity(8);
+    h.insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(names::ROUTE, route_header.clone());
+    h.insert(names::REQUEST_ID, HeaderValue::from_static("-"));
+    h.insert(names::WINNER, HeaderValue::from_static("-"));
+    h.insert(names::ATTEMPTS, HeaderValue::from_static("0"));
+    h.insert(names::HEDGE_REASON, HeaderValue::from_static("none"));
+    h
+}
+
+impl OpenAiRoute {
+    /// The winner header's value for a provider of this route.
+    pub(crate) fn provider_header(&self, name: &str) -> HeaderValue {
+        self.provider_headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .or_else(|| HeaderValue::from_str(name).ok())
+            .unwrap_or(HeaderValue::from_static("-"))
+    }
+
+    /// How a request to `endpoint` is raced, streamed or not (embeddings never stream).
+    pub(crate) fn raced(&self, endpoint: Endpoint, stream: bool) -> &Raced {
+        match (endpoint, stream) {
+            (Endpoint::Chat, false) => &self.chat,
+            (Endpoint::Chat, true) => &self.chat_stream,
+            (Endpoint::Completions, false) => &self.completions,
+            (Endpoint::Completions, true) => &self.completions_stream,
+            (Endpoint::Embeddings, _) => &self.embeddings,
+        }
+    }
+}
+
+impl AsRef<RouteSeries> for OpenAiRoute {
+    fn as_ref(&self) -> &RouteSeries {
+        &self.series
+    }
+}
+
+/// A `jobs` route.
+pub(crate) struct JobRoute {
+    pub cfg: RouteConfig,
+    pub hedger: Hedger,
+    pub policy: Arc<dyn Policy>,
+    /// The series every job of this route records.
+    pub series: RouteSeries,
+}
+
+impl AsRef<RouteSeries> for JobRoute {
+    fn as_ref(&self) -> &RouteSeries {
+        &self.series
+    }
+}
+
+/// Everything derived from one configuration; swapped whole on reload.
+pub(crate) struct Runtime {
+    pub config: Config,
+    pub tenants: HashMap<String, Arc<Tenant>>,
+    pub anonymous: Arc<Tenant>,
+    pub models: HashMap<String, Arc<OpenAiRoute>>,
+    pub jobs: HashMap<String, Arc<JobRoute>>,
+}
+
+/// What every route of one configuration shares when it is built.
+struct Shared<'a> {
+    config: &'a Config,
+    budget: Arc<dyn BudgetGate>,
+    trace: Option<Arc<TraceWriter>>,
+    /// The provider clients' own timeout.
+    timeout: Duration,
+    /// The TLS client for streams to `https://` providers.
+    tls: reqwest::Client,
+}
+
+impl Shared<'_> {
+    /// An `openai` route over `spec`'s providers: one hedger per endpoint for whole
+    /// replies (the route's policy) and one per streamed endpoint (the first-token hedge
+    /// chain over the same providers, in order), all sharing the route's hedge-load gate.
+    fn openai_route(&self, route: &RouteConfig, spec: &tailcut_config::PolicySpec) -> Result<OpenAiRoute, String> {
+        let config = self.config;
+        let gate = Arc::new(SlidingHedgeGate::new(config.gateway.hedge_budget_percent, config.gateway.hedge_budget_burst));
+        let names = spec_providers(spec);
+        // Each provider once per slot: whole replies per endpoint, then streams.
+        const SLOTS: [(Endpoint, bool); 5] = [
+            (Endpoint::Chat, false),
+            (Endpoint::Completions, false),
+            (Endpoint::Embeddings, false),
+            (Endpoint::Chat, true),
+            (Endpoint::Completions, true),
+        ];
+        let mut lists: [Vec<Provider>; 5] = Default::default();
+        for name in &names {
+            let p = config.provider(name).ok_or_else(|| format!("no provider {name}"))?;
+            let Adapter::Remote(a) = &p.adapter else { return Err(format!("provider {name} is not an openai adapter")) };
+            // One client per provider for its three endpoints and its streams: one
+            // connection pool per serving thread, not five.
+            let http = HttpClient::new(self.timeout, tailcut_providers::client::RetryPolicy::default()).map_err(|e| e.to_string())?;
+            for ((ep, streamed), list) in SLOTS.into_iter().zip(lists.iter_mut()) {
+                let api: Arc<dyn tailcut_core::ProviderApi> = if streamed {
+                    Arc::new(OpenAiStream::new(name, a, ep, &http, self.tls.clone()))
+                } else {
+                    whole_reply(name, a, ep, http.clone())
+                };
+                list.push(Provider { name: name.clone(), api, pricing: p.pricing });
+            }
+        }
+        let hedger = |providers: Vec<Provider>, validator: Arc<dyn tailcut_core::validate::Validator>| {
+            Hedger::with_gate(providers, validator, self.budget.clone(), config.race, self.trace.clone(), Some(gate.clone()))
+        };
+        let whole = |providers, required: &[&str]| -> Result<Raced, String> {
+            let hedger = hedger(providers, Arc::new(JsonValidator::requiring(required)));
+            let policy = spec.build(hedger.providers()).map_err(|e| e.to_string())?;
+            Ok(Raced { hedger, policy })
+        };
+        let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let streamed = |providers| -> Result<Raced, String> {
+            let hedger = hedger(providers, Arc::new(FirstEvent));
+            let policy = FirstTokenHedge::try_new(hedger.providers(), &name_refs, route.first_token_hedge).map_err(|e| e.to_string())?;
+            Ok(Raced { hedger, policy: Arc::new(policy) })
+        };
+        let [chat, completions, embeddings, chat_stream, completions_stream] = lists;
+        let route_header = HeaderValue::from_str(&route.name).unwrap_or(HeaderValue::from_static("-"));
+        Ok(OpenAiRoute {
+            cfg: route.clone(),
+            chat: whole(chat, &["choices"])?,
+            completions: whole(completions, &["choices"])?,
+            embeddings: whole(embeddings, &["data"])?,
+            chat_stream: streamed(chat_stream)?,
+            completions_stream: streamed(completions_stream)?,
+            series: RouteSeries::new(&route.name, name_refs.iter().copied()),
+            provider_headers: names.iter().filter_map(|n| Some((n.clone(), HeaderValue::from_str(n).ok()?))).collect(),
+            reply_headers: reply_headers(&route_header),
+            route_header,
+        })
+    }
+
+    /// A `jobs` route: the configured live providers under the route's policy.
+    fn job_route(&self, route: &RouteConfig, spec: &tailcut_config::PolicySpec) -> Result<JobRoute, String> {
+        let config = self.config;
+        let gate = Arc::new(SlidingHedgeGate::new(config.gateway.hedge_budget_percent, config.gateway.hedge_budget_burst));
+        let entries = config.live_entries().map_err(|e| e.to_string())?;
+        let validator = tailcut_core::validate::ValidatorRegistry::default().build(&config.validator).map_err(|e| e.to_string())?;
+        let hedger = Hedger::with_gate(entries, validator, self.budget.clone(), config.race, self.trace.clone(), Some(gate));
+        let policy = spec.build(hedger.providers()).map_err(|e| e.to_string())?;
+        let series = RouteSeries::new(&route.name, hedger.providers().iter().map(|p| p.name.as_str()));
+        Ok(JobRoute { cfg: route.clone(), hedger, policy, series })
+    }
+}
+
+impl Runtime {
+    fn build(config: Config) -> Result<Runtime, String> {
+        // No keys only with an explicit `auth = "none"` (also on reload).
+        config.gateway.check_serving(&config.source).map_err(|e| e.to_string())?;
+        let global: Arc<dyn BudgetGate> = match &config.budget.ledger {
+            None => Arc::new(MemoryLedger::new(config.budget.limits)),
+            Some(p) => {
+                if let Some(parent) = p.parent().filter(|x| !x.as_os_str().is_empty()) {
+                    let _ = std::fs::create_dir_all(parent);
+                }
+                Arc::new(SqliteLedger::open(p, config.budget.limits).map_err(|e| e.to_string())?)
+            }
+        };
+        let trace = match &config.trace_path {
+            Some(p) => Some(Arc::new(TraceWriter::append(p).map_err(|e| e.to_string())?)),
+            None => None,
+        };
+        let shared = Shared {
+            config: &config,
+            budget: Arc::new(TenantGate { global }),
+            trace,
+            // The provider clients' own timeout is a backstop a second past the total
+            // timeout: at the total timeout the race stops itself and cancels its live
+            // attempts with receipts, which an exchange timing out in the same instant
+            // (and so ending unreceipted) would otherwise race.
+            timeout: config.gateway.total_timeout.saturating_add(Duration::from_secs(1)),
+            tls: reqwest::Client::builder().pool_max_idle_per_host(1024).build().map_err(|e| e.to_string())?,
+        };
+        let mut models = HashMap::new();
+        let mut jobs = HashMap::new();
+        for route in &config.routes {
+            let spec = config.policy(&route.policy).ok_or_else(|| format!("route {}: no policy {}", route.name, route.policy))?;
+            match route.kind {
+                RouteKind::OpenAi => {
+                    let r = Arc::new(shared.openai_route(route, spec)?);
+                    for m in &route.models {
+                        models.insert(m.clone(), r.clone());
+                    }
+                }
+                RouteKind::Jobs => {
+                    jobs.insert(route.name.clone(), Arc::new(shared.job_route(route, spec)?));
+                }
+            }
+        }
+        let tenants = config
+            .gateway
+            .keys
+            .iter()
+            .map(|k| (k.sha256.clone(), Arc::new(Tenant::new(&k.name, k.rate_per_s, k.budget_usd, k.routes.clone()))))
+            .collect();
+        Ok(Runtime { config, tenants, anonymous: Arc::new(Tenant::new("anonymous", None, None, None)), models, jobs })
+    }
+}
+
+/// Shared gateway state.
+pub struct AppState {
+    config_path: Option<PathBuf>,
+    runtime: RwLock<Arc<Runtime>>,
+    /// Metrics registry.
+    pub metrics: Arc<Metrics>,
+    pub(crate) store: JobStore,
+    pub(crate) running: Mutex<HashMap<String, oneshot::Sender<()>>>,
+    pub(crate) draining: AtomicBool,
+    pub(crate) in_flight: Arc<Semaphore>,
+    /// Slots in `in_flight` (`max_in_flight` at start).
+    pub(crate) in_flight_limit: usize,
+    next_id: AtomicU64,
+    /// The body limit of the current configuration (read on every request).
+    pub(crate) max_body: AtomicUsize,
+    /// Open client connections against the cap (fixed at start).
+    pub(crate) connections: crate::connection::Connections,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState").field("config_path", &self.config_path).finish_non_exhaustive()
+    }
+}
+
+/// This process's id in hex, as ids carry it, read once (`getpid` is a system call on
+/// every use).
+fn process_hex() -> &'static str {
+    static PID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PID.get_or_init(|| format!("{:x}", std::process::id()))
+}
+
+impl AppState {
+    /// Builds the state from a configuration (and remembers its path for reloads).
+    pub fn new(config: Config, config_path: Option<PathBuf>) -> Result<Arc<AppState>, String> {
+        let store = JobStore::open(config.gateway.store.as_deref()).map_err(|e| format!("job store: {e}"))?;
+        let interrupted = store.mark_interrupted().map_err(|e| e.to_string())?;
+        if interrupted > 0 {
+            log("jobs_interrupted", || json!({"count": interrupted}));
+        }
+        let max = config.gateway.max_in_flight;
+        let max_body = AtomicUsize::new(config.gateway.max_body_bytes);
+        crate::connection::raise_fd_limit();
+        let connections = crate::connection::Connections::new(config.gateway.max_connections);
+        let runtime = Runtime::build(config)?;
+        Ok(Arc::new(AppState {
+            config_path,
+            runtime: RwLock::new(Arc::new(runtime)),
+            metrics: Arc::default(),
+            store,
+            running: Mutex::new(HashMap::new()),
+            draining: AtomicBool::new(false),
+            in_flight: Arc::new(Semaphore::new(max)),
+            in_flight_limit: max,
+            next_id: AtomicU64::new(1),
+            max_body,
+            connections,
+        }))
+    }
+
+    /// The head and idle timeouts of the current configuration (a reload applies to new
+    /// connections).
+    pub(crate) fn connection_limits(&self) -> crate::connection::ConnectionLimits {
+        let rt = self.rt();
+        crate::connection::ConnectionLimits { header_read: rt.config.gateway.header_read_timeout, idle: rt.config.gateway.idle_timeout }
+    }
+
+    /// The current runtime (a request keeps the one it started with).
+    pub(crate) fn rt(&self) -> Arc<Runtime> {
+        self.runtime.read().map(|r| r.clone()).unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    /// Re-reads the config file and swaps the runtime; in-flight requests keep the old one.
+    pub fn reload(&self) -> Result<(), String> {
+        let Some(path) = &self.config_path else { return Err("no config file to reload".into()) };
+        let config = Config::load(path).map_err(|e| e.to_string())?;
+        let max_body = config.gateway.max_body_bytes;
+        let runtime = Runtime::build(config)?;
+        self.max_body.store(max_body, Ordering::Relaxed);
+        if let Ok(mut r) = self.runtime.write() {
+            *r = Arc::new(runtime);
+        }
+        Ok(())
+    }
+
+    /// A new id, `{kind}-{pid in hex}-{sequence}`, unique within this process's life.
+    fn new_id(&self, kind: &str) -> String {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut id = String::with_capacity(kind.len() + 30);
+        id.push_str(kind);
+        id.push('-');
+        id.push_str(process_hex());
+        id.push('-');
+        id.push_str(itoa::Buffer::new().format(n));
+        id
+    }
+
+    /// The request's id: the caller's `x-request-id` when usable, else a new one.
+    pub(crate) fn request_id(&self, headers: &HeaderMap) -> String {
+        headers
+            .get(names::REQUEST_ID)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty() && v.len() <= 128)
+            .map_or_else(|| self.new_id("req"), str::to_string)
+    }
+
+    /// Job `id` once it is no longer running, or as it is after `max`.
+    pub(crate) async fn wait_for_job(&self, id: &str, max: Duration) -> Option<crate::store::JobRow> {
+        let until = tokio::time::Instant::now() + max;
+        loop {
+            let row = self.store.get(id).ok().flatten();
+            if row.as_ref().is_some_and(|r| r.state != "running") || tokio::time::Instant::now() >= until {
+                return row;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}

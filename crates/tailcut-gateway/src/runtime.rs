@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use tailcut_config::{spec_providers, Adapter, Config, RouteConfig, RouteKind};
+use tailcut_config::{spec_providers, Config, RouteConfig, RouteKind};
 use tailcut_core::engine::{Hedger, Outcome};
 use tailcut_core::ledger::{BudgetGate, MemoryLedger, SqliteLedger};
 use tailcut_core::policy::Policy;
@@ -163,19 +163,8 @@ pub fn log_event(event: &str, fields: Value) {
 /// An OpenAI-compatible backend for the engine. Its replies are judged by a JSON
 /// validator requiring `choices`/`data`, which also rejects non-JSON, so the adapter's
 /// own syntax check would only scan each reply twice.
-fn openai_backend(name: &str, a: &tailcut_config::remote::RemoteAdapter, route: Route, http: HttpClient) -> Arc<OpenAi> {
-    let key = a.key_env.as_deref().and_then(Secret::from_env);
-    Arc::new(OpenAi {
-        name: name.into(),
-        base: a.base.clone(),
-        model: a.model.clone(),
-        key,
-        route,
-        stream: false,
-        check_json: false,
-        http,
-        prepared: Default::default(),
-    })
+fn openai_backend(name: &str, a: &tailcut_providers::openai::Settings, route: Route, http: HttpClient) -> Arc<OpenAi> {
+    Arc::new(a.provider(name, route, tailcut_providers::openai::Reader::Gateway, http))
 }
 
 impl Runtime {
@@ -213,7 +202,7 @@ impl Runtime {
                     let mut by_route: HashMap<&'static str, Vec<Provider>> = HashMap::new();
                     for name in spec_providers(&spec) {
                         let p = config.provider(&name).ok_or_else(|| format!("no provider {name}"))?;
-                        let Adapter::Remote(a) = &p.adapter else { return Err(format!("provider {name} is not an openai adapter")) };
+                        let Some(a) = p.openai() else { return Err(format!("provider {name} is not an openai adapter")) };
                         // One client per upstream for its three endpoints and its streams:
                         // one connection pool per serving thread, not four.
                         let http =

@@ -6,19 +6,22 @@
 //! never for submits.
 //!
 //! Job-queue providers (RunPod, Replicate, fal, Baseten, the Modal web-endpoint pattern,
-//! and any JSON job API described in config) are one [`polling::PollingBackend`] over a
-//! small per-provider [`polling::Dialect`]; request-channel providers (Cerebrium,
+//! and any JSON job API described in config) are one [`polling::PollingProvider`] over a
+//! small per-provider [`polling::PollingApi`]; request-channel providers (Cerebrium,
 //! OpenAI-compatible servers) run the request in a task and cancel by closing it
 //! ([`channel`]). Receipts record exactly what was observed: a cancel is confirmed only
 //! by a terminal state polled afterwards. Every reply is read off the wire through
 //! [`redact`], which removes every configured credential before anything parses it.
 
 pub mod baseten;
+pub mod bounds;
 pub mod cerebrium;
 pub mod channel;
 pub mod client;
+pub mod config;
 pub mod fal;
 pub mod generic;
+pub mod kind;
 pub mod modal;
 pub mod openai;
 pub mod plain;
@@ -30,5 +33,7 @@ pub mod secret;
 pub mod sse;
 
 pub use client::HttpClient;
-pub use polling::{PollSettings, PollingBackend};
+pub use config::{HttpConfig, Invalid, ProviderModule};
+pub use kind::{KindConfig, KindSeed, KindSettings, ProviderKind};
+pub use polling::{PollSettings, PollingProvider};
 pub use secret::Secret;

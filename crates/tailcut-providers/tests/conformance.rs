@@ -17,7 +17,7 @@ use tailcut_providers::modal::Modal;
 use tailcut_providers::openai::{OpenAi, Route};
 use tailcut_providers::replicate::{Replicate, Target};
 use tailcut_providers::runpod::RunPod;
-use tailcut_providers::{PollSettings, PollingBackend, Secret};
+use tailcut_providers::{PollSettings, PollingProvider, Secret};
 use tokio::time::Instant;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,9 +71,9 @@ async fn setup(kind: Kind, b: Behaviour) -> (MockServer, Arc<dyn ProviderApi>) {
     let key = Secret::new("test-key-123");
     let backend: Arc<dyn ProviderApi> = match kind {
         Kind::RunPod => {
-            Arc::new(PollingBackend::new(RunPod { name: "runpod".into(), base: format!("{url}/v2/ep1"), key }, http(), poll(), RATE))
+            Arc::new(PollingProvider::new(RunPod { name: "runpod".into(), base: format!("{url}/v2/ep1"), key }, http(), poll(), RATE))
         }
-        Kind::Replicate => Arc::new(PollingBackend::new(
+        Kind::Replicate => Arc::new(PollingProvider::new(
             Replicate {
                 name: "replicate".into(),
                 base: format!("{url}/v1"),
@@ -85,13 +85,13 @@ async fn setup(kind: Kind, b: Behaviour) -> (MockServer, Arc<dyn ProviderApi>) {
             poll(),
             RATE,
         )),
-        Kind::Fal => Arc::new(PollingBackend::new(
+        Kind::Fal => Arc::new(PollingProvider::new(
             Fal { name: "fal".into(), base: url.clone(), model: "fal-ai/mock-app".into(), key },
             http(),
             poll(),
             RATE,
         )),
-        Kind::Baseten => Arc::new(PollingBackend::new(
+        Kind::Baseten => Arc::new(PollingProvider::new(
             Baseten {
                 name: "baseten".into(),
                 base: url.clone(),
@@ -105,7 +105,7 @@ async fn setup(kind: Kind, b: Behaviour) -> (MockServer, Arc<dyn ProviderApi>) {
             RATE,
         )),
         Kind::Modal => {
-            Arc::new(PollingBackend::new(Modal { name: "modal".into(), base: url.clone(), proxy_auth: None }, http(), poll(), RATE))
+            Arc::new(PollingProvider::new(Modal { name: "modal".into(), base: url.clone(), proxy_auth: None }, http(), poll(), RATE))
         }
         Kind::Cerebrium => {
             Arc::new(Cerebrium { name: "cerebrium".into(), url: format!("{url}/v4/p-1/app/predict"), token: key, http: http() })
@@ -134,7 +134,7 @@ async fn setup(kind: Kind, b: Behaviour) -> (MockServer, Arc<dyn ProviderApi>) {
                 "cancel": {"method": "DELETE", "url": format!("{url}/jobs/{{job_id}}")}
             }))
             .unwrap();
-            Arc::new(PollingBackend::new(Generic { name: "generic".into(), spec }, http(), poll(), RATE))
+            Arc::new(PollingProvider::new(Generic { name: "generic".into(), spec }, http(), poll(), RATE))
         }
     };
     (mock, backend)
@@ -376,7 +376,7 @@ conformance! {
 async fn runpod_stream_health_and_purge() {
     let mock = MockServer::start(Flavor::RunPod, fast()).await.unwrap();
     let rp = RunPod { name: "runpod".into(), base: format!("{}/v2/ep1", mock.url()), key: Secret::new("k") };
-    let backend = PollingBackend::new(rp.clone(), http(), poll(), RATE);
+    let backend = PollingProvider::new(rp.clone(), http(), poll(), RATE);
     let job = backend.submit(&request(Kind::RunPod)).await.unwrap();
     let id = job.job_id().unwrap();
     let (state, items) = rp.stream(&http(), &id).await.unwrap();

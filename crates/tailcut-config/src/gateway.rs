@@ -128,7 +128,7 @@ pub struct RouteConfig {
     pub models: Vec<String>,
     /// Policy name.
     pub policy: String,
-    /// Streaming: launch the next upstream if no first token by then.
+    /// Streaming: launch the next provider if no first token by then.
     pub first_token_hedge: Duration,
 }
 

@@ -8,6 +8,8 @@
 //! module in `tailcut-providers` (see `docs/adding-a-provider.md`). The file format is documented in
 //! `docs/configuration.md`; [`BUILT_IN`] is the no-account demo configuration.
 
+#![warn(missing_docs)]
+
 mod bounds;
 mod context;
 mod error;

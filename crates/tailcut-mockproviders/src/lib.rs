@@ -10,8 +10,10 @@
 //! Every server shares one job engine whose [`Behaviour`] sets queue and run times,
 //! failures, malformed bodies, status-call 5xx and 429 (with `Retry-After`), hangs,
 //! result expiry, and whether running cancels are honoured. [`MockServer::vanish`]
-//! drops the server mid-job. [`EchoServer`] is an upstream that echoes the credentials
+//! drops the server mid-job. [`EchoServer`] is a server that echoes the credentials
 //! it was sent back (for redaction tests).
+
+#![warn(missing_docs)]
 
 mod echo;
 mod engine;

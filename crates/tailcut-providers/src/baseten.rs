@@ -1,6 +1,6 @@
 //! Baseten async predict: `POST …/async_predict`, `GET /async_request/{id}`,
 //! `DELETE /async_request/{id}` — which only cancels while `QUEUED`. Baseten does not
-//! store async outputs: they go to your webhook, and this adapter reads them back from
+//! store async outputs: they go to your webhook, and this provider module reads them back from
 //! your collector at `result_url` (`{request_id}` substituted).
 
 use crate::client::{HttpClient, Reply};

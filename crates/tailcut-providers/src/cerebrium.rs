@@ -1,5 +1,5 @@
 //! Cerebrium REST inference: one synchronous `POST /v4/{project}/{app}/{function}`.
-//! There is no run-status or run-cancel API, so this adapter never looks runs up in a
+//! There is no run-status or run-cancel API, so this provider module never looks runs up in a
 //! list: each job is its own request, correlated by an id this client sends
 //! (`X-Request-Id`), and cancelling closes that request — safe under any concurrency,
 //! and honest that nothing stronger than a closed channel can be proven.
@@ -18,7 +18,7 @@ use tailcut_core::receipt::Evidence;
 use tailcut_core::{Capabilities, Job, JobRequest, JobResult, JobState, Payload, ProviderApi, ProviderError};
 use tokio::time::Instant;
 
-/// The Cerebrium adapter.
+/// The Cerebrium provider module's client.
 #[derive(Debug, Clone)]
 pub struct Cerebrium {
     /// Provider key.

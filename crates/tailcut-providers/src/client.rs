@@ -73,7 +73,7 @@ impl Reply {
     }
 }
 
-/// One pooled client shared by every adapter.
+/// One pooled client shared by every provider module.
 #[derive(Clone, Debug)]
 pub struct HttpClient {
     inner: reqwest::Client,

@@ -276,6 +276,19 @@ mod tests {
     }
 
     #[test]
+    fn the_gateway_reads_openai_replies_itself() {
+        use crate::openai::{Reader, Route, Settings};
+        let s = Settings { base: "http://127.0.0.1:1/v1".into(), model: None, key_env: None, route: Route::Completions, stream: true };
+        let http = HttpClient::new(Duration::from_secs(1), RetryPolicy::default()).unwrap();
+        let engine = s.provider("p", s.route, Reader::Engine, http.clone());
+        assert!(engine.stream && engine.check_json);
+        assert_eq!(engine.route, Route::Completions);
+        let gateway = s.provider("p", Route::Chat, Reader::Gateway, http);
+        assert!(!gateway.stream && !gateway.check_json, "the gateway streams and validates by itself");
+        assert_eq!((gateway.route, gateway.key.is_none()), (Route::Chat, true));
+    }
+
+    #[test]
     fn loopback_is_free() {
         assert!(!is_paid("http://127.0.0.1:8000/v1"));
         assert!(!is_paid("http://localhost/v1"));

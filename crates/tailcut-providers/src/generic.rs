@@ -335,14 +335,14 @@ impl PollingApi for Generic {
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// The job API description (required).
-    pub http: Option<GenericSpec>,
+    pub http: Option<Box<GenericSpec>>,
 }
 
 /// `adapter = "http"`, checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     /// The description, with the reference tool's per-call fields lifted.
-    pub spec: GenericSpec,
+    pub spec: Box<GenericSpec>,
 }
 
 #[async_trait]
@@ -361,7 +361,7 @@ impl ProviderModule for Settings {
                 bounds::float(&format!("http.{call}.poll_interval_s"), Some(v), 0.0, Lo::Excl(0.0), 3600.0, "seconds")?;
             }
         }
-        Ok(Settings { spec: spec.normalized() })
+        Ok(Settings { spec: Box::new(spec.normalized()) })
     }
 
     fn base(&self) -> &str {
@@ -373,7 +373,7 @@ impl ProviderModule for Settings {
     }
 
     fn build(&self, cx: &Build<'_>) -> Result<Arc<dyn ProviderApi>, Invalid> {
-        Ok(cx.polling(Generic { name: cx.name.into(), spec: self.spec.clone() }))
+        Ok(cx.polling(Generic { name: cx.name.into(), spec: self.spec.as_ref().clone() }))
     }
 
     async fn check_credentials(&self, _cx: &Check<'_>) -> Result<String, String> {

@@ -1,6 +1,13 @@
 //! # tailcut-providers
 //!
-//! HTTP adapters behind the core provider contract, sharing one connection-pooled client
+//! One provider module per provider kind (`runpod`, `replicate`, `fal`, `baseten`,
+//! `modal`, `cerebrium`, `openai`, `generic`), each behind the core provider contract
+//! and each owning its configuration: its keys (`Config`), their checks and defaults
+//! (`Settings`), its factory and its read-only credential check ([`ProviderModule`]).
+//! [`kind`] holds the one list of kinds ([`ProviderKind`]) that configuration, the
+//! gateway and the mock servers dispatch on; [`config`] what the modules share.
+//!
+//! They share one connection-pooled client
 //! ([`client::HttpClient`]) with timeouts and bounded retry — backoff on 5xx and on 429
 //! honouring `Retry-After` — for idempotent calls only (status polls, result fetches),
 //! never for submits.
@@ -12,6 +19,8 @@
 //! ([`channel`]). Receipts record exactly what was observed: a cancel is confirmed only
 //! by a terminal state polled afterwards. Every reply is read off the wire through
 //! [`redact`], which removes every configured credential before anything parses it.
+
+#![warn(missing_docs)]
 
 pub mod baseten;
 pub mod bounds;

@@ -1,4 +1,4 @@
-//! Modal has no public REST job API. This adapter speaks the documented pattern of a
+//! Modal has no public REST job API. This provider module speaks the documented pattern of a
 //! user-deployed web endpoint that spawns a function call and polls it by call id —
 //! `examples/modal_job_endpoint.py` ships one: `POST /submit` → `{"call_id"}`,
 //! `GET /status/{id}` → call-graph status (`PENDING` covers queued and running),

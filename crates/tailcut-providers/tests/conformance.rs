@@ -43,7 +43,7 @@ async fn setup(kind: ProviderKind, b: Behaviour) -> (MockServer, Arc<dyn Provide
     let mock = MockServer::start(kind, b).await.unwrap();
     let url = mock.url();
     let key = Secret::new("test-key-123");
-    let backend: Arc<dyn ProviderApi> = match kind {
+    let api: Arc<dyn ProviderApi> = match kind {
         ProviderKind::RunPod => {
             Arc::new(PollingProvider::new(RunPod { name: "runpod".into(), base: format!("{url}/v2/ep1"), key }, http(), poll(), RATE))
         }
@@ -112,7 +112,7 @@ async fn setup(kind: ProviderKind, b: Behaviour) -> (MockServer, Arc<dyn Provide
         }
         ProviderKind::Sim => unreachable!("MockServer::start refuses the simulator"),
     };
-    (mock, backend)
+    (mock, api)
 }
 
 fn request(kind: ProviderKind) -> JobRequest {
@@ -138,8 +138,8 @@ fn fast() -> Behaviour {
 }
 
 async fn submit_then_result(kind: ProviderKind) {
-    let (_mock, backend) = setup(kind, fast()).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let (_mock, api) = setup(kind, fast()).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     let t = Instant::now();
     let r = job.result(far()).await;
     assert_eq!(r.state, JobState::Completed, "{kind:?}: {:?}", r.error);
@@ -152,8 +152,8 @@ async fn submit_then_result(kind: ProviderKind) {
 
 async fn state_transitions(kind: ProviderKind) {
     let b = Behaviour { queue: Duration::from_millis(250), run: Duration::from_millis(250), ..Behaviour::default() };
-    let (_mock, backend) = setup(kind, b).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let (_mock, api) = setup(kind, b).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     let mut seen: Vec<JobState> = Vec::new();
     let until = Instant::now() + Duration::from_secs(3);
     while Instant::now() < until {
@@ -179,8 +179,8 @@ async fn state_transitions(kind: ProviderKind) {
 
 async fn cancel_while_queued(kind: ProviderKind) {
     let b = Behaviour { queue: Duration::from_millis(800), run: Duration::from_millis(300), ..Behaviour::default() };
-    let (mock, backend) = setup(kind, b).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let (mock, api) = setup(kind, b).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(60)).await;
     let r = cancel(&job).await.unwrap();
     assert!(!r.leaked, "{kind:?}: {r:?}");
@@ -202,8 +202,8 @@ async fn cancel_while_queued(kind: ProviderKind) {
 
 async fn cancel_while_running(kind: ProviderKind) {
     let b = Behaviour { queue: Duration::from_millis(50), run: Duration::from_millis(1500), ..Behaviour::default() };
-    let (mock, backend) = setup(kind, b).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let (mock, api) = setup(kind, b).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let r = cancel(&job).await.unwrap();
     match kind {
@@ -238,8 +238,8 @@ async fn cancel_while_running(kind: ProviderKind) {
 }
 
 async fn cancel_after_finish(kind: ProviderKind) {
-    let (_mock, backend) = setup(kind, fast()).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let (_mock, api) = setup(kind, fast()).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     let res = job.result(far()).await;
     assert_eq!(res.state, JobState::Completed, "{kind:?}");
     let r = cancel(&job).await.unwrap();
@@ -255,8 +255,8 @@ async fn cancel_after_finish(kind: ProviderKind) {
 
 async fn status_5xx(kind: ProviderKind) {
     let b = Behaviour { status_503: 2, ..fast() };
-    let (mock, backend) = setup(kind, b).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let (mock, api) = setup(kind, b).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     let r = job.result(far()).await;
     if is_channel(kind) {
         // The request itself got a 503: not retried (not idempotent), recorded as failed.
@@ -270,9 +270,9 @@ async fn status_5xx(kind: ProviderKind) {
 
 async fn status_429(kind: ProviderKind) {
     let b = Behaviour { status_429: 1, retry_after_s: 1, ..fast() };
-    let (_mock, backend) = setup(kind, b).await;
+    let (_mock, api) = setup(kind, b).await;
     let t = Instant::now();
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let job = api.submit(&request(kind)).await.unwrap();
     let r = job.result(far()).await;
     if is_channel(kind) {
         assert_eq!(r.state, JobState::Failed, "{kind:?}");
@@ -285,8 +285,8 @@ async fn status_429(kind: ProviderKind) {
 
 async fn malformed(kind: ProviderKind) {
     let b = Behaviour { malformed: true, ..fast() };
-    let (_mock, backend) = setup(kind, b).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let (_mock, api) = setup(kind, b).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     let r = job.result(far()).await;
     assert_eq!(r.state, JobState::Failed, "{kind:?}");
     let e = r.error.unwrap_or_default().to_lowercase();
@@ -295,8 +295,8 @@ async fn malformed(kind: ProviderKind) {
 
 async fn server_vanishes(kind: ProviderKind) {
     let b = Behaviour { queue: Duration::from_millis(100), run: Duration::from_millis(3000), ..Behaviour::default() };
-    let (mock, backend) = setup(kind, b).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let (mock, api) = setup(kind, b).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
     mock.vanish();
     let t = Instant::now();
@@ -313,8 +313,8 @@ async fn server_vanishes(kind: ProviderKind) {
 
 async fn timeout(kind: ProviderKind) {
     let b = Behaviour { queue: Duration::from_millis(50), run: Duration::from_millis(3000), ..Behaviour::default() };
-    let (_mock, backend) = setup(kind, b).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let (_mock, api) = setup(kind, b).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     let t = Instant::now();
     let r = job.result(Instant::now() + Duration::from_millis(400)).await;
     assert_eq!(r.state, JobState::TimedOut, "{kind:?}");
@@ -362,8 +362,8 @@ fn every_http_kind_has_a_suite() {
 async fn runpod_stream_health_and_purge() {
     let mock = MockServer::start(ProviderKind::RunPod, fast()).await.unwrap();
     let rp = RunPod { name: "runpod".into(), base: format!("{}/v2/ep1", mock.url()), key: Secret::new("k") };
-    let backend = PollingProvider::new(rp.clone(), http(), poll(), RATE);
-    let job = backend.submit(&request(ProviderKind::RunPod)).await.unwrap();
+    let api = PollingProvider::new(rp.clone(), http(), poll(), RATE);
+    let job = api.submit(&request(ProviderKind::RunPod)).await.unwrap();
     let id = job.job_id().unwrap();
     let (state, items) = rp.stream(&http(), &id).await.unwrap();
     assert!(matches!(state, JobState::Queued | JobState::Running) && items.is_empty());
@@ -378,15 +378,15 @@ async fn runpod_stream_health_and_purge() {
 #[tokio::test]
 async fn expired_results_and_hung_status_are_reported_not_hung() {
     let b = Behaviour { result_ttl: Some(Duration::from_millis(10)), ..fast() };
-    let (_mock, backend) = setup(ProviderKind::RunPod, b).await;
-    let job = backend.submit(&request(ProviderKind::RunPod)).await.unwrap();
+    let (_mock, api) = setup(ProviderKind::RunPod, b).await;
+    let job = api.submit(&request(ProviderKind::RunPod)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
     let r = job.result(far()).await;
     assert_eq!(r.state, JobState::Failed);
     assert!(r.error.unwrap_or_default().contains("expired"), "404 after the retention window");
     let b = Behaviour { hang_status: true, ..fast() };
-    let (_mock, backend) = setup(ProviderKind::RunPod, b).await;
-    let job = backend.submit(&request(ProviderKind::RunPod)).await.unwrap();
+    let (_mock, api) = setup(ProviderKind::RunPod, b).await;
+    let job = api.submit(&request(ProviderKind::RunPod)).await.unwrap();
     let r = job.result(Instant::now() + Duration::from_millis(500)).await;
     assert_eq!(r.state, JobState::TimedOut, "a hung status poll is cut at the deadline");
 }

@@ -59,7 +59,7 @@ fn unknown_adapter_and_sim_setting_are_rejected() {
 }
 
 #[test]
-fn remote_adapters_parse_and_know_when_they_cost_money() {
+fn http_providers_parse_and_know_when_they_cost_money() {
     let text = r#"
 [providers.rp]
 adapter = "runpod"

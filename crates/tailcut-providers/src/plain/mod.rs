@@ -1,4 +1,4 @@
-//! A lean HTTP/1.1 client for plain `http://` upstreams on the request path. In-cluster
+//! A lean HTTP/1.1 client for plain `http://` servers on the request path. In-cluster
 //! inference servers (vLLM, TGI, SGLang behind a Service) are reached this way;
 //! `https://` goes through reqwest.
 //!
@@ -9,7 +9,7 @@
 //! about 36,000 instructions per request on the gateway's path against about 6,000 here
 //! (callgrind, `README.md` → Gateway). What the replaced client did and this one keeps:
 //! TCP_NODELAY, connect and total timeouts, keep-alive with at most 256 idle
-//! connections per thread and upstream (closed after 4 s idle), `Content-Length`,
+//! connections per thread and server (closed after 4 s idle), `Content-Length`,
 //! chunked and read-to-close bodies, interim 1xx replies skipped, and errors that carry
 //! their cause but never the URL. A pooled connection the server closed while idle is
 //! seen before use (from the readiness the runtime already has) and replaced; a request
@@ -34,7 +34,7 @@ const MAX_BODY: usize = 256 * 1024 * 1024;
 /// Opening a connection gives up after this (within the exchange's own timeout).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Plain-HTTP keep-alive connections to upstreams, pooled per thread.
+/// Plain-HTTP keep-alive connections to servers, pooled per thread.
 #[derive(Clone, Debug)]
 pub struct PlainHttp {
     id: Arc<pool::PoolId>,
@@ -49,7 +49,7 @@ pub fn bearer(key: &crate::secret::Secret) -> Option<HeaderValue> {
     Some(v)
 }
 
-/// The headers of a JSON POST to an upstream: the content type, the request id when
+/// The headers of a JSON POST to a provider: the content type, the request id when
 /// there is one, and the authorization (see [`bearer`]) when there is one.
 pub fn json_post_headers(request_id: Option<&str>, authorization: Option<&HeaderValue>) -> Vec<(HeaderName, HeaderValue)> {
     let mut headers = Vec::with_capacity(3);

@@ -7,7 +7,6 @@ use crate::client::{HttpClient, Reply};
 use crate::config::{no_fallback, trimmed, Build, Check, Invalid, ProviderModule};
 use crate::polling::{CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
-use crate::ProviderKind;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -211,7 +210,7 @@ impl ProviderModule for Settings {
     }
 
     fn build(&self, cx: &Build<'_>) -> Result<Arc<dyn ProviderApi>, Invalid> {
-        let key = cx.secret(ProviderKind::Baseten, &self.key_env, no_fallback)?;
+        let key = cx.secret(&self.key_env, no_fallback)?;
         Ok(cx.polling(self.api(cx.name, key)))
     }
 

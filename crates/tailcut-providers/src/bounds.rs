@@ -5,7 +5,7 @@
 //! above any sensible setting (durations at most one week unless noted). The provider
 //! modules check their keys here, and `tailcut-config` checks every other key here.
 
-use crate::config::Invalid;
+use crate::invalid::Invalid;
 use std::time::Duration;
 
 /// One week, in seconds: the upper bound of most durations.

@@ -8,7 +8,6 @@ use crate::channel::{correlation_id, ChannelJob};
 use crate::client::{HttpClient, Reply};
 use crate::config::{no_fallback, trimmed, Build, Check, Invalid, ProviderModule};
 use crate::secret::Secret;
-use crate::ProviderKind;
 use async_trait::async_trait;
 use futures::FutureExt;
 use serde::Deserialize;
@@ -136,7 +135,7 @@ impl ProviderModule for Settings {
     }
 
     fn build(&self, cx: &Build<'_>) -> Result<Arc<dyn ProviderApi>, Invalid> {
-        let token = cx.secret(ProviderKind::Cerebrium, &self.key_env, no_fallback)?;
+        let token = cx.secret(&self.key_env, no_fallback)?;
         Ok(Arc::new(Cerebrium { name: cx.name.into(), url: self.url.clone(), token, http: cx.http.clone() }))
     }
 

@@ -1,40 +1,20 @@
 //! What every provider module shares to be configured: the error naming a key
 //! ([`Invalid`]), the keys every HTTP kind takes ([`SharedKeys`] → [`HttpSettings`]),
 //! what building a provider ([`Build`]) and checking its credential ([`Check`]) are given,
-//! and [`HttpConfig`], a configured HTTP provider. Each kind's own keys, factory and
-//! credential check live in its provider module (`runpod.rs`, ...) behind
-//! [`ProviderModule`]; [`crate::kind`] holds the list of kinds that dispatches to them.
+//! Each kind's own keys, factory and credential check live in its provider module
+//! (`runpod.rs`, ...) behind [`ProviderModule`]; [`crate::kind`] holds the list of kinds
+//! that dispatches to them, and [`crate::kind::HttpConfig`], a configured HTTP provider.
 
 use crate::bounds::{self, Lo};
-use crate::client::RetryPolicy;
-use crate::kind::KindSettings;
+pub use crate::invalid::Invalid;
 use crate::polling::{PollSettings, PollingApi, PollingProvider};
-use crate::{HttpClient, ProviderKind, Secret};
+use crate::{HttpClient, Secret};
 use async_trait::async_trait;
 use serde::de::{DeserializeOwned, Visitor};
 use serde::{Deserialize, Deserializer};
 use std::sync::Arc;
 use std::time::Duration;
 use tailcut_core::{ProviderApi, RateNanoUsdPerSec};
-
-/// A bad value for one key of a provider's table: the key (relative to the table,
-/// e.g. `endpoint_id`, `http.submit.url`; empty for the table itself) and what was
-/// expected. `tailcut-config` adds the file and the `providers.NAME.` prefix.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("key `{key}`: {expected}")]
-pub struct Invalid {
-    /// The key.
-    pub key: String,
-    /// What was expected.
-    pub expected: String,
-}
-
-impl Invalid {
-    /// An error for `key`.
-    pub fn new(key: impl Into<String>, expected: impl Into<String>) -> Invalid {
-        Invalid { key: key.into(), expected: expected.into() }
-    }
-}
 
 /// What a provider module gives configuration: its keys, their validation, its factory
 /// and its read-only credential check. Implemented by each module's `Settings`.
@@ -149,6 +129,8 @@ pub fn is_paid(base: &str) -> bool {
 pub struct Build<'a> {
     /// The provider's name (its key in `[providers]`).
     pub name: &'a str,
+    /// Its kind's config name (for messages).
+    pub kind: &'static str,
     /// Its billed rate (for cost estimates).
     pub rate: RateNanoUsdPerSec,
     /// Whether a paid provider's missing credential is an error (live use) or is
@@ -166,12 +148,12 @@ impl Build<'_> {
     /// The credential in environment variable `var` (or from `fallback`, e.g. a provider
     /// CLI's config file). Missing: an error naming `api_key_env` when strict and paid,
     /// else an empty credential (a local server needs none).
-    pub fn secret(&self, kind: ProviderKind, var: &str, fallback: fn() -> Option<Secret>) -> Result<Secret, Invalid> {
+    pub fn secret(&self, var: &str, fallback: fn() -> Option<Secret>) -> Result<Secret, Invalid> {
         if let Some(s) = Secret::from_env(var).or_else(fallback) {
             return Ok(s);
         }
         if self.strict && self.paid {
-            return Err(Invalid::new("api_key_env", format!("environment variable `{var}` is not set (the {} credential)", kind.name())));
+            return Err(Invalid::new("api_key_env", format!("environment variable `{var}` is not set (the {} credential)", self.kind)));
         }
         Ok(Secret::new(""))
     }
@@ -215,57 +197,6 @@ pub fn no_fallback() -> Option<Secret> {
     None
 }
 
-/// A configured HTTP provider: its kind's settings and the settings every HTTP kind
-/// shares. Credentials are resolved only when it is built or checked.
-#[derive(Debug, Clone)]
-pub struct HttpConfig {
-    /// The kind's settings.
-    pub kind: KindSettings,
-    /// The shared settings.
-    pub settings: HttpSettings,
-}
-
-impl HttpConfig {
-    /// Which kind.
-    pub fn kind(&self) -> ProviderKind {
-        self.kind.kind()
-    }
-
-    /// Whether submitting here costs money: anything not on a loopback address.
-    pub fn is_paid(&self) -> bool {
-        is_paid(self.kind.base())
-    }
-
-    /// The environment variable holding the credential, if any.
-    pub fn key_env(&self) -> Option<&str> {
-        self.kind.key_env()
-    }
-
-    /// The OpenAI-compatible settings, for a provider of that kind.
-    pub fn openai(&self) -> Option<&crate::openai::Settings> {
-        match &self.kind {
-            KindSettings::OpenAi(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// Builds the provider named `name`. `strict` requires a paid provider's credential.
-    pub fn build(&self, name: &str, rate: RateNanoUsdPerSec, strict: bool) -> Result<Arc<dyn ProviderApi>, Invalid> {
-        let http = HttpClient::new(self.settings.timeout, RetryPolicy::default())
-            .map_err(|e| Invalid::new("", format!("cannot build the HTTP client: {e}")))?;
-        let cx = Build { name, rate, strict, paid: self.is_paid(), settings: self.settings, http };
-        self.kind.build(&cx)
-    }
-
-    /// A read-only credential check (never submits work); see
-    /// [`ProviderModule::check_credentials`].
-    pub async fn check_credentials(&self, name: &str) -> Result<String, String> {
-        let http = HttpClient::new(self.settings.timeout.min(Duration::from_secs(20)), RetryPolicy { attempts: 2, ..Default::default() })
-            .map_err(|e| e.to_string())?;
-        self.kind.check_credentials(&Check { name, paid: self.is_paid(), http }).await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,6 +208,7 @@ mod tests {
 
     #[test]
     fn the_gateway_reads_openai_replies_itself() {
+        use crate::client::RetryPolicy;
         use crate::openai::{Reader, Route, Settings};
         let s = Settings { base: "http://127.0.0.1:1/v1".into(), model: None, key_env: None, route: Route::Completions, stream: true };
         let http = HttpClient::new(Duration::from_secs(1), RetryPolicy::default()).unwrap();

@@ -2,11 +2,14 @@
 //! from a kind to its provider module. Configuration, the gateway and the mock servers
 //! all read this list; adding a kind is one line in [`provider_kinds!`] plus its module.
 
-use crate::config::{Build, Check, HttpConfig, Invalid, ProviderModule, SharedKeys};
+use crate::client::RetryPolicy;
+use crate::config::{is_paid, Build, Check, HttpSettings, Invalid, ProviderModule, SharedKeys};
+use crate::HttpClient;
 use serde::de::{DeserializeSeed, Deserializer, Error as _};
 use serde::Deserialize;
 use std::sync::Arc;
-use tailcut_core::ProviderApi;
+use std::time::Duration;
+use tailcut_core::{ProviderApi, RateNanoUsdPerSec};
 
 /// Generates [`ProviderKind`], [`KindConfig`] and [`KindSettings`] from one list:
 /// variant, config spelling, provider module.
@@ -169,6 +172,57 @@ impl KindConfig {
     pub fn http(self, shared: &SharedKeys) -> Result<HttpConfig, Invalid> {
         let settings = shared.settings()?;
         Ok(HttpConfig { kind: self.settings()?, settings })
+    }
+}
+
+/// A configured HTTP provider: its kind's settings and the settings every HTTP kind
+/// shares. Credentials are resolved only when it is built or checked.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// The kind's settings.
+    pub kind: KindSettings,
+    /// The shared settings.
+    pub settings: HttpSettings,
+}
+
+impl HttpConfig {
+    /// Which kind.
+    pub fn kind(&self) -> ProviderKind {
+        self.kind.kind()
+    }
+
+    /// Whether submitting here costs money: anything not on a loopback address.
+    pub fn is_paid(&self) -> bool {
+        is_paid(self.kind.base())
+    }
+
+    /// The environment variable holding the credential, if any.
+    pub fn key_env(&self) -> Option<&str> {
+        self.kind.key_env()
+    }
+
+    /// The OpenAI-compatible settings, for a provider of that kind.
+    pub fn openai(&self) -> Option<&crate::openai::Settings> {
+        match &self.kind {
+            KindSettings::OpenAi(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Builds the provider named `name`. `strict` requires a paid provider's credential.
+    pub fn build(&self, name: &str, rate: RateNanoUsdPerSec, strict: bool) -> Result<Arc<dyn ProviderApi>, Invalid> {
+        let http = HttpClient::new(self.settings.timeout, RetryPolicy::default())
+            .map_err(|e| Invalid::new("", format!("cannot build the HTTP client: {e}")))?;
+        let cx = Build { name, kind: self.kind().name(), rate, strict, paid: self.is_paid(), settings: self.settings, http };
+        self.kind.build(&cx)
+    }
+
+    /// A read-only credential check (never submits work); see
+    /// [`ProviderModule::check_credentials`].
+    pub async fn check_credentials(&self, name: &str) -> Result<String, String> {
+        let http = HttpClient::new(self.settings.timeout.min(Duration::from_secs(20)), RetryPolicy { attempts: 2, ..Default::default() })
+            .map_err(|e| e.to_string())?;
+        self.kind.check_credentials(&Check { name, paid: self.is_paid(), http }).await
     }
 }
 

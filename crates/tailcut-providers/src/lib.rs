@@ -24,12 +24,14 @@
 
 pub mod baseten;
 pub mod bounds;
+mod cause;
 pub mod cerebrium;
 pub mod channel;
 pub mod client;
 pub mod config;
 pub mod fal;
 pub mod generic;
+mod invalid;
 pub mod kind;
 pub mod modal;
 pub mod openai;
@@ -42,7 +44,7 @@ pub mod secret;
 pub mod sse;
 
 pub use client::HttpClient;
-pub use config::{HttpConfig, Invalid, ProviderModule};
-pub use kind::{KindConfig, KindSeed, KindSettings, ProviderKind};
+pub use config::{Invalid, ProviderModule};
+pub use kind::{HttpConfig, KindConfig, KindSeed, KindSettings, ProviderKind};
 pub use polling::{PollSettings, PollingProvider};
 pub use secret::Secret;

@@ -6,7 +6,6 @@ use crate::client::{HttpClient, Reply};
 use crate::config::{no_fallback, trimmed, Build, Check, Invalid, ProviderModule};
 use crate::polling::{CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
-use crate::ProviderKind;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -210,7 +209,7 @@ impl ProviderModule for Settings {
     }
 
     fn build(&self, cx: &Build<'_>) -> Result<Arc<dyn ProviderApi>, Invalid> {
-        let token = cx.secret(ProviderKind::Replicate, &self.key_env, no_fallback)?;
+        let token = cx.secret(&self.key_env, no_fallback)?;
         Ok(cx.polling(Replicate {
             name: cx.name.into(),
             base: self.base.clone(),

@@ -6,7 +6,6 @@ use crate::client::{HttpClient, Reply};
 use crate::config::{trimmed, Build, Check, Invalid, ProviderModule};
 use crate::polling::{metric, CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
-use crate::ProviderKind;
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -180,7 +179,7 @@ impl ProviderModule for Settings {
     }
 
     fn build(&self, cx: &Build<'_>) -> Result<Arc<dyn ProviderApi>, Invalid> {
-        let key = cx.secret(ProviderKind::RunPod, &self.key_env, cli_key)?;
+        let key = cx.secret(&self.key_env, cli_key)?;
         Ok(cx.polling(RunPod { name: cx.name.into(), base: self.base.clone(), key }))
     }
 

@@ -118,7 +118,7 @@ impl PlainHttp {
         };
         let stream = match tokio::time::timeout(CONNECT_TIMEOUT, connect_any(&addr)).await {
             Ok(Ok(s)) => s,
-            Ok(Err(e)) => return Err(WireError::Failed(format!("error sending request: {}", crate::client::cause_chain(&e)))),
+            Ok(Err(e)) => return Err(WireError::Failed(format!("error sending request: {}", crate::cause::cause_chain(&e)))),
             Err(_) => return Err(WireError::Failed("error sending request: connect timed out".into())),
         };
         let _ = stream.set_nodelay(true);

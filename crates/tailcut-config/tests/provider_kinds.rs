@@ -60,10 +60,12 @@ fn a_key_of_another_kind_is_not_used_and_an_unknown_key_lists_what_the_kind_take
 
 #[test]
 fn the_simulator_takes_no_http_keys() {
-    let e = err("[providers.p]\nadapter = \"sim\"\ntimeout_s = 5\n");
-    assert!(e.contains("key `providers.p.timeout_s`: not used by adapter = \"sim\" (it takes: sim)"), "{e}");
-    let e = err("[providers.p]\nadapter = \"sim\"\nbase_url = \"http://x\"\n");
-    assert!(e.contains("key `providers.p.base_url`: not used by adapter = \"sim\""), "{e}");
+    // The old reader accepted these and ignored them (checked: `Ok` on 830e13f).
+    for extra in ["timeout_s = 5", "poll_interval_ms = 10", "base_url = \"http://x\""] {
+        let e = err(&format!("[providers.runpod]\nadapter = \"sim\"\n{extra}\n"));
+        let k = extra.split(' ').next().unwrap_or_default();
+        assert!(e.contains(&format!("key `providers.runpod.{k}`: not used by adapter = \"sim\" (it takes: sim)")), "{e}");
+    }
 }
 
 #[test]

@@ -2,6 +2,9 @@
 //! `DELETE /async_request/{id}` — which only cancels while `QUEUED`. Baseten does not
 //! store async outputs: they go to your webhook, and this provider module reads them back from
 //! your collector at `result_url` (`{request_id}` substituted).
+//!
+//! Configured by [`Config`] (`adapter = "baseten"`), checked into [`Settings`], which builds
+//! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::client::{HttpClient, Reply};
 use crate::config::{no_fallback, trimmed, Build, Check, Invalid, ProviderModule};

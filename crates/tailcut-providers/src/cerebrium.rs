@@ -3,6 +3,9 @@
 //! list: each job is its own request, correlated by an id this client sends
 //! (`X-Request-Id`), and cancelling closes that request — safe under any concurrency,
 //! and honest that nothing stronger than a closed channel can be proven.
+//!
+//! Configured by [`Config`] (`adapter = "cerebrium"`), checked into [`Settings`], which builds
+//! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::channel::{correlation_id, ChannelJob};
 use crate::client::{HttpClient, Reply};

@@ -1,7 +1,7 @@
 //! What every provider module shares to be configured: the error naming a key
 //! ([`Invalid`]), the keys every HTTP kind takes ([`SharedKeys`] → [`HttpSettings`]),
-//! what building a provider ([`Build`]) and checking its credential ([`Check`]) are given,
-//! Each kind's own keys, factory and credential check live in its provider module
+//! and what building a provider ([`Build`]) and checking its credential ([`Check`]) are
+//! given. Each kind's own keys, factory and credential check live in its provider module
 //! (`runpod.rs`, ...) behind [`ProviderModule`]; [`crate::kind`] holds the list of kinds
 //! that dispatches to them, and [`crate::kind::HttpConfig`], a configured HTTP provider.
 

@@ -2,6 +2,9 @@
 //! `IN_QUEUE` (with `queue_position`), `IN_PROGRESS` or `COMPLETED` — there is no
 //! cancelled state, so a cancelled request is only ever seen as `COMPLETED`, and the
 //! receipt says exactly that.
+//!
+//! Configured by [`Config`] (`adapter = "fal"`), checked into [`Settings`], which builds
+//! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::client::{HttpClient, Reply};
 use crate::config::{no_fallback, trimmed, Build, Check, Invalid, ProviderModule};

@@ -3,6 +3,9 @@
 //! job id, state, result and metrics, a state map onto tailcut's states, and `${ENV}`
 //! substitution in headers and URLs. The reference tool's YAML field names are accepted
 //! too (`job_id_path`, `audio_b64_path`, `metrics_path`, `state_map` with member names).
+//!
+//! Configured by [`Config`] (`adapter = "http"`), checked into [`Settings`], which builds
+//! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::bounds::{self, Lo};
 use crate::client::{HttpClient, Reply};

@@ -1,6 +1,7 @@
 //! The one list of provider kinds — which HTTP API a provider speaks — and the dispatch
 //! from a kind to its provider module. Configuration, the gateway and the mock servers
-//! all read this list; adding a kind is one line in [`provider_kinds!`] plus its module.
+//! all read this list; adding a kind is one line in `provider_kinds!` plus its module
+//! (`docs/adding-a-provider.md`). [`HttpConfig`] is a configured HTTP provider of any kind.
 
 use crate::client::RetryPolicy;
 use crate::config::{is_paid, Build, Check, HttpSettings, Invalid, ProviderModule, SharedKeys};

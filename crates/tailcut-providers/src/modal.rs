@@ -3,6 +3,9 @@
 //! `examples/modal_job_endpoint.py` ships one: `POST /submit` → `{"call_id"}`,
 //! `GET /status/{id}` → call-graph status (`PENDING` covers queued and running),
 //! `GET /result/{id}` → 202 while pending, `POST /cancel/{id}` → `FunctionCall.cancel()`.
+//!
+//! Configured by [`Config`] (`adapter = "modal"`), checked into [`Settings`], which builds
+//! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::client::{HttpClient, Reply};
 use crate::config::{trimmed, Build, Check, Invalid, ProviderModule};

@@ -1,5 +1,8 @@
 //! Replicate predictions: create by version, by model or by deployment; poll; cancel.
 //! `starting` mixes queued and booting, so it is reported as `PENDING`, never as queued.
+//!
+//! Configured by [`Config`] (`adapter = "replicate"`), checked into [`Settings`], which builds
+//! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::bounds;
 use crate::client::{HttpClient, Reply};

@@ -1,6 +1,9 @@
 //! RunPod serverless queue API: `POST /run`, `GET /status/{id}`, `POST /cancel/{id}`,
 //! `GET /health`, `POST /purge-queue`. `IN_QUEUE` vs `IN_PROGRESS` tells queued from
 //! running; `delayTime` is the queue delay and `executionTime` the billed execution.
+//!
+//! Configured by [`Config`] (`adapter = "runpod"`), checked into [`Settings`], which builds
+//! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::client::{HttpClient, Reply};
 use crate::config::{trimmed, Build, Check, Invalid, ProviderModule};

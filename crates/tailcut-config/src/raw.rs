@@ -1,4 +1,5 @@
-//! Stage one: the file's shape. Unknown keys are rejected here.
+//! Stage one: the file's shape. Unknown keys are rejected here (a provider's keys are
+//! read by [`crate::provider`], by kind).
 
 use serde::Deserialize;
 
@@ -95,40 +96,6 @@ pub(crate) struct RawReplay {
     pub delays_s: Option<Vec<f64>>,
     pub calibration_rounds: Option<i64>,
     pub cap_s: Option<f64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawProvider {
-    pub adapter: String,
-    pub rate_usd_per_s: Option<f64>,
-    pub idle_window_s: Option<f64>,
-    pub expected_run_s: Option<f64>,
-    pub sim: Option<toml::Table>,
-    // HTTP adapters
-    pub base_url: Option<String>,
-    pub url: Option<String>,
-    pub endpoint_id: Option<String>,
-    pub api_key_env: Option<String>,
-    pub version: Option<String>,
-    pub model: Option<String>,
-    pub deployment: Option<String>,
-    pub model_id: Option<String>,
-    pub environment: Option<String>,
-    pub webhook: Option<String>,
-    pub result_url: Option<String>,
-    pub route: Option<String>,
-    pub stream: Option<bool>,
-    pub project_id: Option<String>,
-    pub app: Option<String>,
-    pub function: Option<String>,
-    pub proxy_key_env: Option<String>,
-    pub proxy_secret_env: Option<String>,
-    pub prefer_wait_s: Option<i64>,
-    pub poll_interval_ms: Option<i64>,
-    pub cancel_window_ms: Option<i64>,
-    pub timeout_s: Option<f64>,
-    pub http: Option<toml::Table>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -4,38 +4,26 @@
 //! [`StreamJob`]: its result is the first content event, and the winner's stream is
 //! handed over to the response body ([`tailcut_core::stream`]).
 //!
-//! This is the one place the gateway builds OpenAI providers from configuration (to be
-//! replaced by the provider module's own factory).
+//! Whole-reply providers come from the provider module's own builder
+//! ([`Settings::provider`]); the streamed one shares its settings.
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use tailcut_config::remote::RemoteAdapter;
 use tailcut_core::receipt::Evidence;
 use tailcut_core::stream::{EventSender, StreamEvent, StreamJob};
 use tailcut_core::{Capabilities, Job, JobRequest, ProviderApi, ProviderError};
-use tailcut_providers::openai::{Endpoint, OpenAi};
+use tailcut_providers::openai::{Endpoint, OpenAi, Reader, Settings};
 use tailcut_providers::plain::{ByteStream, PlainHttp};
 use tailcut_providers::{HttpClient, Secret};
 
 /// An OpenAI-compatible provider for whole replies. Its replies are judged by a JSON
 /// validator requiring `choices`/`data`, which also rejects non-JSON, so the provider
 /// module's own syntax check would only scan each reply twice.
-pub(crate) fn whole_reply(name: &str, a: &RemoteAdapter, endpoint: Endpoint, http: HttpClient) -> Arc<OpenAi> {
-    let key = a.key_env.as_deref().and_then(Secret::from_env);
-    Arc::new(OpenAi {
-        name: name.into(),
-        base: a.base.clone(),
-        model: a.model.clone(),
-        key,
-        endpoint,
-        stream: false,
-        check_json: false,
-        http,
-        prepared: Default::default(),
-    })
+pub(crate) fn whole_reply(name: &str, a: &Settings, endpoint: Endpoint, http: HttpClient) -> Arc<OpenAi> {
+    Arc::new(a.provider(name, endpoint, Reader::Gateway, http))
 }
 
 /// Where a provider's streams go and how.
@@ -59,7 +47,7 @@ pub(crate) struct OpenAiStream(Arc<Target>);
 impl OpenAiStream {
     /// The streaming provider `name` for `endpoint`, sharing `http`'s plain-HTTP pools
     /// and the TLS client `tls`.
-    pub(crate) fn new(name: &str, a: &RemoteAdapter, endpoint: Endpoint, http: &HttpClient, tls: reqwest::Client) -> OpenAiStream {
+    pub(crate) fn new(name: &str, a: &Settings, endpoint: Endpoint, http: &HttpClient, tls: reqwest::Client) -> OpenAiStream {
         OpenAiStream(Arc::new(Target {
             name: name.into(),
             base: a.base.clone(),

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use tailcut_config::{spec_providers, Adapter, Config, RouteConfig, RouteKind};
+use tailcut_config::{spec_providers, Config, RouteConfig, RouteKind};
 use tailcut_core::engine::Hedger;
 use tailcut_core::first_token::FirstTokenHedge;
 use tailcut_core::ledger::{BudgetGate, MemoryLedger, SqliteLedger};
@@ -150,7 +150,9 @@ impl Shared<'_> {
         let mut lists: [Vec<Provider>; 5] = Default::default();
         for name in &names {
             let p = config.provider(name).ok_or_else(|| format!("no provider {name}"))?;
-            let Adapter::Remote(a) = &p.adapter else { return Err(format!("provider {name} is not an openai adapter")) };
+            let Some(a) = p.openai() else {
+                return Err(format!("provider {name} is not an OpenAI-compatible provider (adapter = \"openai\")"));
+            };
             // One client per provider for its three endpoints and its streams: one
             // connection pool per serving thread, not five.
             let http = HttpClient::new(self.timeout, tailcut_providers::client::RetryPolicy::default()).map_err(|e| e.to_string())?;

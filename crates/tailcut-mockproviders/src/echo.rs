@@ -1,6 +1,6 @@
-//! An upstream that echoes the credentials it was sent, as careless or hostile servers
+//! A server that echoes the credentials it was sent, as careless or hostile servers
 //! do: in a 401 body, in a 200 reply's error field or stream event, or in the output
-//! itself. It answers any path in the shapes tailcut's adapters read (RunPod's queue
+//! itself. It answers any path in the shapes tailcut's provider modules read (RunPod's queue
 //! API, the job APIs' submit/status/cancel, OpenAI-compatible completions, streamed or
 //! not), so a test can check that the credential is found nowhere tailcut writes.
 

@@ -1,33 +1,17 @@
-//! The shared job engine and server lifecycle.
+//! The shared job engine: jobs, their phases under a [`Behaviour`], and the state every
+//! provider kind's routes read.
 
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
+use tailcut_providers::ProviderKind;
 use tokio::time::Instant;
 
-/// Which API a server speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Flavor {
-    /// RunPod serverless queue API under `/v2/{endpoint}`.
-    RunPod,
-    /// Replicate predictions under `/v1`.
-    Replicate,
-    /// fal queue API under `/{owner}/{app}`.
-    Fal,
-    /// Baseten async predict, plus a webhook collector at `/collector/{id}`.
-    Baseten,
-    /// The Modal web-endpoint wrapper shipped in `examples/modal_job_endpoint.py`.
-    Modal,
-    /// Cerebrium synchronous REST inference under `/v4/{project}/{app}/{function}`.
-    Cerebrium,
-    /// OpenAI-compatible `/v1/chat/completions`, `/v1/completions`, `/v1/models`.
-    OpenAi,
-    /// A generic JSON job API: `POST /jobs`, `GET /jobs/{id}`, `DELETE /jobs/{id}`.
-    Generic,
-}
+/// The mock servers' name for a provider kind (the kinds of `tailcut-providers`, one
+/// list): `MockServer::start(Flavor::OpenAi, ..)` reads as before.
+pub type Flavor = ProviderKind;
 
 /// How jobs behave.
 #[derive(Clone, Debug, PartialEq)]
@@ -158,7 +142,7 @@ impl Job {
 /// Shared state of a mock server.
 #[derive(Debug)]
 pub(crate) struct State {
-    pub flavor: Flavor,
+    pub kind: ProviderKind,
     pub base: String,
     pub behaviour: Mutex<Behaviour>,
     pub jobs: Mutex<HashMap<String, Job>>,
@@ -262,83 +246,5 @@ impl State {
 
     pub fn output(&self, id: &str) -> Value {
         json!({"audio_base64": "UklGRg==", "text": format!("output of {id}"), "output": "ok"})
-    }
-}
-
-/// A running mock server.
-#[derive(Debug)]
-pub struct MockServer {
-    addr: SocketAddr,
-    state: Arc<State>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl MockServer {
-    /// Starts a server speaking `flavor` on 127.0.0.1 with an ephemeral port.
-    pub async fn start(flavor: Flavor, behaviour: Behaviour) -> std::io::Result<MockServer> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let state = Arc::new(State {
-            flavor,
-            base: format!("http://{addr}"),
-            behaviour: Mutex::new(behaviour),
-            jobs: Mutex::new(HashMap::new()),
-            counter: AtomicU64::new(0),
-            status_calls: AtomicU32::new(0),
-            disconnects: AtomicU32::new(0),
-            submits: AtomicU32::new(0),
-            vanished: std::sync::atomic::AtomicBool::new(false),
-            vanish: tokio::sync::Notify::new(),
-        });
-        let app = crate::routes::router(state.clone());
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Ok(MockServer { addr, state, task })
-    }
-
-    /// Base URL, e.g. `http://127.0.0.1:40123`.
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Changes the behaviour of jobs submitted from now on.
-    pub fn set_behaviour(&self, b: Behaviour) {
-        if let Ok(mut cur) = self.state.behaviour.lock() {
-            *cur = b;
-        }
-    }
-
-    /// A job's current view.
-    pub fn job(&self, id: &str) -> Option<JobView> {
-        self.state.view(id)
-    }
-
-    /// Submits seen.
-    pub fn submits(&self) -> u32 {
-        self.state.submits.load(Ordering::SeqCst)
-    }
-
-    /// Client disconnects seen on synchronous/streaming requests.
-    pub fn disconnects(&self) -> u32 {
-        self.state.disconnects.load(Ordering::SeqCst)
-    }
-
-    /// Status-type calls seen.
-    pub fn status_calls(&self) -> u32 {
-        self.state.status_calls.load(Ordering::SeqCst)
-    }
-
-    /// Drops the server: open connections reset, new ones are refused.
-    pub fn vanish(&self) {
-        self.state.vanished.store(true, Ordering::SeqCst);
-        self.state.vanish.notify_waiters();
-        self.task.abort();
-    }
-}
-
-impl Drop for MockServer {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }

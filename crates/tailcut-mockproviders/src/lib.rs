@@ -1,7 +1,7 @@
 //! # tailcut-mockproviders
 //!
 //! Local mock servers (axum, on `127.0.0.1:0`) that speak each provider's documented API,
-//! quirks included, for adapter tests: RunPod's queue API, Replicate predictions, fal's
+//! quirks included, one per provider kind ([`ProviderKind::HTTP`]), for provider-module tests: RunPod's queue API, Replicate predictions, fal's
 //! queue (no cancelled state), Baseten async (cancel only while queued, outputs only via
 //! webhook — the mock doubles as the webhook collector), a Modal web-endpoint wrapper,
 //! Cerebrium's synchronous REST call, OpenAI-compatible chat/completions (streaming too)
@@ -10,12 +10,17 @@
 //! Every server shares one job engine whose [`Behaviour`] sets queue and run times,
 //! failures, malformed bodies, status-call 5xx and 429 (with `Retry-After`), hangs,
 //! result expiry, and whether running cancels are honoured. [`MockServer::vanish`]
-//! drops the server mid-job. [`EchoServer`] is an upstream that echoes the credentials
+//! drops the server mid-job. [`EchoServer`] is a server that echoes the credentials
 //! it was sent back (for redaction tests).
+
+#![warn(missing_docs)]
 
 mod echo;
 mod engine;
 mod routes;
+mod server;
 
 pub use echo::{Echo, EchoServer};
-pub use engine::{Behaviour, Flavor, JobView, MockServer, Phase};
+pub use engine::{Behaviour, Flavor, JobView, Phase};
+pub use server::MockServer;
+pub use tailcut_providers::ProviderKind;

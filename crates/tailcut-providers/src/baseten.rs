@@ -1,17 +1,23 @@
 //! Baseten async predict: `POST …/async_predict`, `GET /async_request/{id}`,
 //! `DELETE /async_request/{id}` — which only cancels while `QUEUED`. Baseten does not
-//! store async outputs: they go to your webhook, and this adapter reads them back from
+//! store async outputs: they go to your webhook, and this provider module reads them back from
 //! your collector at `result_url` (`{request_id}` substituted).
+//!
+//! Configured by [`Config`] (`adapter = "baseten"`), checked into [`Settings`], which builds
+//! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::client::{HttpClient, Reply};
-use crate::polling::{CancelReply, Dialect, Observation, Remote};
+use crate::config::{no_fallback, trimmed, Build, Check, Invalid, ProviderModule};
+use crate::polling::{CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
+use serde::Deserialize;
 use serde_json::{json, Value};
+use std::sync::Arc;
 use tailcut_core::receipt::Evidence;
-use tailcut_core::{Capabilities, JobRequest, JobState, ProviderError};
+use tailcut_core::{Capabilities, JobRequest, JobState, ProviderApi, ProviderError};
 
-/// The Baseten dialect.
+/// The Baseten provider module's API client (its [`PollingApi`]).
 #[derive(Debug, Clone)]
 pub struct Baseten {
     /// Provider key.
@@ -54,7 +60,7 @@ impl Baseten {
 }
 
 #[async_trait]
-impl Dialect for Baseten {
+impl PollingApi for Baseten {
     fn provider(&self) -> &str {
         &self.name
     }
@@ -131,4 +137,90 @@ pub fn read_cancel(reply: &Reply) -> Result<CancelReply, ProviderError> {
     } else {
         CancelReply { acknowledged: false, note: format!("Baseten refused: {message} (an IN_PROGRESS async request cannot be cancelled)") }
     })
+}
+
+/// `adapter = "baseten"`: the keys as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Model base (default `https://model-{model_id}.api.baseten.co`).
+    pub base_url: Option<String>,
+    /// Model id (required unless `base_url` is set).
+    pub model_id: Option<String>,
+    /// Environment (default `production`).
+    pub environment: Option<String>,
+    /// Environment variable holding the API key (default `BASETEN_API_KEY`).
+    pub api_key_env: Option<String>,
+    /// Webhook the model's output is delivered to.
+    pub webhook: Option<String>,
+    /// Where the delivered output can be read back (`{request_id}` substituted).
+    pub result_url: Option<String>,
+}
+
+/// `adapter = "baseten"`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Model base.
+    pub base: String,
+    /// Environment.
+    pub environment: String,
+    /// Webhook.
+    pub webhook: Option<String>,
+    /// Collector URL template.
+    pub result_url: Option<String>,
+    /// Environment variable holding the API key.
+    pub key_env: String,
+}
+
+impl Settings {
+    fn api(&self, name: &str, key: Secret) -> Baseten {
+        Baseten {
+            name: name.into(),
+            base: self.base.clone(),
+            environment: self.environment.clone(),
+            key,
+            webhook: self.webhook.clone(),
+            result_url: self.result_url.clone(),
+        }
+    }
+}
+
+#[async_trait]
+impl ProviderModule for Settings {
+    type Config = Config;
+
+    fn from_config(c: Config) -> Result<Settings, Invalid> {
+        let base = match (&c.base_url, &c.model_id) {
+            (Some(b), _) => trimmed(b),
+            (None, Some(m)) => format!("https://model-{m}.api.baseten.co"),
+            (None, None) => return Err(Invalid::new("model_id", "required (or base_url)")),
+        };
+        Ok(Settings {
+            base,
+            environment: c.environment.unwrap_or_else(|| "production".into()),
+            webhook: c.webhook,
+            result_url: c.result_url,
+            key_env: c.api_key_env.unwrap_or_else(|| "BASETEN_API_KEY".into()),
+        })
+    }
+
+    fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn key_env(&self) -> Option<&str> {
+        Some(&self.key_env)
+    }
+
+    fn build(&self, cx: &Build<'_>) -> Result<Arc<dyn ProviderApi>, Invalid> {
+        let key = cx.secret(&self.key_env, no_fallback)?;
+        Ok(cx.polling(self.api(cx.name, key)))
+    }
+
+    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, String> {
+        let key = cx.secret(&self.key_env, no_fallback)?;
+        let api = Baseten { webhook: None, result_url: None, ..self.api(cx.name, key) };
+        let v = api.queue_status(&cx.http).await.map_err(|e| e.to_string())?;
+        Ok(format!("queue: {} queued, {} in progress", v["num_queued_requests"], v["num_in_progress_requests"]))
+    }
 }

@@ -1,21 +1,26 @@
 //! Cerebrium REST inference: one synchronous `POST /v4/{project}/{app}/{function}`.
-//! There is no run-status or run-cancel API, so this adapter never looks runs up in a
+//! There is no run-status or run-cancel API, so this provider module never looks runs up in a
 //! list: each job is its own request, correlated by an id this client sends
 //! (`X-Request-Id`), and cancelling closes that request — safe under any concurrency,
 //! and honest that nothing stronger than a closed channel can be proven.
+//!
+//! Configured by [`Config`] (`adapter = "cerebrium"`), checked into [`Settings`], which builds
+//! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::channel::{correlation_id, ChannelJob};
 use crate::client::{HttpClient, Reply};
+use crate::config::{no_fallback, trimmed, Build, Check, Invalid, ProviderModule};
 use crate::secret::Secret;
 use async_trait::async_trait;
 use futures::FutureExt;
+use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tailcut_core::receipt::Evidence;
 use tailcut_core::{Capabilities, Job, JobRequest, JobResult, JobState, Payload, ProviderApi, ProviderError};
 use tokio::time::Instant;
 
-/// The Cerebrium adapter.
+/// The Cerebrium provider module's client.
 #[derive(Debug, Clone)]
 pub struct Cerebrium {
     /// Provider key.
@@ -77,5 +82,67 @@ impl ProviderApi for Cerebrium {
             fut.boxed(),
             "request closed; Cerebrium has no run-cancel or status API, so whether the container stopped cannot be confirmed",
         )))
+    }
+}
+
+/// `adapter = "cerebrium"`: the keys as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// API host when the URL is built from `project_id` and `app` (default
+    /// `https://api.aws.us-east-1.cerebrium.ai`).
+    pub base_url: Option<String>,
+    /// The function's full URL (or `project_id` and `app`).
+    pub url: Option<String>,
+    /// Project id.
+    pub project_id: Option<String>,
+    /// App name.
+    pub app: Option<String>,
+    /// Function (default `predict`).
+    pub function: Option<String>,
+    /// Environment variable holding the JWT (default `CEREBRIUM_TOKEN`).
+    pub api_key_env: Option<String>,
+}
+
+/// `adapter = "cerebrium"`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Function URL.
+    pub url: String,
+    /// Environment variable holding the JWT.
+    pub key_env: String,
+}
+
+#[async_trait]
+impl ProviderModule for Settings {
+    type Config = Config;
+
+    fn from_config(c: Config) -> Result<Settings, Invalid> {
+        let url = match (&c.url, &c.project_id, &c.app) {
+            (Some(u), _, _) => trimmed(u),
+            (None, Some(p), Some(app)) => {
+                let base = trimmed(c.base_url.as_deref().unwrap_or("https://api.aws.us-east-1.cerebrium.ai"));
+                format!("{base}/v4/{p}/{app}/{}", c.function.as_deref().unwrap_or("predict"))
+            }
+            _ => return Err(Invalid::new("url", "required (or project_id and app)")),
+        };
+        Ok(Settings { url, key_env: c.api_key_env.unwrap_or_else(|| "CEREBRIUM_TOKEN".into()) })
+    }
+
+    fn base(&self) -> &str {
+        &self.url
+    }
+
+    fn key_env(&self) -> Option<&str> {
+        Some(&self.key_env)
+    }
+
+    fn build(&self, cx: &Build<'_>) -> Result<Arc<dyn ProviderApi>, Invalid> {
+        let token = cx.secret(&self.key_env, no_fallback)?;
+        Ok(Arc::new(Cerebrium { name: cx.name.into(), url: self.url.clone(), token, http: cx.http.clone() }))
+    }
+
+    async fn check_credentials(&self, _cx: &Check<'_>) -> Result<String, String> {
+        Ok("unverifiable: Cerebrium has no read-only API (a check would run the function)".into())
     }
 }

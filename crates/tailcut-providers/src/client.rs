@@ -73,7 +73,7 @@ impl Reply {
     }
 }
 
-/// One pooled client shared by every adapter.
+/// One pooled client shared by every provider module.
 #[derive(Clone, Debug)]
 pub struct HttpClient {
     inner: reqwest::Client,
@@ -90,23 +90,7 @@ fn transport(e: reqwest::Error) -> ProviderError {
 /// URL (it can carry endpoint ids) or headers (credentials); the causes below reqwest are
 /// hyper and io errors, which carry neither.
 pub fn describe(e: reqwest::Error) -> String {
-    cause_chain(&e.without_url())
-}
-
-/// An error and its sources as one line (`outer: cause: root cause`), skipping a cause
-/// whose text the line already ends with.
-pub(crate) fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !line.ends_with(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        cause = c.source();
-    }
-    line
+    crate::cause::cause_chain(&e.without_url())
 }
 
 impl HttpClient {

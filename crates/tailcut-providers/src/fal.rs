@@ -2,16 +2,22 @@
 //! `IN_QUEUE` (with `queue_position`), `IN_PROGRESS` or `COMPLETED` — there is no
 //! cancelled state, so a cancelled request is only ever seen as `COMPLETED`, and the
 //! receipt says exactly that.
+//!
+//! Configured by [`Config`] (`adapter = "fal"`), checked into [`Settings`], which builds
+//! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::client::{HttpClient, Reply};
-use crate::polling::{CancelReply, Dialect, Observation, Remote};
+use crate::config::{no_fallback, trimmed, Build, Check, Invalid, ProviderModule};
+use crate::polling::{CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
+use serde::Deserialize;
 use serde_json::{json, Value};
+use std::sync::Arc;
 use tailcut_core::receipt::Evidence;
-use tailcut_core::{Capabilities, JobRequest, JobState, ProviderError};
+use tailcut_core::{Capabilities, JobRequest, JobState, ProviderApi, ProviderError};
 
-/// The fal dialect.
+/// The fal provider module's API client (its [`PollingApi`]).
 #[derive(Debug, Clone)]
 pub struct Fal {
     /// Provider key.
@@ -43,7 +49,7 @@ impl Fal {
 }
 
 #[async_trait]
-impl Dialect for Fal {
+impl PollingApi for Fal {
     fn provider(&self) -> &str {
         &self.name
     }
@@ -139,5 +145,71 @@ pub fn read_cancel(reply: &Reply) -> Result<CancelReply, ProviderError> {
         "ALREADY_COMPLETED" => Ok(CancelReply { acknowledged: true, note: "already completed".into() }),
         _ if reply.ok() => Ok(CancelReply { acknowledged: true, note: String::new() }),
         _ => Err(reply.rejected()),
+    }
+}
+
+/// `adapter = "fal"`: the keys as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Queue host (default `https://queue.fal.run`).
+    pub base_url: Option<String>,
+    /// Model id, e.g. `fal-ai/flux/dev` (required).
+    pub model: Option<String>,
+    /// Environment variable holding the key (default `FAL_KEY`).
+    pub api_key_env: Option<String>,
+}
+
+/// `adapter = "fal"`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Queue host.
+    pub base: String,
+    /// Model id.
+    pub model: String,
+    /// Environment variable holding the key.
+    pub key_env: String,
+}
+
+#[async_trait]
+impl ProviderModule for Settings {
+    type Config = Config;
+
+    fn from_config(c: Config) -> Result<Settings, Invalid> {
+        let model = c.model.ok_or_else(|| Invalid::new("model", "required (e.g. fal-ai/flux/dev)"))?;
+        Ok(Settings {
+            base: trimmed(c.base_url.as_deref().unwrap_or("https://queue.fal.run")),
+            model,
+            key_env: c.api_key_env.unwrap_or_else(|| "FAL_KEY".into()),
+        })
+    }
+
+    fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn key_env(&self) -> Option<&str> {
+        Some(&self.key_env)
+    }
+
+    fn build(&self, cx: &Build<'_>) -> Result<Arc<dyn ProviderApi>, Invalid> {
+        let key = cx.secret(&self.key_env, no_fallback)?;
+        Ok(cx.polling(Fal { name: cx.name.into(), base: self.base.clone(), model: self.model.clone(), key }))
+    }
+
+    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, String> {
+        // No read-only endpoint: ask for an unknown request's status; 404 means the key was accepted.
+        let key = cx.secret(&self.key_env, no_fallback)?;
+        let app: Vec<&str> = self.model.split('/').take(2).collect();
+        let url = format!("{}/{}/requests/00000000-0000-0000-0000-000000000000/status", self.base, app.join("/"));
+        let reply = cx
+            .http
+            .idempotent(|c| c.get(&url).header("Authorization", format!("Key {}", key.expose())))
+            .await
+            .map_err(|e| e.to_string())?;
+        match reply.status {
+            401 | 403 => Err(format!("credential rejected (HTTP {})", reply.status)),
+            _ => Ok(format!("key accepted (HTTP {} for an unknown request)", reply.status)),
+        }
     }
 }

@@ -3,16 +3,22 @@
 //! job id, state, result and metrics, a state map onto tailcut's states, and `${ENV}`
 //! substitution in headers and URLs. The reference tool's YAML field names are accepted
 //! too (`job_id_path`, `audio_b64_path`, `metrics_path`, `state_map` with member names).
+//!
+//! Configured by [`Config`] (`adapter = "http"`), checked into [`Settings`], which builds
+//! the provider and checks its credential ([`crate::ProviderModule`]).
 
+use crate::bounds::{self, Lo};
 use crate::client::{HttpClient, Reply};
-use crate::polling::{json_payload, path, CancelReply, Dialect, Observation, Remote};
+use crate::config::{Build, Check, Invalid, ProviderModule};
+use crate::polling::{json_payload, path, CancelReply, Observation, PollingApi, Remote};
 use async_trait::async_trait;
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use tailcut_core::receipt::Evidence;
-use tailcut_core::{Capabilities, JobRequest, JobState, Payload, ProviderError};
+use tailcut_core::{Capabilities, JobRequest, JobState, Payload, ProviderApi, ProviderError};
 
 /// One call.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -121,7 +127,7 @@ fn default_state_path() -> String {
     "status".into()
 }
 
-/// The generic dialect.
+/// The generic provider module's API client (its [`PollingApi`]).
 #[derive(Debug, Clone)]
 pub struct Generic {
     /// Provider key.
@@ -266,7 +272,7 @@ impl Generic {
 }
 
 #[async_trait]
-impl Dialect for Generic {
+impl PollingApi for Generic {
     fn provider(&self) -> &str {
         &self.name
     }
@@ -324,6 +330,57 @@ impl Dialect for Generic {
             return Err(reply.rejected());
         }
         Ok(CancelReply { acknowledged: true, note: String::new() })
+    }
+}
+
+/// `adapter = "http"`: the keys as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The job API description (required).
+    pub http: Option<Box<GenericSpec>>,
+}
+
+/// `adapter = "http"`, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// The description, with the reference tool's per-call fields lifted.
+    pub spec: Box<GenericSpec>,
+}
+
+#[async_trait]
+impl ProviderModule for Settings {
+    type Config = Config;
+
+    fn from_config(c: Config) -> Result<Settings, Invalid> {
+        let spec = c.http.ok_or_else(|| Invalid::new("http", "required: the job API description (submit, status, result, cancel)"))?;
+        for (call, c) in [
+            ("submit", Some(&spec.submit)),
+            ("status", spec.status.as_ref()),
+            ("result", spec.result.as_ref()),
+            ("cancel", spec.cancel.as_ref()),
+        ] {
+            if let Some(v) = c.and_then(|c| c.poll_interval_s) {
+                bounds::float(&format!("http.{call}.poll_interval_s"), Some(v), 0.0, Lo::Excl(0.0), 3600.0, "seconds")?;
+            }
+        }
+        Ok(Settings { spec: Box::new(spec.normalized()) })
+    }
+
+    fn base(&self) -> &str {
+        &self.spec.submit.url
+    }
+
+    fn key_env(&self) -> Option<&str> {
+        None
+    }
+
+    fn build(&self, cx: &Build<'_>) -> Result<Arc<dyn ProviderApi>, Invalid> {
+        Ok(cx.polling(Generic { name: cx.name.into(), spec: self.spec.as_ref().clone() }))
+    }
+
+    async fn check_credentials(&self, _cx: &Check<'_>) -> Result<String, String> {
+        Ok("unverifiable: no read-only call is configured for this job API".into())
     }
 }
 

@@ -1,18 +1,24 @@
-//! Modal has no public REST job API. This adapter speaks the documented pattern of a
+//! Modal has no public REST job API. This provider module speaks the documented pattern of a
 //! user-deployed web endpoint that spawns a function call and polls it by call id —
 //! `examples/modal_job_endpoint.py` ships one: `POST /submit` → `{"call_id"}`,
 //! `GET /status/{id}` → call-graph status (`PENDING` covers queued and running),
 //! `GET /result/{id}` → 202 while pending, `POST /cancel/{id}` → `FunctionCall.cancel()`.
+//!
+//! Configured by [`Config`] (`adapter = "modal"`), checked into [`Settings`], which builds
+//! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::client::{HttpClient, Reply};
-use crate::polling::{CancelReply, Dialect, Observation, Remote};
+use crate::config::{trimmed, Build, Check, Invalid, ProviderModule};
+use crate::polling::{CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
+use serde::Deserialize;
 use serde_json::Value;
+use std::sync::Arc;
 use tailcut_core::receipt::Evidence;
-use tailcut_core::{Capabilities, JobRequest, JobState, ProviderError};
+use tailcut_core::{Capabilities, JobRequest, JobState, ProviderApi, ProviderError};
 
-/// The Modal web-endpoint dialect.
+/// The Modal web-endpoint provider module's API client (its [`PollingApi`]).
 #[derive(Debug, Clone)]
 pub struct Modal {
     /// Provider key.
@@ -72,7 +78,7 @@ impl Modal {
 }
 
 #[async_trait]
-impl Dialect for Modal {
+impl PollingApi for Modal {
     fn provider(&self) -> &str {
         &self.name
     }
@@ -110,5 +116,70 @@ impl Dialect for Modal {
             acknowledged: true,
             note: "Modal cancel stops the input; the container idles until its scale-down window and may keep billing".into(),
         })
+    }
+}
+
+/// `adapter = "modal"`: the keys as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The URL of your deployed job endpoint (required).
+    pub url: Option<String>,
+    /// Environment variable holding the proxy-auth token id (with `proxy_secret_env`).
+    pub proxy_key_env: Option<String>,
+    /// Environment variable holding the proxy-auth token secret.
+    pub proxy_secret_env: Option<String>,
+}
+
+/// `adapter = "modal"`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Your endpoint.
+    pub base: String,
+    /// Environment variables holding the proxy-auth token id and secret, if enabled.
+    pub proxy_env: Option<(String, String)>,
+}
+
+#[async_trait]
+impl ProviderModule for Settings {
+    type Config = Config;
+
+    fn from_config(c: Config) -> Result<Settings, Invalid> {
+        let url = c
+            .url
+            .ok_or_else(|| Invalid::new("url", "required: the URL of your deployed job endpoint (see examples/modal_job_endpoint.py)"))?;
+        let proxy_env = match (c.proxy_key_env, c.proxy_secret_env) {
+            (Some(k), Some(s)) => Some((k, s)),
+            (None, None) => None,
+            _ => return Err(Invalid::new("proxy_key_env", "set both proxy_key_env and proxy_secret_env, or neither")),
+        };
+        Ok(Settings { base: trimmed(&url), proxy_env })
+    }
+
+    fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn key_env(&self) -> Option<&str> {
+        None
+    }
+
+    fn build(&self, cx: &Build<'_>) -> Result<Arc<dyn ProviderApi>, Invalid> {
+        let proxy_auth = match &self.proxy_env {
+            None => None,
+            Some((k, s)) => match (Secret::from_env(k), Secret::from_env(s)) {
+                (Some(k), Some(s)) => Some((k, s)),
+                _ if cx.strict => {
+                    return Err(Invalid::new("proxy_key_env", format!("environment variables `{k}` and `{s}` must be set")));
+                }
+                _ => None,
+            },
+        };
+        Ok(cx.polling(Modal { name: cx.name.into(), base: self.base.clone(), proxy_auth }))
+    }
+
+    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, String> {
+        let api = Modal { name: cx.name.into(), base: self.base.clone(), proxy_auth: None };
+        api.health(&cx.http).await.map(|_| "endpoint reachable".to_string()).map_err(|e| e.to_string())
     }
 }

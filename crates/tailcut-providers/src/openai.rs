@@ -27,7 +27,7 @@ pub enum Endpoint {
     Embeddings,
 }
 
-/// The OpenAI-compatible adapter.
+/// The OpenAI-compatible provider module's client.
 #[derive(Debug, Clone)]
 pub struct OpenAi {
     /// Provider key.
@@ -52,9 +52,9 @@ pub struct OpenAi {
     pub prepared: std::sync::OnceLock<Option<Arc<PlainCall>>>,
 }
 
-/// A whole-reply exchange with a plain-HTTP upstream, prepared once per backend: where
+/// A whole-reply exchange with a plain-HTTP upstream, prepared once per provider: where
 /// it goes and with what headers. Each request then moves only an `Arc` into its task
-/// (no copy of the backend's strings, no URL split, no key formatted).
+/// (no copy of the provider's strings, no URL split, no key formatted).
 #[derive(Debug)]
 pub struct PlainCall {
     authority: String,
@@ -308,6 +308,118 @@ impl ProviderApi for OpenAi {
             "connection closed: vLLM and TGI abort the request at once, SGLang within ~4 s",
             Some(ends_by),
         )))
+    }
+}
+
+/// `adapter = "openai"`: the keys as written.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Base URL including `/v1` (required).
+    pub base_url: Option<String>,
+    /// Model name sent when the input has none.
+    pub model: Option<String>,
+    /// Environment variable holding the bearer key, if the server wants one.
+    pub api_key_env: Option<String>,
+    /// `chat` (default) or `completions`: the endpoint `tailcut run` sends jobs to.
+    pub route: Option<String>,
+    /// Stream (SSE) and assemble (default false).
+    pub stream: Option<bool>,
+}
+
+/// `adapter = "openai"`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Base URL including `/v1`.
+    pub base: String,
+    /// Model name sent when the input has none.
+    pub model: Option<String>,
+    /// Environment variable holding the bearer key.
+    pub key_env: Option<String>,
+    /// The endpoint jobs go to (the TOML key `route`).
+    pub endpoint: Endpoint,
+    /// Stream and assemble.
+    pub stream: bool,
+}
+
+/// Who reads an OpenAI-compatible provider's replies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reader {
+    /// The engine (`tailcut run`): streams as configured, and checks that a whole reply
+    /// is JSON before calling it completed.
+    Engine,
+    /// The gateway, which streams by itself and validates the JSON it relays.
+    Gateway,
+}
+
+impl Settings {
+    /// The one builder of an OpenAI-compatible provider: the client named `name` for
+    /// `endpoint`, read by `reader`, over `http`, with the key from `api_key_env` (none
+    /// when unset: a local server needs none).
+    pub fn provider(&self, name: &str, endpoint: Endpoint, reader: Reader, http: HttpClient) -> OpenAi {
+        OpenAi {
+            name: name.into(),
+            base: self.base.clone(),
+            model: self.model.clone(),
+            key: self.key_env.as_deref().and_then(Secret::from_env),
+            endpoint,
+            stream: reader == Reader::Engine && self.stream,
+            check_json: reader == Reader::Engine,
+            http,
+            prepared: Default::default(),
+        }
+    }
+}
+
+#[async_trait]
+impl crate::config::ProviderModule for Settings {
+    type Config = Config;
+
+    fn from_config(c: Config) -> Result<Settings, crate::config::Invalid> {
+        use crate::config::Invalid;
+        let base = c.base_url.ok_or_else(|| Invalid::new("base_url", "required (e.g. http://127.0.0.1:8000/v1)"))?;
+        let endpoint = match c.route.as_deref() {
+            None | Some("chat") => Endpoint::Chat,
+            Some("completions") => Endpoint::Completions,
+            Some(other) => return Err(Invalid::new("route", format!("`{other}`: expected chat or completions"))),
+        };
+        Ok(Settings {
+            base: crate::config::trimmed(&base),
+            model: c.model,
+            key_env: c.api_key_env,
+            endpoint,
+            stream: c.stream.unwrap_or(false),
+        })
+    }
+
+    fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn key_env(&self) -> Option<&str> {
+        self.key_env.as_deref()
+    }
+
+    fn build(&self, cx: &crate::config::Build<'_>) -> Result<Arc<dyn ProviderApi>, crate::config::Invalid> {
+        Ok(Arc::new(self.provider(cx.name, self.endpoint, Reader::Engine, cx.http.clone())))
+    }
+
+    async fn check_credentials(&self, cx: &crate::config::Check<'_>) -> Result<String, String> {
+        let key = self.key_env.as_deref().and_then(Secret::from_env);
+        let url = format!("{}/models", self.base);
+        let reply = cx
+            .http
+            .idempotent(|c| match &key {
+                Some(k) => c.get(&url).bearer_auth(k.expose()),
+                None => c.get(&url),
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        if reply.ok() {
+            Ok(format!("{} model(s)", reply.json().ok().and_then(|v| v["data"].as_array().map(Vec::len)).unwrap_or(0)))
+        } else {
+            Err(reply.rejected().to_string())
+        }
     }
 }
 

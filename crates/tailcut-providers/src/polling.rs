@@ -1,5 +1,5 @@
 //! Job-queue providers: submit, poll status, fetch the result, cancel and poll the
-//! cancel to a terminal state. Each provider contributes a [`Dialect`]; the polling,
+//! cancel to a terminal state. Each provider kind contributes a [`PollingApi`] (its calls and how to read their replies); the polling,
 //! right-censoring and receipt honesty live here once.
 
 use crate::client::HttpClient;
@@ -55,7 +55,7 @@ pub struct CancelReply {
 
 /// One provider's API surface.
 #[async_trait]
-pub trait Dialect: Send + Sync + fmt::Debug + 'static {
+pub trait PollingApi: Send + Sync + fmt::Debug + 'static {
     /// Provider key, for receipts and metric names.
     fn provider(&self) -> &str;
     /// What it can observe and prove.
@@ -93,33 +93,33 @@ impl Default for PollSettings {
     }
 }
 
-/// A job-queue provider over a dialect.
+/// A job-queue provider over its [`PollingApi`].
 #[derive(Debug, Clone)]
-pub struct PollingBackend<D> {
-    dialect: Arc<D>,
+pub struct PollingProvider<D> {
+    api: Arc<D>,
     http: HttpClient,
     settings: PollSettings,
     rate: RateNanoUsdPerSec,
 }
 
-impl<D: Dialect> PollingBackend<D> {
-    /// A backend for `dialect`, billing at `rate` for cost estimates.
-    pub fn new(dialect: D, http: HttpClient, settings: PollSettings, rate: RateNanoUsdPerSec) -> PollingBackend<D> {
-        PollingBackend { dialect: Arc::new(dialect), http, settings, rate }
+impl<D: PollingApi> PollingProvider<D> {
+    /// A provider speaking `api`, billing at `rate` for cost estimates.
+    pub fn new(api: D, http: HttpClient, settings: PollSettings, rate: RateNanoUsdPerSec) -> PollingProvider<D> {
+        PollingProvider { api: Arc::new(api), http, settings, rate }
     }
 }
 
 #[async_trait]
-impl<D: Dialect> ProviderApi for PollingBackend<D> {
+impl<D: PollingApi> ProviderApi for PollingProvider<D> {
     fn capabilities(&self) -> Capabilities {
-        self.dialect.capabilities()
+        self.api.capabilities()
     }
 
     async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, ProviderError> {
         let submitted = Instant::now();
-        let remote = self.dialect.submit(&self.http, request).await?;
+        let remote = self.api.submit(&self.http, request).await?;
         Ok(Arc::new(PollingJob {
-            dialect: self.dialect.clone(),
+            api: self.api.clone(),
             http: self.http.clone(),
             settings: self.settings,
             rate: self.rate,
@@ -132,7 +132,7 @@ impl<D: Dialect> ProviderApi for PollingBackend<D> {
 
 /// One submitted job.
 pub struct PollingJob<D> {
-    dialect: Arc<D>,
+    api: Arc<D>,
     http: HttpClient,
     settings: PollSettings,
     rate: RateNanoUsdPerSec,
@@ -141,15 +141,15 @@ pub struct PollingJob<D> {
     last: Mutex<JobState>,
 }
 
-impl<D: Dialect> fmt::Debug for PollingJob<D> {
+impl<D: PollingApi> fmt::Debug for PollingJob<D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PollingJob").field("provider", &self.dialect.provider()).field("id", &self.remote.id).finish_non_exhaustive()
+        f.debug_struct("PollingJob").field("provider", &self.api.provider()).field("id", &self.remote.id).finish_non_exhaustive()
     }
 }
 
-impl<D: Dialect> PollingJob<D> {
+impl<D: PollingApi> PollingJob<D> {
     async fn observe(&self) -> Result<Observation, ProviderError> {
-        let obs = self.dialect.poll(&self.http, &self.remote).await?;
+        let obs = self.api.poll(&self.http, &self.remote).await?;
         if obs.state != JobState::Unknown {
             if let Ok(mut last) = self.last.lock() {
                 *last = obs.state;
@@ -161,7 +161,7 @@ impl<D: Dialect> PollingJob<D> {
     async fn completed(&self, obs: Observation) -> JobResult {
         let mut r = JobResult::bare(JobState::Completed, None);
         r.metrics = obs.metrics.clone();
-        match self.dialect.fetch(&self.http, &self.remote, &obs).await {
+        match self.api.fetch(&self.http, &self.remote, &obs).await {
             Ok(p) => r.payload = Some(p),
             Err(e) => {
                 r.state = JobState::Failed;
@@ -174,7 +174,7 @@ impl<D: Dialect> PollingJob<D> {
 }
 
 #[async_trait]
-impl<D: Dialect> Job for PollingJob<D> {
+impl<D: PollingApi> Job for PollingJob<D> {
     fn job_id(&self) -> Option<String> {
         Some(self.remote.id.clone())
     }
@@ -228,8 +228,8 @@ impl<D: Dialect> Job for PollingJob<D> {
     }
 
     async fn cancel(&self, ctx: CancelContext) -> Result<Receipt, ProviderError> {
-        let mut receipt = ctx.receipt(self.dialect.provider(), Some(self.remote.id.clone()));
-        let reply = self.dialect.cancel(&self.http, &self.remote).await?;
+        let mut receipt = ctx.receipt(self.api.provider(), Some(self.remote.id.clone()));
+        let reply = self.api.cancel(&self.http, &self.remote).await?;
         receipt.note = reply.note.clone();
         if !reply.acknowledged {
             // Refused: nothing was stopped by us. If the job has already ended, say so.
@@ -258,7 +258,7 @@ impl<D: Dialect> Job for PollingJob<D> {
         let was_queued = ctx.state_before == Some(JobState::Queued);
         receipt.cancel_scope = if was_queued { CancelScope::QueuedJob } else { CancelScope::Request };
         if let Some(obs) = &last_obs {
-            let exec_ms = self.dialect.execution_metric().and_then(|k| obs.metrics.get(&k)).and_then(Value::as_f64);
+            let exec_ms = self.api.execution_metric().and_then(|k| obs.metrics.get(&k)).and_then(Value::as_f64);
             match exec_ms {
                 Some(ms) => {
                     receipt.execution_ms_before_cancel = Some(ms);

@@ -4,7 +4,7 @@
 //!
 //! **What counts as a secret**: every [`Secret`](crate::Secret) this process has created
 //! (provider keys from the environment or config, the RunPod CLI's config-file key,
-//! Modal proxy credentials, the gateway's upstream keys) registers its value here when
+//! Modal proxy credentials, the gateway's provider keys) registers its value here when
 //! it is made, so no caller has to remember to; so do the `${ENV}` values a generic job
 //! API puts into headers (and into URLs, for variables named like a credential). Values
 //! shorter than [`MIN_SECRET_LEN`] bytes are not registered: text that short occurs in
@@ -17,7 +17,7 @@
 //!
 //! **Where**: at the one place provider bytes enter tailcut — the functions that read a
 //! reply off the wire ([`crate::client`] for reqwest, [`crate::plain`] for the plain
-//! client), whole bodies and streams alike — before any adapter parses them. Errors,
+//! client), whole bodies and streams alike — before any provider module parses them. Errors,
 //! receipts' notes, validator reasons, traces, job rows, logs and the bodies the gateway
 //! returns are all built from what comes out of there.
 //!

@@ -1,13 +1,20 @@
 //! Replicate predictions: create by version, by model or by deployment; poll; cancel.
 //! `starting` mixes queued and booting, so it is reported as `PENDING`, never as queued.
+//!
+//! Configured by [`Config`] (`adapter = "replicate"`), checked into [`Settings`], which builds
+//! the provider and checks its credential ([`crate::ProviderModule`]).
 
+use crate::bounds;
 use crate::client::{HttpClient, Reply};
-use crate::polling::{CancelReply, Dialect, Observation, Remote};
+use crate::config::{no_fallback, trimmed, Build, Check, Invalid, ProviderModule};
+use crate::polling::{CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
+use serde::Deserialize;
 use serde_json::{json, Value};
+use std::sync::Arc;
 use tailcut_core::receipt::Evidence;
-use tailcut_core::{Capabilities, JobRequest, JobState, ProviderError};
+use tailcut_core::{Capabilities, JobRequest, JobState, ProviderApi, ProviderError};
 
 /// What a prediction is created against.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +27,7 @@ pub enum Target {
     Deployment(String),
 }
 
-/// The Replicate dialect.
+/// The Replicate provider module's API client (its [`PollingApi`]).
 #[derive(Debug, Clone)]
 pub struct Replicate {
     /// Provider key.
@@ -98,7 +105,7 @@ impl Replicate {
 }
 
 #[async_trait]
-impl Dialect for Replicate {
+impl PollingApi for Replicate {
     fn provider(&self) -> &str {
         &self.name
     }
@@ -139,5 +146,86 @@ impl Dialect for Replicate {
 
     fn execution_metric(&self) -> Option<String> {
         Some(format!("{}_execution_ms", self.name))
+    }
+}
+
+/// `adapter = "replicate"`: the keys as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// API base (default `https://api.replicate.com/v1`).
+    pub base_url: Option<String>,
+    /// Run this version (exactly one of `version`, `model`, `deployment`).
+    pub version: Option<String>,
+    /// Run this model's latest version.
+    pub model: Option<String>,
+    /// Run on this deployment.
+    pub deployment: Option<String>,
+    /// Environment variable holding the API token (default `REPLICATE_API_TOKEN`).
+    pub api_key_env: Option<String>,
+    /// Ask the API to hold the create call up to N seconds (1 to 60).
+    pub prefer_wait_s: Option<i64>,
+}
+
+/// `adapter = "replicate"`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// API base.
+    pub base: String,
+    /// What to run.
+    pub target: Target,
+    /// `Prefer: wait=N`.
+    pub prefer_wait_s: Option<u32>,
+    /// Environment variable holding the API token.
+    pub key_env: String,
+}
+
+#[async_trait]
+impl ProviderModule for Settings {
+    type Config = Config;
+
+    fn from_config(c: Config) -> Result<Settings, Invalid> {
+        let target = match (c.version, c.model, c.deployment) {
+            (Some(v), None, None) => Target::Version(v),
+            (None, Some(m), None) => Target::Model(m),
+            (None, None, Some(d)) => Target::Deployment(d),
+            _ => return Err(Invalid::new("version", "set exactly one of version, model or deployment")),
+        };
+        let prefer_wait_s = match c.prefer_wait_s {
+            None => None,
+            w => Some(u32::try_from(bounds::int("prefer_wait_s", w, 1, 1, 60, "seconds")?).unwrap_or(1)),
+        };
+        Ok(Settings {
+            base: trimmed(c.base_url.as_deref().unwrap_or("https://api.replicate.com/v1")),
+            target,
+            prefer_wait_s,
+            key_env: c.api_key_env.unwrap_or_else(|| "REPLICATE_API_TOKEN".into()),
+        })
+    }
+
+    fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn key_env(&self) -> Option<&str> {
+        Some(&self.key_env)
+    }
+
+    fn build(&self, cx: &Build<'_>) -> Result<Arc<dyn ProviderApi>, Invalid> {
+        let token = cx.secret(&self.key_env, no_fallback)?;
+        Ok(cx.polling(Replicate {
+            name: cx.name.into(),
+            base: self.base.clone(),
+            token,
+            target: self.target.clone(),
+            prefer_wait_s: self.prefer_wait_s,
+        }))
+    }
+
+    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, String> {
+        let token = cx.secret(&self.key_env, no_fallback)?;
+        let api = Replicate { name: cx.name.into(), base: self.base.clone(), token, target: self.target.clone(), prefer_wait_s: None };
+        let account = api.account(&cx.http).await.map_err(|e| e.to_string())?;
+        Ok(format!("account {}", account.get("username").and_then(Value::as_str).unwrap_or("?")))
     }
 }

@@ -1,16 +1,22 @@
 //! RunPod serverless queue API: `POST /run`, `GET /status/{id}`, `POST /cancel/{id}`,
 //! `GET /health`, `POST /purge-queue`. `IN_QUEUE` vs `IN_PROGRESS` tells queued from
 //! running; `delayTime` is the queue delay and `executionTime` the billed execution.
+//!
+//! Configured by [`Config`] (`adapter = "runpod"`), checked into [`Settings`], which builds
+//! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::client::{HttpClient, Reply};
-use crate::polling::{metric, CancelReply, Dialect, Observation, Remote};
+use crate::config::{trimmed, Build, Check, Invalid, ProviderModule};
+use crate::polling::{metric, CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
+use serde::Deserialize;
 use serde_json::{json, Value};
+use std::sync::Arc;
 use tailcut_core::receipt::Evidence;
-use tailcut_core::{Capabilities, JobRequest, JobState, ProviderError};
+use tailcut_core::{Capabilities, JobRequest, JobState, ProviderApi, ProviderError};
 
-/// The RunPod dialect.
+/// The RunPod provider module's API client (its [`PollingApi`]).
 #[derive(Debug, Clone)]
 pub struct RunPod {
     /// Provider key.
@@ -102,7 +108,7 @@ impl RunPod {
 }
 
 #[async_trait]
-impl Dialect for RunPod {
+impl PollingApi for RunPod {
     fn provider(&self) -> &str {
         &self.name
     }
@@ -133,4 +139,64 @@ impl Dialect for RunPod {
     fn execution_metric(&self) -> Option<String> {
         Some(format!("{}_execution_ms", self.name))
     }
+}
+
+/// `adapter = "runpod"`: the keys as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// API base (default `https://api.runpod.ai/v2`).
+    pub base_url: Option<String>,
+    /// Your serverless endpoint id (required).
+    pub endpoint_id: Option<String>,
+    /// Environment variable holding the API key (default `RUNPOD_API_KEY`; when it is
+    /// unset, the RunPod CLI's `~/.runpod/config.toml` is read).
+    pub api_key_env: Option<String>,
+}
+
+/// `adapter = "runpod"`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Base URL including the endpoint.
+    pub base: String,
+    /// Environment variable holding the API key.
+    pub key_env: String,
+}
+
+#[async_trait]
+impl ProviderModule for Settings {
+    type Config = Config;
+
+    fn from_config(c: Config) -> Result<Settings, Invalid> {
+        let base = trimmed(c.base_url.as_deref().unwrap_or("https://api.runpod.ai/v2"));
+        let ep = c.endpoint_id.ok_or_else(|| Invalid::new("endpoint_id", "required (your serverless endpoint id)"))?;
+        Ok(Settings { base: format!("{base}/{ep}"), key_env: c.api_key_env.unwrap_or_else(|| "RUNPOD_API_KEY".into()) })
+    }
+
+    fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn key_env(&self) -> Option<&str> {
+        Some(&self.key_env)
+    }
+
+    fn build(&self, cx: &Build<'_>) -> Result<Arc<dyn ProviderApi>, Invalid> {
+        let key = cx.secret(&self.key_env, cli_key)?;
+        Ok(cx.polling(RunPod { name: cx.name.into(), base: self.base.clone(), key }))
+    }
+
+    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, String> {
+        let key = cx.secret(&self.key_env, cli_key)?;
+        let api = RunPod { name: cx.name.into(), base: self.base.clone(), key };
+        api.health(&cx.http).await.map(|v| format!("health ok: {}", v["workers"])).map_err(|e| e.to_string())
+    }
+}
+
+/// Credentials from the RunPod CLI's config file (`~/.runpod/config.toml`, `[default] api_key`).
+fn cli_key() -> Option<Secret> {
+    let home = std::env::var_os("HOME")?;
+    let text = std::fs::read_to_string(std::path::Path::new(&home).join(".runpod/config.toml")).ok()?;
+    let t: toml::Table = text.parse().ok()?;
+    t.get("default")?.get("api_key")?.as_str().map(Secret::new)
 }

@@ -1,4 +1,4 @@
-//! One conformance suite, run against every adapter and its faithful mock server:
+//! One conformance suite, run against every provider module and its faithful mock server:
 //! submit→result, state transitions, cancel while queued / while running / after finish,
 //! 5xx, 429 with Retry-After, malformed bodies, the server vanishing mid-job, and
 //! timeouts — each asserting the result state and the receipt's evidence and leak flag.
@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tailcut_core::receipt::Evidence;
 use tailcut_core::{CancelContext, Job, JobRequest, JobState, ProviderApi, RateNanoUsdPerSec, Receipt};
-use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
+use tailcut_mockproviders::{Behaviour, MockServer};
 use tailcut_providers::baseten::Baseten;
 use tailcut_providers::cerebrium::Cerebrium;
 use tailcut_providers::client::{HttpClient, RetryPolicy};
@@ -17,38 +17,12 @@ use tailcut_providers::modal::Modal;
 use tailcut_providers::openai::{Endpoint, OpenAi};
 use tailcut_providers::replicate::{Replicate, Target};
 use tailcut_providers::runpod::RunPod;
-use tailcut_providers::{PollSettings, PollingBackend, Secret};
+use tailcut_providers::{PollSettings, PollingProvider, ProviderKind, Secret};
 use tokio::time::Instant;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    RunPod,
-    Replicate,
-    Fal,
-    Baseten,
-    Modal,
-    Cerebrium,
-    OpenAi,
-    Generic,
-}
-
-impl Kind {
-    fn flavor(self) -> Flavor {
-        match self {
-            Kind::RunPod => Flavor::RunPod,
-            Kind::Replicate => Flavor::Replicate,
-            Kind::Fal => Flavor::Fal,
-            Kind::Baseten => Flavor::Baseten,
-            Kind::Modal => Flavor::Modal,
-            Kind::Cerebrium => Flavor::Cerebrium,
-            Kind::OpenAi => Flavor::OpenAi,
-            Kind::Generic => Flavor::Generic,
-        }
-    }
-
-    fn is_channel(self) -> bool {
-        matches!(self, Kind::Cerebrium | Kind::OpenAi)
-    }
+/// Request-channel kinds: the job is the request, cancelled by closing it.
+fn is_channel(kind: ProviderKind) -> bool {
+    matches!(kind, ProviderKind::Cerebrium | ProviderKind::OpenAi)
 }
 
 fn http() -> HttpClient {
@@ -65,15 +39,15 @@ fn poll() -> PollSettings {
 
 const RATE: RateNanoUsdPerSec = RateNanoUsdPerSec(306_000);
 
-async fn setup(kind: Kind, b: Behaviour) -> (MockServer, Arc<dyn ProviderApi>) {
-    let mock = MockServer::start(kind.flavor(), b).await.unwrap();
+async fn setup(kind: ProviderKind, b: Behaviour) -> (MockServer, Arc<dyn ProviderApi>) {
+    let mock = MockServer::start(kind, b).await.unwrap();
     let url = mock.url();
     let key = Secret::new("test-key-123");
-    let backend: Arc<dyn ProviderApi> = match kind {
-        Kind::RunPod => {
-            Arc::new(PollingBackend::new(RunPod { name: "runpod".into(), base: format!("{url}/v2/ep1"), key }, http(), poll(), RATE))
+    let api: Arc<dyn ProviderApi> = match kind {
+        ProviderKind::RunPod => {
+            Arc::new(PollingProvider::new(RunPod { name: "runpod".into(), base: format!("{url}/v2/ep1"), key }, http(), poll(), RATE))
         }
-        Kind::Replicate => Arc::new(PollingBackend::new(
+        ProviderKind::Replicate => Arc::new(PollingProvider::new(
             Replicate {
                 name: "replicate".into(),
                 base: format!("{url}/v1"),
@@ -85,13 +59,13 @@ async fn setup(kind: Kind, b: Behaviour) -> (MockServer, Arc<dyn ProviderApi>) {
             poll(),
             RATE,
         )),
-        Kind::Fal => Arc::new(PollingBackend::new(
+        ProviderKind::Fal => Arc::new(PollingProvider::new(
             Fal { name: "fal".into(), base: url.clone(), model: "fal-ai/mock-app".into(), key },
             http(),
             poll(),
             RATE,
         )),
-        Kind::Baseten => Arc::new(PollingBackend::new(
+        ProviderKind::Baseten => Arc::new(PollingProvider::new(
             Baseten {
                 name: "baseten".into(),
                 base: url.clone(),
@@ -104,13 +78,13 @@ async fn setup(kind: Kind, b: Behaviour) -> (MockServer, Arc<dyn ProviderApi>) {
             poll(),
             RATE,
         )),
-        Kind::Modal => {
-            Arc::new(PollingBackend::new(Modal { name: "modal".into(), base: url.clone(), proxy_auth: None }, http(), poll(), RATE))
+        ProviderKind::Modal => {
+            Arc::new(PollingProvider::new(Modal { name: "modal".into(), base: url.clone(), proxy_auth: None }, http(), poll(), RATE))
         }
-        Kind::Cerebrium => {
+        ProviderKind::Cerebrium => {
             Arc::new(Cerebrium { name: "cerebrium".into(), url: format!("{url}/v4/p-1/app/predict"), token: key, http: http() })
         }
-        Kind::OpenAi => Arc::new(OpenAi {
+        ProviderKind::OpenAi => Arc::new(OpenAi {
             name: "vllm".into(),
             base: format!("{url}/v1"),
             model: Some("mock-model".into()),
@@ -121,7 +95,7 @@ async fn setup(kind: Kind, b: Behaviour) -> (MockServer, Arc<dyn ProviderApi>) {
             http: http(),
             prepared: Default::default(),
         }),
-        Kind::Generic => {
+        ProviderKind::Generic => {
             let spec: GenericSpec = serde_json::from_value(serde_json::json!({
                 "headers": {"Authorization": "Bearer test-key-123"},
                 "submit": {"url": format!("{url}/jobs"), "body": {"input": "{request}"}},
@@ -134,14 +108,15 @@ async fn setup(kind: Kind, b: Behaviour) -> (MockServer, Arc<dyn ProviderApi>) {
                 "cancel": {"method": "DELETE", "url": format!("{url}/jobs/{{job_id}}")}
             }))
             .unwrap();
-            Arc::new(PollingBackend::new(Generic { name: "generic".into(), spec }, http(), poll(), RATE))
+            Arc::new(PollingProvider::new(Generic { name: "generic".into(), spec }, http(), poll(), RATE))
         }
+        ProviderKind::Sim => unreachable!("MockServer::start refuses the simulator"),
     };
-    (mock, backend)
+    (mock, api)
 }
 
-fn request(kind: Kind) -> JobRequest {
-    if kind == Kind::OpenAi {
+fn request(kind: ProviderKind) -> JobRequest {
+    if kind == ProviderKind::OpenAi {
         JobRequest::new("r1", serde_json::json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}))
     } else {
         JobRequest::new("r1", serde_json::json!({"text": "hello", "voice_id": "v1"}))
@@ -162,9 +137,9 @@ fn fast() -> Behaviour {
     Behaviour { queue: Duration::from_millis(80), run: Duration::from_millis(120), ..Behaviour::default() }
 }
 
-async fn submit_then_result(kind: Kind) {
-    let (_mock, backend) = setup(kind, fast()).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+async fn submit_then_result(kind: ProviderKind) {
+    let (_mock, api) = setup(kind, fast()).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     let t = Instant::now();
     let r = job.result(far()).await;
     assert_eq!(r.state, JobState::Completed, "{kind:?}: {:?}", r.error);
@@ -175,10 +150,10 @@ async fn submit_then_result(kind: Kind) {
     assert!(job.job_id().is_some());
 }
 
-async fn state_transitions(kind: Kind) {
+async fn state_transitions(kind: ProviderKind) {
     let b = Behaviour { queue: Duration::from_millis(250), run: Duration::from_millis(250), ..Behaviour::default() };
-    let (_mock, backend) = setup(kind, b).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let (_mock, api) = setup(kind, b).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     let mut seen: Vec<JobState> = Vec::new();
     let until = Instant::now() + Duration::from_secs(3);
     while Instant::now() < until {
@@ -192,21 +167,24 @@ async fn state_transitions(kind: Kind) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let expected: &[JobState] = match kind {
-        Kind::RunPod | Kind::Fal | Kind::Baseten | Kind::Generic => &[JobState::Queued, JobState::Running, JobState::Completed],
-        Kind::Replicate => &[JobState::Pending, JobState::Running, JobState::Completed],
-        Kind::Modal | Kind::Cerebrium | Kind::OpenAi => &[JobState::Pending, JobState::Completed],
+        ProviderKind::RunPod | ProviderKind::Fal | ProviderKind::Baseten | ProviderKind::Generic => {
+            &[JobState::Queued, JobState::Running, JobState::Completed]
+        }
+        ProviderKind::Replicate => &[JobState::Pending, JobState::Running, JobState::Completed],
+        ProviderKind::Modal | ProviderKind::Cerebrium | ProviderKind::OpenAi => &[JobState::Pending, JobState::Completed],
+        ProviderKind::Sim => unreachable!("no mock server speaks the simulator"),
     };
     assert_eq!(seen, expected, "{kind:?}");
 }
 
-async fn cancel_while_queued(kind: Kind) {
+async fn cancel_while_queued(kind: ProviderKind) {
     let b = Behaviour { queue: Duration::from_millis(800), run: Duration::from_millis(300), ..Behaviour::default() };
-    let (mock, backend) = setup(kind, b).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let (mock, api) = setup(kind, b).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(60)).await;
     let r = cancel(&job).await.unwrap();
     assert!(!r.leaked, "{kind:?}: {r:?}");
-    if kind.is_channel() {
+    if is_channel(kind) {
         assert_eq!(r.evidence, Evidence::RequestChannelClosed, "{kind:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(mock.disconnects(), 1, "{kind:?}: the server saw the request closed");
@@ -214,7 +192,7 @@ async fn cancel_while_queued(kind: Kind) {
         assert_eq!(r.evidence, Evidence::ConfirmedTerminal, "{kind:?}: {r:?}");
         assert!(r.confirmed_terminal && r.terminal_status.is_some());
         assert!(!r.was_running, "{kind:?}");
-        if matches!(kind, Kind::RunPod | Kind::Fal | Kind::Baseten | Kind::Generic) {
+        if matches!(kind, ProviderKind::RunPod | ProviderKind::Fal | ProviderKind::Baseten | ProviderKind::Generic) {
             assert_eq!(r.cancel_scope, tailcut_core::CancelScope::QueuedJob, "{kind:?}");
         }
     }
@@ -222,27 +200,27 @@ async fn cancel_while_queued(kind: Kind) {
     assert_ne!(res.state, JobState::Completed, "{kind:?}: a cancelled job must not complete");
 }
 
-async fn cancel_while_running(kind: Kind) {
+async fn cancel_while_running(kind: ProviderKind) {
     let b = Behaviour { queue: Duration::from_millis(50), run: Duration::from_millis(1500), ..Behaviour::default() };
-    let (mock, backend) = setup(kind, b).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let (mock, api) = setup(kind, b).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let r = cancel(&job).await.unwrap();
     match kind {
-        Kind::Baseten => {
+        ProviderKind::Baseten => {
             // Baseten cannot cancel an IN_PROGRESS async request: nothing was stopped.
             assert_eq!(r.evidence, Evidence::NoEvidence, "{r:?}");
             assert!(r.leaked);
             assert!(r.was_running);
             assert!(r.note.contains("IN_PROGRESS"), "{}", r.note);
         }
-        k if k.is_channel() => {
+        k if is_channel(k) => {
             assert_eq!(r.evidence, Evidence::RequestChannelClosed);
             assert!(!r.leaked);
             tokio::time::sleep(Duration::from_millis(100)).await;
             assert_eq!(mock.disconnects(), 1);
         }
-        Kind::Fal => {
+        ProviderKind::Fal => {
             // fal has no cancelled state: all that can be observed is a terminal COMPLETED.
             assert_eq!(r.evidence, Evidence::ConfirmedTerminal, "{r:?}");
             assert!(!r.leaked);
@@ -254,19 +232,19 @@ async fn cancel_while_running(kind: Kind) {
             assert!(!r.leaked);
         }
     }
-    if matches!(kind, Kind::RunPod | Kind::Replicate | Kind::Fal | Kind::Generic | Kind::Baseten) {
+    if matches!(kind, ProviderKind::RunPod | ProviderKind::Replicate | ProviderKind::Fal | ProviderKind::Generic | ProviderKind::Baseten) {
         assert!(r.was_running, "{kind:?}");
     }
 }
 
-async fn cancel_after_finish(kind: Kind) {
-    let (_mock, backend) = setup(kind, fast()).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+async fn cancel_after_finish(kind: ProviderKind) {
+    let (_mock, api) = setup(kind, fast()).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     let res = job.result(far()).await;
     assert_eq!(res.state, JobState::Completed, "{kind:?}");
     let r = cancel(&job).await.unwrap();
     assert!(!r.leaked, "{kind:?}: a finished job is not a leak: {r:?}");
-    if kind.is_channel() {
+    if is_channel(kind) {
         assert_eq!(r.evidence, Evidence::RequestChannelClosed);
         assert!(r.note.contains("already ended"), "{}", r.note);
     } else {
@@ -275,12 +253,12 @@ async fn cancel_after_finish(kind: Kind) {
     }
 }
 
-async fn status_5xx(kind: Kind) {
+async fn status_5xx(kind: ProviderKind) {
     let b = Behaviour { status_503: 2, ..fast() };
-    let (mock, backend) = setup(kind, b).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let (mock, api) = setup(kind, b).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     let r = job.result(far()).await;
-    if kind.is_channel() {
+    if is_channel(kind) {
         // The request itself got a 503: not retried (not idempotent), recorded as failed.
         assert_eq!(r.state, JobState::Failed, "{kind:?}");
         assert!(r.error.unwrap_or_default().contains("503"));
@@ -290,13 +268,13 @@ async fn status_5xx(kind: Kind) {
     }
 }
 
-async fn status_429(kind: Kind) {
+async fn status_429(kind: ProviderKind) {
     let b = Behaviour { status_429: 1, retry_after_s: 1, ..fast() };
-    let (_mock, backend) = setup(kind, b).await;
+    let (_mock, api) = setup(kind, b).await;
     let t = Instant::now();
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let job = api.submit(&request(kind)).await.unwrap();
     let r = job.result(far()).await;
-    if kind.is_channel() {
+    if is_channel(kind) {
         assert_eq!(r.state, JobState::Failed, "{kind:?}");
         assert!(r.error.unwrap_or_default().contains("429"));
     } else {
@@ -305,20 +283,20 @@ async fn status_429(kind: Kind) {
     }
 }
 
-async fn malformed(kind: Kind) {
+async fn malformed(kind: ProviderKind) {
     let b = Behaviour { malformed: true, ..fast() };
-    let (_mock, backend) = setup(kind, b).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let (_mock, api) = setup(kind, b).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     let r = job.result(far()).await;
     assert_eq!(r.state, JobState::Failed, "{kind:?}");
     let e = r.error.unwrap_or_default().to_lowercase();
     assert!(e.contains("malformed") || e.contains("json") || e.contains("eof"), "{kind:?}: {e}");
 }
 
-async fn server_vanishes(kind: Kind) {
+async fn server_vanishes(kind: ProviderKind) {
     let b = Behaviour { queue: Duration::from_millis(100), run: Duration::from_millis(3000), ..Behaviour::default() };
-    let (mock, backend) = setup(kind, b).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let (mock, api) = setup(kind, b).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
     mock.vanish();
     let t = Instant::now();
@@ -333,10 +311,10 @@ async fn server_vanishes(kind: Kind) {
     }
 }
 
-async fn timeout(kind: Kind) {
+async fn timeout(kind: ProviderKind) {
     let b = Behaviour { queue: Duration::from_millis(50), run: Duration::from_millis(3000), ..Behaviour::default() };
-    let (_mock, backend) = setup(kind, b).await;
-    let job = backend.submit(&request(kind)).await.unwrap();
+    let (_mock, api) = setup(kind, b).await;
+    let job = api.submit(&request(kind)).await.unwrap();
     let t = Instant::now();
     let r = job.result(Instant::now() + Duration::from_millis(400)).await;
     assert_eq!(r.state, JobState::TimedOut, "{kind:?}");
@@ -358,26 +336,34 @@ macro_rules! conformance {
             #[tokio::test] async fn server_vanishes() { super::server_vanishes($kind).await }
             #[tokio::test] async fn timeout() { super::timeout($kind).await }
         }
-    )*};
+    )*
+    /// The kinds with a suite, in order.
+    const COVERED: &[ProviderKind] = &[$($kind),*];
+    };
 }
 
 conformance! {
-    runpod => Kind::RunPod,
-    replicate => Kind::Replicate,
-    fal => Kind::Fal,
-    baseten => Kind::Baseten,
-    modal => Kind::Modal,
-    cerebrium => Kind::Cerebrium,
-    openai => Kind::OpenAi,
-    generic => Kind::Generic,
+    runpod => ProviderKind::RunPod,
+    replicate => ProviderKind::Replicate,
+    fal => ProviderKind::Fal,
+    baseten => ProviderKind::Baseten,
+    modal => ProviderKind::Modal,
+    cerebrium => ProviderKind::Cerebrium,
+    openai => ProviderKind::OpenAi,
+    generic => ProviderKind::Generic,
+}
+
+#[test]
+fn every_http_kind_has_a_suite() {
+    assert_eq!(COVERED, ProviderKind::HTTP, "one suite per provider kind, from the one list");
 }
 
 #[tokio::test]
 async fn runpod_stream_health_and_purge() {
-    let mock = MockServer::start(Flavor::RunPod, fast()).await.unwrap();
+    let mock = MockServer::start(ProviderKind::RunPod, fast()).await.unwrap();
     let rp = RunPod { name: "runpod".into(), base: format!("{}/v2/ep1", mock.url()), key: Secret::new("k") };
-    let backend = PollingBackend::new(rp.clone(), http(), poll(), RATE);
-    let job = backend.submit(&request(Kind::RunPod)).await.unwrap();
+    let api = PollingProvider::new(rp.clone(), http(), poll(), RATE);
+    let job = api.submit(&request(ProviderKind::RunPod)).await.unwrap();
     let id = job.job_id().unwrap();
     let (state, items) = rp.stream(&http(), &id).await.unwrap();
     assert!(matches!(state, JobState::Queued | JobState::Running) && items.is_empty());
@@ -392,15 +378,15 @@ async fn runpod_stream_health_and_purge() {
 #[tokio::test]
 async fn expired_results_and_hung_status_are_reported_not_hung() {
     let b = Behaviour { result_ttl: Some(Duration::from_millis(10)), ..fast() };
-    let (_mock, backend) = setup(Kind::RunPod, b).await;
-    let job = backend.submit(&request(Kind::RunPod)).await.unwrap();
+    let (_mock, api) = setup(ProviderKind::RunPod, b).await;
+    let job = api.submit(&request(ProviderKind::RunPod)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
     let r = job.result(far()).await;
     assert_eq!(r.state, JobState::Failed);
     assert!(r.error.unwrap_or_default().contains("expired"), "404 after the retention window");
     let b = Behaviour { hang_status: true, ..fast() };
-    let (_mock, backend) = setup(Kind::RunPod, b).await;
-    let job = backend.submit(&request(Kind::RunPod)).await.unwrap();
+    let (_mock, api) = setup(ProviderKind::RunPod, b).await;
+    let job = api.submit(&request(ProviderKind::RunPod)).await.unwrap();
     let r = job.result(Instant::now() + Duration::from_millis(500)).await;
     assert_eq!(r.state, JobState::TimedOut, "a hung status poll is cut at the deadline");
 }

@@ -3,10 +3,10 @@
 mod config;
 mod contend;
 mod demo;
-mod live;
 mod model;
 mod replay;
 mod report;
+mod run;
 mod scenario;
 mod serve;
 mod sim_provider;
@@ -44,10 +44,10 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(args) => replay::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Synth(args) => synth::run(&args),
-        Command::Run(args) => live::run(&args),
-        Command::LoginCheck(args) => live::login_check(&args),
-        Command::Bench(args) => live::bench(&args),
-        Command::CancelAudit(args) => live::cancel_audit(&args),
+        Command::Run(args) => run::run(&args),
+        Command::LoginCheck(args) => run::login_check(&args),
+        Command::Bench(args) => run::bench(&args),
+        Command::CancelAudit(args) => run::cancel_audit(&args),
         Command::SimProvider(args) => sim_provider::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Contend(cmd) => contend::run(&cmd),

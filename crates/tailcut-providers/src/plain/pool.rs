@@ -1,4 +1,4 @@
-//! Idle keep-alive connections, per thread, per client and upstream. A connection is
+//! Idle keep-alive connections, per thread, per client and server. A connection is
 //! registered with the runtime of the thread that opened it, and a per-core server
 //! (`serve_per_core`) keeps each exchange on one thread, so no lock and no cross-thread
 //! hand-off is ever needed.
@@ -12,7 +12,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Idle connections kept per thread, client and upstream.
+/// Idle connections kept per thread, client and server.
 pub(super) const MAX_IDLE: usize = 256;
 /// An idle connection older than this is closed instead of reused: under uvicorn's 5 s
 /// keep-alive (vLLM's and SGLang's server), the shortest common default among inference

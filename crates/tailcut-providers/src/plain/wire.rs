@@ -30,7 +30,7 @@ pub(super) enum WireError {
 impl WireError {
     pub(super) fn describe(self) -> String {
         match self {
-            WireError::Unsent(e) => crate::client::cause_chain(&e),
+            WireError::Unsent(e) => crate::cause::cause_chain(&e),
             WireError::Failed(m) => m,
         }
     }
@@ -168,7 +168,7 @@ impl Conn {
                 Ok(0) if received_any => return Err(WireError::Failed("connection closed before the reply head ended".into())),
                 Ok(0) => return Err(WireError::Failed("connection closed before message completed".into())),
                 Ok(_) => {}
-                Err(e) => return Err(WireError::Failed(crate::client::cause_chain(&e))),
+                Err(e) => return Err(WireError::Failed(crate::cause::cause_chain(&e))),
             }
         }
     }
@@ -193,7 +193,7 @@ impl Conn {
                     if let Some(data) = self.take(u64::MAX) {
                         return Ok(Some(data));
                     }
-                    if self.fill().await.map_err(|e| crate::client::cause_chain(&e))? == 0 {
+                    if self.fill().await.map_err(|e| crate::cause::cause_chain(&e))? == 0 {
                         head.framing = None;
                         head.keep_alive = false;
                         return Ok(None);
@@ -279,7 +279,7 @@ impl Conn {
         match self.fill().await {
             Ok(0) => Err(at_eof),
             Ok(_) => Ok(()),
-            Err(e) => Err(crate::client::cause_chain(&e)),
+            Err(e) => Err(crate::cause::cause_chain(&e)),
         }
     }
 }

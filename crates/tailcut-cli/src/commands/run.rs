@@ -1,5 +1,6 @@
-//! Live commands: `run`, `login-check`, `bench`, `cancel-audit`. Nothing is submitted to
-//! a paid provider (any HTTP adapter not on loopback) without `--go`; simulated
+//! The commands that run jobs on configured providers: `run`, `login-check`, `bench`,
+//! `cancel-audit`. Nothing is submitted to a paid provider (any HTTP provider not on
+//! loopback) without `--go`; simulated
 //! providers and local servers need none.
 
 use crate::cli::{BenchArgs, CancelAuditArgs, LoginCheckArgs, RunArgs};
@@ -10,24 +11,13 @@ use serde_json::{json, Value};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
-use tailcut_config::{Adapter, Config, PolicySpec};
+use tailcut_config::{spec_providers, ApiConfig, Config};
 use tailcut_core::engine::Hedger;
 use tailcut_core::ledger::{BudgetGate, MemoryLedger, SqliteLedger};
 use tailcut_core::trace::{now_rfc3339, TraceWriter};
 use tailcut_core::validate::{judge, Validator, ValidatorRegistry};
 use tailcut_core::{CancelContext, JobRequest, JobState, Provider};
 use tokio::time::Instant;
-
-fn policy_providers(spec: &PolicySpec) -> Vec<String> {
-    match spec {
-        PolicySpec::Single { provider } => vec![provider.clone()],
-        PolicySpec::Race { providers } => providers.clone(),
-        PolicySpec::Hedge { primary, hedge, .. } | PolicySpec::Cutover { primary, hedge, .. } => vec![primary.clone(), hedge.clone()],
-        PolicySpec::Cascade { primary, hedge, fallback, .. } | PolicySpec::Deadline { primary, hedge, fallback, .. } => {
-            vec![primary.clone(), hedge.clone(), fallback.clone()]
-        }
-    }
-}
 
 /// Refuses when any of `names` is paid and `go` is false.
 fn guard_spend(config: &Config, names: &[String], go: bool) -> anyhow::Result<()> {
@@ -74,7 +64,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             config.policies.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
         ))
     })?;
-    guard_spend(&config, &policy_providers(&spec), args.go)?;
+    guard_spend(&config, &spec_providers(&spec), args.go)?;
     let input = parse_input(&args.input)?;
     let rt = runtime()?;
     rt.block_on(async {
@@ -290,17 +280,16 @@ pub fn login_check(args: &LoginCheckArgs) -> anyhow::Result<ExitCode> {
     let rows = rt.block_on(async {
         let mut rows = Vec::new();
         for p in &config.providers {
-            let (adapter, credential, result) = match &p.adapter {
-                Adapter::Sim { .. } => ("sim".to_string(), "-".to_string(), Ok("simulated: no credentials needed".to_string())),
-                Adapter::Remote(r) => {
-                    let cred = r
-                        .key_env
-                        .as_ref()
+            let (credential, result) = match &p.api {
+                ApiConfig::Sim { .. } => ("-".to_string(), Ok("simulated: no credentials needed".to_string())),
+                ApiConfig::Http(h) => {
+                    let cred = h
+                        .key_env()
                         .map_or("-".to_string(), |v| format!("{v} ({})", if std::env::var_os(v).is_some() { "set" } else { "not set" }));
-                    (r.kind.name().to_string(), cred, r.check(&p.name).await)
+                    (cred, h.check_credentials(&p.name).await)
                 }
             };
-            rows.push((p.name.clone(), adapter, credential, result));
+            rows.push((p.name.clone(), p.kind().name().to_string(), credential, result));
         }
         rows
     });

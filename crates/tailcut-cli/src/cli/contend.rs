@@ -1,0 +1,225 @@
+//! Arguments of `tailcut contend` (GPU sharing measurements).
+
+use super::values::*;
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `tailcut contend ...`
+#[derive(Debug, Subcommand)]
+pub enum ContendCommand {
+    /// Run agents solo and co-located over interleaved trials and report the damage.
+    Run(ContendRunArgs),
+    /// Run one agent (started by `contend run`, or by a Kubernetes Job) and emit its samples.
+    Agent(ContendAgentArgs),
+    /// Build the report from sample files written by `contend agent --out` (e.g. from Kubernetes Jobs).
+    Report(ContendReportArgs),
+    /// Put two `contend run --json` results side by side (e.g. time-slicing vs MIG).
+    Compare(ContendCompareArgs),
+    /// Emit Kubernetes manifests: device-plugin sharing config or MIG layout, results volume, agent Jobs.
+    K8s(ContendK8sArgs),
+    /// Plan placements meeting every agent's p99 objective with the fewest GPUs.
+    Plan(ContendPlanArgs),
+}
+
+/// Options of `tailcut contend run`.
+#[derive(Debug, Args)]
+pub struct ContendRunArgs {
+    /// An agent: fft, gemm, membw, cuda-fft, cuda-gemm or http, optionally `kind:size` or
+    /// `fft:size x batch` (e.g. `gemm:512`, `fft:4096x8`). Repeat for each agent.
+    #[arg(long = "agent", required = true)]
+    pub agents: Vec<String>,
+    /// same-core, separate-cores or solo (CPU); time-slicing, mps, mig or dedicated (CUDA).
+    #[arg(long, default_value = "same-core")]
+    pub mode: String,
+    /// Trials; each runs every agent solo and all together, arm order alternating.
+    #[arg(long, default_value_t = 3)]
+    pub trials: u32,
+    /// Warm-up per run (samples discarded).
+    #[arg(long, default_value = "300ms", value_parser = humantime::parse_duration)]
+    pub warmup: Duration,
+    /// Measurement window per run.
+    #[arg(long, default_value = "1500ms", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// Stop each run after this many measured iterations, if that comes before the window ends.
+    #[arg(long)]
+    pub iterations: Option<u64>,
+    /// CUDA devices: one shared device (time-slicing, mps) or one per agent (mig: MIG UUIDs, dedicated: indices).
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Vec<String>,
+    /// Base URL of the OpenAI-compatible server (http agents).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Model name for http agents.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Requests per second for http agents.
+    #[arg(long, default_value_t = 5.0, value_parser = positive)]
+    pub rate: f64,
+    /// Bootstrap resamples for the degradation intervals.
+    #[arg(long, default_value_t = 300)]
+    pub bootstrap: usize,
+    /// "Median barely moves" tolerance for the verdict (0.10 = ±10%).
+    #[arg(long, default_value_t = 0.10, value_parser = non_negative)]
+    pub median_tolerance: f64,
+    /// "Tail moves" threshold on the p99 factor for the verdict.
+    #[arg(long, default_value_t = 1.25, value_parser = positive)]
+    pub tail_factor: f64,
+    /// Seed of the bootstrap.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Include the pooled samples in the JSON.
+    #[arg(long)]
+    pub include_samples: bool,
+    /// Write an SVG: per-agent latency tails (P(latency > x), log axes) solo vs shared and degradation bars.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+}
+
+/// Options of `tailcut contend agent`.
+#[derive(Debug, Args)]
+pub struct ContendAgentArgs {
+    /// fft, gemm, membw, cuda-fft, cuda-gemm or http.
+    #[arg(long)]
+    pub kind: String,
+    /// Problem size (FFT points / FFT side, matrix side, MiB copied); default per kind.
+    #[arg(long)]
+    pub size: Option<usize>,
+    /// FFTs per iteration (fft; default 64).
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Pin to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// CUDA device index or GPU-/MIG- UUID.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Unix time (ms) to start the warm-up at (default: now).
+    #[arg(long)]
+    pub start_at_ms: Option<u64>,
+    /// Warm-up, ms.
+    #[arg(long, default_value_t = 300)]
+    pub warmup_ms: u64,
+    /// Measurement window, ms.
+    #[arg(long, default_value_t = 1500)]
+    pub duration_ms: u64,
+    /// Stop after this many measured iterations, if that comes first.
+    #[arg(long)]
+    pub iterations: Option<u64>,
+    /// Agent name recorded with the samples.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Arm recorded with the samples (`solo` or `shared`).
+    #[arg(long)]
+    pub arm: Option<String>,
+    /// Trial recorded with the samples.
+    #[arg(long)]
+    pub trial: Option<u32>,
+    /// Write the samples here instead of standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Base URL (http).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Model (http).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Requests per second (http).
+    #[arg(long, default_value_t = 5.0, value_parser = positive)]
+    pub rate: f64,
+}
+
+/// Options of `tailcut contend report`.
+#[derive(Debug, Args)]
+pub struct ContendReportArgs {
+    /// Sample files or directories of them.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Write an SVG.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Bootstrap resamples.
+    #[arg(long, default_value_t = 300)]
+    pub bootstrap: usize,
+}
+
+/// Options of `tailcut contend compare`.
+#[derive(Debug, Args)]
+pub struct ContendCompareArgs {
+    /// First `contend run --json` output.
+    pub a: PathBuf,
+    /// Second one.
+    pub b: PathBuf,
+}
+
+/// Options of `tailcut contend k8s`.
+#[derive(Debug, Args)]
+pub struct ContendK8sArgs {
+    /// time-slicing, mps, mig or dedicated.
+    #[arg(long)]
+    pub mode: String,
+    /// Replicas advertised per GPU (time-slicing, mps; at least 2).
+    #[arg(long, default_value_t = 4)]
+    pub replicas: u32,
+    /// Agents (cuda-fft, cuda-gemm, http; `kind:size` allowed). Repeat.
+    #[arg(long = "agent", required = true)]
+    pub agents: Vec<String>,
+    /// GPU model for MIG: a100-40gb, a100-80gb, h100-80gb, h200-141gb.
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// MIG layout, e.g. `3g.40gb,2g.20gb,1g.10gb` or `1g.10gb=7`.
+    #[arg(long)]
+    pub mig_layout: Option<String>,
+    /// Namespace of the Jobs.
+    #[arg(long, default_value = "tailcut")]
+    pub namespace: String,
+    /// Namespace of the NVIDIA device plugin.
+    #[arg(long, default_value = "nvidia-device-plugin")]
+    pub plugin_namespace: String,
+    /// Image containing `tailcut` built with `--features cuda`; nothing publishes one: build
+    /// and push it from this repository (`docker build --build-arg FEATURES=cuda -t IMAGE .`),
+    /// as the manifest's header repeats.
+    #[arg(long, default_value = "ghcr.io/tailcut/tailcut:cuda")]
+    pub image: String,
+    /// Warm-up per agent run.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    pub warmup: Duration,
+    /// Measurement window per agent run.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// Pin the Jobs to this node.
+    #[arg(long)]
+    pub node: Option<String>,
+    /// Base URL (http agents).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Write here instead of standard output.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+}
+
+/// Options of `tailcut contend plan`.
+#[derive(Debug, Args)]
+pub struct ContendPlanArgs {
+    /// TOML: [[agents]] name, kind, memory_gb, p99_objective_ms, solo_p99_ms, mig_scaling; [interference.<mode>] "victim<-aggressor" = factor.
+    #[arg(long)]
+    pub agents: PathBuf,
+    /// TOML: model, count, modes, max_share.
+    #[arg(long)]
+    pub gpus: PathBuf,
+    /// Fill interference factors from a `contend run --json` result of a GPU mode (repeatable).
+    #[arg(long)]
+    pub measured: Vec<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the plan's Kubernetes configuration here.
+    #[arg(long, value_name = "FILE")]
+    pub k8s: Option<PathBuf>,
+}

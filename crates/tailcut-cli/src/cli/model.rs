@@ -1,0 +1,114 @@
+//! Arguments of `tailcut model` and `tailcut scenario` (fitted models and what-if runs),
+//! and the learned-policy options they share with `replay`.
+
+use clap::{Args, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// `tailcut model ...`
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Build a model from paired-round traces (reference `round`, `tailcut_round`) and
+    /// tailcut request traces (`tailcut_request`), in file order.
+    Fit(ModelFitArgs),
+    /// Print a saved model: per-provider quantiles, failure rates, P(warm) against idle
+    /// gap, and the pairs' slow-together lift.
+    Show(ModelShowArgs),
+}
+
+/// Options of `tailcut model fit`.
+#[derive(Debug, Args)]
+pub struct ModelFitArgs {
+    /// Trace files, read in order.
+    #[arg(required = true)]
+    pub traces: Vec<PathBuf>,
+    /// Configuration with the providers and their rates (default: built-in).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Where to write the model (JSON).
+    #[arg(short = 'o', long, default_value = "model.json")]
+    pub out: PathBuf,
+    /// Observations per provider after which an old one counts half.
+    #[arg(long, default_value_t = 64.0)]
+    pub half_life: f64,
+}
+
+/// Options of `tailcut model show`.
+#[derive(Debug, Args)]
+pub struct ModelShowArgs {
+    /// The saved model.
+    #[arg(default_value = "model.json")]
+    pub model: PathBuf,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tailcut scenario ...`
+#[derive(Debug, Subcommand)]
+pub enum ScenarioCommand {
+    /// List the scenario families.
+    List,
+    /// Run one scenario: every fixed policy of the standard sweep, `tuned:` (the fixed
+    /// policy the reference's ranking picks on the first half) and the learned policies,
+    /// evaluated on the second half of the stream.
+    Run(ScenarioRunArgs),
+}
+
+/// Options of `tailcut scenario run`.
+#[derive(Debug, Args)]
+pub struct ScenarioRunArgs {
+    /// Scenario name (see `tailcut scenario list`).
+    pub name: String,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Requests in the stream (both halves).
+    #[arg(long, default_value_t = 4000)]
+    pub requests: usize,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Write an SVG: latency ECDFs, or for `straggler` p99 against extra load.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Show every row (default: the best fixed rows by p95, tuned and learned).
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// Which cost `auto` minimises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CostArg {
+    /// Execution seconds × rate.
+    Active,
+    /// Active plus billed idle windows.
+    Billed,
+}
+
+/// Options of the learned rows (`--learned`).
+#[derive(Debug, Clone, Args)]
+pub struct LearnedArgs {
+    /// Add the learned policies, replayed causally: `auto`, and `adaptive` and `singler`
+    /// for every provider pair. Round i is decided by a model that saw only the
+    /// calibration rounds (for the evaluation split) and rounds before i.
+    #[arg(long)]
+    pub learned: bool,
+    /// `auto`'s deadline, s.
+    #[arg(long, default_value_t = 60.0, value_name = "S")]
+    pub auto_deadline: f64,
+    /// `auto`'s target miss rate at the deadline.
+    #[arg(long, default_value_t = 0.05, value_name = "P")]
+    pub auto_miss: f64,
+    /// `auto`'s most extra attempts per request.
+    #[arg(long, default_value_t = 0.35, value_name = "X")]
+    pub auto_max_extra: f64,
+    /// The cost `auto` minimises.
+    #[arg(long, value_enum, default_value_t = CostArg::Active)]
+    pub auto_cost: CostArg,
+    /// Extra-load budget of `adaptive` and `singler` (extra attempts per request).
+    #[arg(long, default_value_t = 0.05, value_name = "B")]
+    pub hedge_budget: f64,
+    /// Model half-life, in observations per provider.
+    #[arg(long, default_value_t = 32.0)]
+    pub half_life: f64,
+}

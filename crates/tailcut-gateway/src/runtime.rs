@@ -102,6 +102,8 @@ pub(crate) struct Runtime {
     pub jobs: HashMap<String, Arc<JobRoute>>,
     pub trace: Option<Arc<TraceWriter>>,
     pub http: reqwest::Client,
+    /// The ledger every route charges (read for the spend gauges and `/ui`).
+    pub budget: Arc<dyn BudgetGate>,
 }
 
 /// Shared gateway state.
@@ -179,6 +181,42 @@ fn openai_backend(name: &str, a: &tailcut_config::remote::RemoteAdapter, route: 
 }
 
 impl Runtime {
+    /// Creates every route's alerting series at zero (see [`RouteSeries::zero`]).
+    fn zero_series(&self, m: &Metrics) {
+        self.models.values().for_each(|r| r.series.zero(m));
+        self.jobs.values().for_each(|r| r.series.zero(m));
+        for outcome in ["rejected", "waited"] {
+            m.add("tailcut_admission_total", &[("outcome", outcome)], 0.0);
+        }
+    }
+
+    /// The budget gauges: spend against the global soft and hard stops, and each key's
+    /// spend against its own budget.
+    fn budget_gauges(&self, out: &mut String) {
+        let limits = self.config.budget.limits;
+        let mut keys: Vec<&tailcut_core::ledger::Account> = self.tenants.values().filter_map(|t| t.ledger.as_deref()).collect();
+        keys.sort_by(|a, b| a.name.cmp(&b.name));
+        // (account, spent); a ledger that cannot be read leaves its sample out.
+        let mut spent: Vec<(&str, f64)> = Vec::new();
+        if let Ok(s) = self.budget.summary() {
+            spent.push(("global", s.total.0 as f64));
+        }
+        for a in &keys {
+            if let Ok(v) = self.budget.account_spent(&a.name) {
+                spent.push((&a.name, v.0 as f64));
+            }
+        }
+        let mut caps: Vec<(&str, &str, f64)> =
+            vec![("global", "soft_stop", limits.soft_stop.0 as f64), ("global", "hard_stop", limits.hard_stop.0 as f64)];
+        caps.extend(keys.iter().filter_map(|a| Some((a.name.as_str(), "hard_stop", a.limit?.0 as f64))));
+        let spent_pairs: Vec<[(&str, &str); 1]> = spent.iter().map(|(a, _)| [("account", *a)]).collect();
+        let spent: Vec<(&[(&str, &str)], f64)> = spent_pairs.iter().zip(&spent).map(|(p, (_, v))| (&p[..], *v)).collect();
+        crate::metrics::write_gauge(out, "tailcut_budget_spent_micro_usd", &spent);
+        let cap_pairs: Vec<[(&str, &str); 2]> = caps.iter().map(|(a, l, _)| [("account", *a), ("limit", *l)]).collect();
+        let caps: Vec<(&[(&str, &str)], f64)> = cap_pairs.iter().zip(&caps).map(|(p, (_, _, v))| (&p[..], *v)).collect();
+        crate::metrics::write_gauge(out, "tailcut_budget_limit_micro_usd", &caps);
+    }
+
     fn build(config: Config) -> Result<Runtime, String> {
         // No keys only with an explicit `auth = "none"` (also on reload).
         config.gateway.check_serving(&config.source).map_err(|e| e.to_string())?;
@@ -281,7 +319,7 @@ impl Runtime {
             .map(|k| (k.sha256.clone(), Arc::new(Tenant::new(&k.name, k.rate_per_s, k.budget_usd, k.routes.clone()))))
             .collect();
         let http = reqwest::Client::builder().pool_max_idle_per_host(1024).build().map_err(|e| e.to_string())?;
-        Ok(Runtime { config, tenants, anonymous: Arc::new(Tenant::new("anonymous", None, None, None)), models, jobs, trace, http })
+        Ok(Runtime { config, tenants, anonymous: Arc::new(Tenant::new("anonymous", None, None, None)), models, jobs, trace, http, budget })
     }
 }
 
@@ -298,10 +336,12 @@ impl AppState {
         crate::connection::raise_fd_limit();
         let connections = crate::connection::Connections::new(config.gateway.max_connections);
         let runtime = Runtime::build(config)?;
+        let metrics = Metrics::default();
+        runtime.zero_series(&metrics);
         Ok(Arc::new(AppState {
             config_path,
             runtime: RwLock::new(Arc::new(runtime)),
-            metrics: Metrics::default(),
+            metrics,
             store,
             running: Mutex::new(HashMap::new()),
             draining: AtomicBool::new(false),
@@ -330,6 +370,7 @@ impl AppState {
         let config = Config::load(path).map_err(|e| e.to_string())?;
         let max_body = config.gateway.max_body_bytes;
         let runtime = Runtime::build(config)?;
+        runtime.zero_series(&self.metrics);
         self.max_body.store(max_body, Ordering::Relaxed);
         if let Ok(mut r) = self.runtime.write() {
             *r = Arc::new(runtime);
@@ -404,10 +445,38 @@ pub(crate) fn hedge_reason(d: &tailcut_core::trace::Decisions) -> &'static str {
     }
 }
 
+/// How an attempt ended, as `tailcut_attempt_results_total` counts it.
+fn attempt_result(a: &tailcut_core::trace::AttemptTrace) -> &'static str {
+    use tailcut_core::JobState;
+    if a.submit_error.is_some() {
+        return "failed";
+    }
+    match (a.outcome, a.valid) {
+        (_, Some(true)) => "valid",
+        (Some(JobState::Completed), Some(false)) => "invalid",
+        (Some(JobState::Cancelled), _) => "cancelled",
+        (Some(JobState::Failed | JobState::TimedOut | JobState::Unknown), _) | (_, Some(false)) => "failed",
+        _ => "unresolved",
+    }
+}
+
+/// Counts a race the ledger refused before its first submission, by the limit that
+/// refused it.
+pub(crate) fn record_refusal(m: &Metrics, route: &str, e: &tailcut_core::ledger::LedgerError) {
+    use tailcut_core::ledger::LedgerError;
+    let limit = match e {
+        LedgerError::BudgetExceeded { limit_name, .. } => limit_name,
+        LedgerError::AccountBudgetExceeded { .. } => "key_budget",
+        _ => return,
+    };
+    m.inc("tailcut_budget_refusals_total", &[("route", route), ("limit", limit)]);
+}
+
 /// Counts attempts, wins, hedges, cancels and leaks of a settled request.
 pub(crate) fn record_metrics(m: &Metrics, series: &RouteSeries, trace: &tailcut_core::trace::RequestTrace) {
     let route = series.route();
     for a in &trace.attempts {
+        m.inc("tailcut_attempt_results_total", &[("route", route), ("provider", &a.provider), ("result", attempt_result(a))]);
         let spend = a.projected_cost_micro_usd.0 as f64;
         match series.upstream(&a.provider) {
             Some(u) => {
@@ -415,15 +484,15 @@ pub(crate) fn record_metrics(m: &Metrics, series: &RouteSeries, trace: &tailcut_
                 m.add_series(&u.spend, spend);
             }
             None => {
-                m.inc("tailcut_attempts_total", &[("route", route), ("upstream", &a.provider)]);
-                m.add("tailcut_spend_micro_usd_total", &[("route", route), ("upstream", &a.provider)], spend);
+                m.inc("tailcut_attempts_total", &[("route", route), ("provider", &a.provider)]);
+                m.add("tailcut_spend_micro_usd_total", &[("route", route), ("provider", &a.provider)], spend);
             }
         }
     }
     if let Some(w) = &trace.winner {
         match series.upstream(w) {
             Some(u) => m.add_series(&u.wins, 1.0),
-            None => m.inc("tailcut_wins_total", &[("route", route), ("upstream", w)]),
+            None => m.inc("tailcut_wins_total", &[("route", route), ("provider", w)]),
         }
     }
     if trace.decisions.hedged() {
@@ -557,7 +626,12 @@ async fn openai_inner(
         Some(stop_at) => TENANT_LEDGER.scope(ledger, hedger.run_by(policy.as_ref(), request, stop_at)).await,
         None => TENANT_LEDGER.scope(ledger, hedger.run(policy.as_ref(), request)).await,
     }
-    .map_err(|e| ApiError::TooMany(format!("refused: {e}")))?;
+    .map_err(|e| {
+        if let tailcut_core::engine::RaceError::Budget(b) = &e {
+            record_refusal(&st.metrics, &route.cfg.name, b);
+        }
+        ApiError::TooMany(format!("refused: {e}"))
+    })?;
     // Out of time: the race was stopped at the deadline (the upstream clients' own
     // timeout, a second later, never ends an attempt first).
     let timed_out = outcome.winner.is_none() && outcome.decisions.stopped_by_caller;
@@ -715,7 +789,12 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
         };
         let outcome = route.hedger.run_until(route.policy.as_ref(), request, stop).await;
         let (state, result, winner, trace, error) = match outcome {
-            Err(e) => ("failed", None, None, None, Some(e.to_string())),
+            Err(e) => {
+                if let tailcut_core::engine::RaceError::Budget(b) = &e {
+                    record_refusal(&st2.metrics, &route.cfg.name, b);
+                }
+                ("failed", None, None, None, Some(e.to_string()))
+            }
             Ok(o) => {
                 let result = o.result.as_ref().and_then(|r| r.payload.as_ref()).map(|p| {
                     serde_json::from_slice(&p.bytes).unwrap_or_else(|_| json!({"bytes": p.bytes.len(), "content_type": p.content_type}))
@@ -832,6 +911,7 @@ async fn metrics(State(st): State<Arc<AppState>>) -> Response {
         st.connections.open(),
         st.connections.cap()
     ));
+    st.rt().budget_gauges(&mut text);
     ([("content-type", "text/plain; version=0.0.4")], text).into_response()
 }
 

@@ -187,7 +187,10 @@ pub(crate) async fn hedged_stream(
     };
     use tailcut_core::engine::HedgeGate;
     route.gate.request_started();
-    launch(0, &mut attempts).map_err(|e| ApiError::TooMany(format!("refused: {e}")))?;
+    launch(0, &mut attempts).map_err(|e| {
+        crate::runtime::record_refusal(&st.metrics, &route.cfg.name, &e);
+        ApiError::TooMany(format!("refused: {e}"))
+    })?;
     let mut reason = "none";
     let mut denied = 0u32;
     let mut hedge_at = Some(t0 + route.cfg.first_token_hedge);

@@ -202,7 +202,6 @@ impl RouteSeries {
     /// `increase()` to start from, so that first event would go unseen.
     pub fn zero(&self, m: &Metrics) {
         let route = self.route.as_str();
-        m.add_series(&self.ok, 0.0);
         m.add("tailcut_leaks_total", &[("route", route)], 0.0);
         m.add("tailcut_hedges_denied_total", &[("route", route)], 0.0);
         for limit in REFUSAL_LIMITS {

@@ -12,8 +12,9 @@
 //!   are hedged on the **first content token** ([`stream`]).
 //! - **Tenancy**: hashed API keys, per-key budgets and rate limits, a per-route
 //!   hedge-load cap ([`tenancy`]).
-//! - **Operations**: `/metrics`, `/healthz`, `/readyz`, JSON logs with request ids,
-//!   config reload on SIGHUP, graceful drain on SIGTERM.
+//! - **Operations**: `/metrics`, `/healthz`, `/readyz`, the status page `/ui` (admin
+//!   keys), JSON logs with request ids, config reload on SIGHUP, graceful drain on
+//!   SIGTERM.
 
 mod auth;
 mod connection;
@@ -27,6 +28,7 @@ mod serving;
 pub mod store;
 mod stream;
 pub mod tenancy;
+mod ui;
 pub mod webhook;
 
 pub use connection::raise_fd_limit;

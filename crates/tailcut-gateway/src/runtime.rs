@@ -106,6 +106,18 @@ pub(crate) struct Runtime {
     pub budget: Arc<dyn BudgetGate>,
 }
 
+/// One account's spend against its limits (see [`Runtime::budgets`]).
+pub(crate) struct BudgetLine {
+    /// `global`, or a key's name.
+    pub account: String,
+    /// Spent so far (None: the ledger could not be read).
+    pub spent: Option<tailcut_core::MicroUsd>,
+    /// New requests are refused past this (the global ledger only).
+    pub soft_stop: Option<tailcut_core::MicroUsd>,
+    /// No submission may cross this.
+    pub hard_stop: Option<tailcut_core::MicroUsd>,
+}
+
 /// Shared gateway state.
 pub struct AppState {
     config_path: Option<PathBuf>,
@@ -123,6 +135,8 @@ pub struct AppState {
     max_body: AtomicUsize,
     /// Open client connections against the cap (fixed at start).
     pub(crate) connections: crate::connection::Connections,
+    /// The last requests, for the status page.
+    pub(crate) recent: crate::ui::Recent,
 }
 
 impl std::fmt::Debug for AppState {
@@ -190,30 +204,45 @@ impl Runtime {
         }
     }
 
-    /// The budget gauges: spend against the global soft and hard stops, and each key's
-    /// spend against its own budget.
-    fn budget_gauges(&self, out: &mut String) {
+    /// Spend against limits: the global ledger (soft and hard stop), then each key with
+    /// a budget (its budget is a hard stop), by name. A ledger that cannot be read gives
+    /// no `spent`.
+    pub(crate) fn budgets(&self) -> Vec<BudgetLine> {
         let limits = self.config.budget.limits;
+        let mut lines = vec![BudgetLine {
+            account: "global".into(),
+            spent: self.budget.summary().ok().map(|s| s.total),
+            soft_stop: Some(limits.soft_stop),
+            hard_stop: Some(limits.hard_stop),
+        }];
         let mut keys: Vec<&tailcut_core::ledger::Account> = self.tenants.values().filter_map(|t| t.ledger.as_deref()).collect();
         keys.sort_by(|a, b| a.name.cmp(&b.name));
-        // (account, spent); a ledger that cannot be read leaves its sample out.
-        let mut spent: Vec<(&str, f64)> = Vec::new();
-        if let Ok(s) = self.budget.summary() {
-            spent.push(("global", s.total.0 as f64));
-        }
-        for a in &keys {
-            if let Ok(v) = self.budget.account_spent(&a.name) {
-                spent.push((&a.name, v.0 as f64));
-            }
-        }
-        let mut caps: Vec<(&str, &str, f64)> =
-            vec![("global", "soft_stop", limits.soft_stop.0 as f64), ("global", "hard_stop", limits.hard_stop.0 as f64)];
-        caps.extend(keys.iter().filter_map(|a| Some((a.name.as_str(), "hard_stop", a.limit?.0 as f64))));
-        let spent_pairs: Vec<[(&str, &str); 1]> = spent.iter().map(|(a, _)| [("account", *a)]).collect();
-        let spent: Vec<(&[(&str, &str)], f64)> = spent_pairs.iter().zip(&spent).map(|(p, (_, v))| (&p[..], *v)).collect();
+        lines.extend(keys.into_iter().map(|a| BudgetLine {
+            account: a.name.clone(),
+            spent: self.budget.account_spent(&a.name).ok(),
+            soft_stop: None,
+            hard_stop: a.limit,
+        }));
+        lines
+    }
+
+    /// The budget gauges: `tailcut_budget_spent_micro_usd{account}` and
+    /// `tailcut_budget_limit_micro_usd{account, limit}` from [`Runtime::budgets`].
+    fn budget_gauges(&self, out: &mut String) {
+        let lines = self.budgets();
+        let spent_pairs: Vec<[(&str, &str); 1]> = lines.iter().map(|l| [("account", l.account.as_str())]).collect();
+        let spent: Vec<(&[(&str, &str)], f64)> =
+            lines.iter().zip(&spent_pairs).filter_map(|(l, p)| Some((&p[..], l.spent?.0 as f64))).collect();
         crate::metrics::write_gauge(out, "tailcut_budget_spent_micro_usd", &spent);
-        let cap_pairs: Vec<[(&str, &str); 2]> = caps.iter().map(|(a, l, _)| [("account", *a), ("limit", *l)]).collect();
-        let caps: Vec<(&[(&str, &str)], f64)> = cap_pairs.iter().zip(&caps).map(|(p, (_, _, v))| (&p[..], *v)).collect();
+        let cap_pairs: Vec<([(&str, &str); 2], f64)> = lines
+            .iter()
+            .flat_map(|l| {
+                [("soft_stop", l.soft_stop), ("hard_stop", l.hard_stop)]
+                    .into_iter()
+                    .filter_map(|(name, v)| Some(([("account", l.account.as_str()), ("limit", name)], v?.0 as f64)))
+            })
+            .collect();
+        let caps: Vec<(&[(&str, &str)], f64)> = cap_pairs.iter().map(|(p, v)| (&p[..], *v)).collect();
         crate::metrics::write_gauge(out, "tailcut_budget_limit_micro_usd", &caps);
     }
 
@@ -316,7 +345,12 @@ impl Runtime {
         let tenants = g
             .keys
             .iter()
-            .map(|k| (k.sha256.clone(), Arc::new(Tenant::new(&k.name, k.rate_per_s, k.budget_usd, k.routes.clone()))))
+            .map(|k| {
+                (
+                    k.sha256.clone(),
+                    Arc::new(Tenant { admin: k.admin, ..Tenant::new(&k.name, k.rate_per_s, k.budget_usd, k.routes.clone()) }),
+                )
+            })
             .collect();
         let http = reqwest::Client::builder().pool_max_idle_per_host(1024).build().map_err(|e| e.to_string())?;
         Ok(Runtime { config, tenants, anonymous: Arc::new(Tenant::new("anonymous", None, None, None)), models, jobs, trace, http, budget })
@@ -350,6 +384,7 @@ impl AppState {
             next_id: AtomicU64::new(1),
             max_body,
             connections,
+            recent: crate::ui::Recent::default(),
         }))
     }
 
@@ -639,12 +674,16 @@ async fn openai_inner(
     let (winner, attempts, reason) = (outcome.winner.take(), outcome.attempts, hedge_reason(&outcome.decisions));
     let payload = outcome.result.as_ref().and_then(|r| r.payload.as_ref()).map(|p| p.bytes.clone());
     match outcome.settled.ready() {
-        Ok(t) => record_metrics(&st.metrics, &route.series, &t),
+        Ok(t) => {
+            record_metrics(&st.metrics, &route.series, &t);
+            st.recent.record(&route.cfg.name, t);
+        }
         Err(pending) => {
             let (st2, route) = (st.clone(), route.clone());
             tokio::spawn(async move {
                 if let Some(t) = pending.wait().await {
                     record_metrics(&st2.metrics, &route.series, &t);
+                    st2.recent.record(&route.cfg.name, t);
                 }
             });
         }
@@ -804,6 +843,7 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
                 let trace = o.settled.wait().await;
                 if let Some(t) = &trace {
                     record_metrics(&st2.metrics, &route.series, t);
+                    st2.recent.record(&route.cfg.name, t.clone());
                 }
                 let state = if winner.is_some() {
                     "succeeded"
@@ -1004,6 +1044,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/ui", get(crate::ui::page))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)

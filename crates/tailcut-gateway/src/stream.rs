@@ -309,6 +309,7 @@ pub(crate) async fn hedged_stream(
     if let Some(w) = &rt.trace {
         let _ = w.write(&trace);
     }
+    st.recent.record(&route.cfg.name, trace);
     log(
         "stream_winner",
         || json!({"request_id": rid, "route": route.cfg.name, "winner": ups[winner].name, "attempts": attempts.len(), "ttft_ms": ttft.as_secs_f64() * 1000.0}),

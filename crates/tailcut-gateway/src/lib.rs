@@ -17,6 +17,7 @@
 //!   SIGTERM.
 
 mod auth;
+mod budgets;
 mod connection;
 mod dispatch;
 pub mod error;

@@ -288,7 +288,7 @@ pub struct RouteRow {
 }
 
 /// An account's spend as the page lists it.
-pub type BudgetRow = crate::runtime::BudgetLine;
+pub type BudgetRow = crate::budgets::BudgetLine;
 
 fn routes(rt: &Runtime) -> Vec<RouteRow> {
     rt.config

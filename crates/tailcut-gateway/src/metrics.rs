@@ -153,6 +153,8 @@ pub struct UpstreamSeries {
     pub spend: Series,
     /// `tailcut_wins_total{route, provider}`.
     pub wins: Series,
+    /// `tailcut_attempt_results_total{route, provider, result}`, in [`ATTEMPT_RESULTS`] order.
+    pub results: [Series; ATTEMPT_RESULTS.len()],
 }
 
 /// The series a route records on every request, keyed when the route is built.
@@ -176,6 +178,8 @@ impl RouteSeries {
                 attempts: Series::new("tailcut_attempts_total", &[("route", route), ("provider", u)]),
                 spend: Series::new("tailcut_spend_micro_usd_total", &[("route", route), ("provider", u)]),
                 wins: Series::new("tailcut_wins_total", &[("route", route), ("provider", u)]),
+                results: ATTEMPT_RESULTS
+                    .map(|result| Series::new("tailcut_attempt_results_total", &[("route", route), ("provider", u), ("result", result)])),
             })
             .collect();
         RouteSeries {
@@ -211,15 +215,30 @@ impl RouteSeries {
             m.add_series(&u.attempts, 0.0);
             m.add_series(&u.wins, 0.0);
             m.add_series(&u.spend, 0.0);
-            for result in ATTEMPT_RESULTS {
-                m.add("tailcut_attempt_results_total", &[("route", route), ("provider", &u.name), ("result", result)], 0.0);
+            for r in &u.results {
+                m.add_series(r, 0.0);
             }
         }
     }
 }
 
-/// The `result` label of `tailcut_attempt_results_total`: how an attempt ended.
+/// The `result` label of `tailcut_attempt_results_total`: how an attempt ended, indexed
+/// by the constants of [`result`].
 pub const ATTEMPT_RESULTS: [&str; 5] = ["valid", "invalid", "failed", "cancelled", "unresolved"];
+
+/// Indices into [`ATTEMPT_RESULTS`].
+pub mod result {
+    /// A result that passed validation.
+    pub const VALID: usize = 0;
+    /// A completed job whose result failed validation.
+    pub const INVALID: usize = 1;
+    /// A submit error or a failed job.
+    pub const FAILED: usize = 2;
+    /// Cancelled.
+    pub const CANCELLED: usize = 3;
+    /// Still unresolved when the race ended.
+    pub const UNRESOLVED: usize = 4;
+}
 
 /// The `limit` label of `tailcut_budget_refusals_total`: the global soft or hard stop, or
 /// the calling key's own budget.
@@ -443,6 +462,14 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} missing from {text}");
         }
+    }
+
+    #[test]
+    fn result_indices_name_their_labels() {
+        assert_eq!(
+            [result::VALID, result::INVALID, result::FAILED, result::CANCELLED, result::UNRESOLVED].map(|i| ATTEMPT_RESULTS[i]),
+            ["valid", "invalid", "failed", "cancelled", "unresolved"]
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use crate::auth::{authenticate, authorize, may_use};
 use crate::error::ApiError;
-use crate::metrics::{Metrics, RouteSeries};
+use crate::metrics::{Metrics, RouteSeries, ATTEMPT_RESULTS};
 use crate::probe::Field;
 use crate::store::JobStore;
 use crate::tenancy::{SlidingHedgeGate, Tenant, TenantGate, TENANT_LEDGER};
@@ -426,18 +426,20 @@ pub(crate) fn hedge_reason(d: &tailcut_core::trace::Decisions) -> &'static str {
     }
 }
 
-/// How an attempt ended, as `tailcut_attempt_results_total` counts it.
-fn attempt_result(a: &tailcut_core::trace::AttemptTrace) -> &'static str {
+/// How an attempt ended, as `tailcut_attempt_results_total` counts it: an index into
+/// [`ATTEMPT_RESULTS`] (`valid`, `invalid`, `failed`, `cancelled`, `unresolved`).
+fn attempt_result(a: &tailcut_core::trace::AttemptTrace) -> usize {
+    use crate::metrics::result;
     use tailcut_core::JobState;
     if a.submit_error.is_some() {
-        return "failed";
+        return result::FAILED;
     }
     match (a.outcome, a.valid) {
-        (_, Some(true)) => "valid",
-        (Some(JobState::Completed), Some(false)) => "invalid",
-        (Some(JobState::Cancelled), _) => "cancelled",
-        (Some(JobState::Failed | JobState::TimedOut | JobState::Unknown), _) | (_, Some(false)) => "failed",
-        _ => "unresolved",
+        (_, Some(true)) => result::VALID,
+        (Some(JobState::Completed), Some(false)) => result::INVALID,
+        (Some(JobState::Cancelled), _) => result::CANCELLED,
+        (Some(JobState::Failed | JobState::TimedOut | JobState::Unknown), _) | (_, Some(false)) => result::FAILED,
+        _ => result::UNRESOLVED,
     }
 }
 
@@ -457,14 +459,17 @@ pub(crate) fn record_refusal(m: &Metrics, route: &str, e: &tailcut_core::ledger:
 pub(crate) fn record_metrics(m: &Metrics, series: &RouteSeries, trace: &tailcut_core::trace::RequestTrace) {
     let route = series.route();
     for a in &trace.attempts {
-        m.inc("tailcut_attempt_results_total", &[("route", route), ("provider", &a.provider), ("result", attempt_result(a))]);
         let spend = a.projected_cost_micro_usd.0 as f64;
+        let result = attempt_result(a);
         match series.upstream(&a.provider) {
             Some(u) => {
                 m.add_series(&u.attempts, 1.0);
                 m.add_series(&u.spend, spend);
+                m.add_series(&u.results[result], 1.0);
             }
             None => {
+                let labels = [("route", route), ("provider", a.provider.as_str()), ("result", ATTEMPT_RESULTS[result])];
+                m.inc("tailcut_attempt_results_total", &labels);
                 m.inc("tailcut_attempts_total", &[("route", route), ("provider", &a.provider)]);
                 m.add("tailcut_spend_micro_usd_total", &[("route", route), ("provider", &a.provider)], spend);
             }

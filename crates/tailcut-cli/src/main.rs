@@ -6,6 +6,7 @@
 
 mod cli;
 mod commands;
+mod html;
 mod output;
 mod table;
 

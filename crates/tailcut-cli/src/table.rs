@@ -54,6 +54,28 @@ impl Table {
         }
         s
     }
+
+    /// The same table as an HTML `<table>` (cells escaped; as in [`Table::render`], the
+    /// first column left-aligned and the others right-aligned).
+    pub fn to_html(&self) -> String {
+        let esc = crate::html::escape;
+        let mut s = String::from("<table><thead><tr>");
+        for h in &self.header {
+            s.push_str(&format!("<th>{}</th>", esc(h)));
+        }
+        s.push_str("</tr></thead><tbody>");
+        for r in &self.rows {
+            s.push_str("<tr>");
+            for (i, c) in r.iter().enumerate().take(self.header.len()) {
+                s.push_str(if i == 0 { "<td>" } else { "<td class=\"n\">" });
+                s.push_str(&esc(c));
+                s.push_str("</td>");
+            }
+            s.push_str("</tr>");
+        }
+        s.push_str("</tbody></table>\n");
+        s
+    }
 }
 
 /// Seconds with one decimal, or `-` for +∞.

@@ -106,6 +106,9 @@ pub struct ApiKey {
     pub rate_per_s: Option<f64>,
     /// Routes this key may use (None: all).
     pub routes: Option<Vec<String>>,
+    /// May open the gateway's status page (`/ui`: every route, key budget and recent
+    /// request).
+    pub admin: bool,
 }
 
 /// What a route serves.
@@ -174,7 +177,7 @@ pub(crate) fn gateway(cx: &Ctx<'_>, raw: Option<toml::Table>) -> Result<GatewayC
         if key.routes.as_ref().is_some_and(Vec::is_empty) {
             return Err(cx.err(at("routes"), "expected at least one route name (leave `routes` out to allow every route)"));
         }
-        keys.push(ApiKey { name: key.name, sha256: hex, budget_usd, rate_per_s, routes: key.routes });
+        keys.push(ApiKey { name: key.name, sha256: hex, budget_usd, rate_per_s, routes: key.routes, admin: key.admin.unwrap_or(false) });
     }
     let hedge_budget_percent =
         cx.float(&k("hedge_budget_percent"), g.hedge_budget_percent, 10.0, Lo::Incl(0.0), 1000.0, "percent of requests")?;

@@ -56,6 +56,7 @@ pub(crate) struct RawKey {
     pub budget_usd: Option<f64>,
     pub rate_per_s: Option<f64>,
     pub routes: Option<Vec<String>>,
+    pub admin: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -12,8 +12,9 @@
 //!   engine; streams are hedged on the **first content token** (`handlers::stream`).
 //! - **Tenancy**: hashed API keys, per-key budgets and rate limits, a per-route
 //!   hedge-load cap ([`tenancy`]).
-//! - **Operations**: `/metrics`, `/healthz`, `/readyz`, JSON logs with request ids,
-//!   config reload on SIGHUP, graceful drain on SIGTERM.
+//! - **Operations**: `/metrics`, `/healthz`, `/readyz`, the status page `/ui` (admin
+//!   keys), JSON logs with request ids, config reload on SIGHUP, graceful drain on
+//!   SIGTERM.
 //!
 //! Modules by concern: `state` (the runtime built from a configuration, the process
 //! state), `handlers` (the paths and their handlers, one table shared with `dispatch`,
@@ -21,12 +22,14 @@
 //! permissions), `observe` (logs, race metrics, header names), [`metrics`] (the
 //! Prometheus registry), [`error`] (every error as HTTP), `providers` (the OpenAI
 //! providers behind a route, whole and streamed), `connection`, `limits` and `serving`
-//! (connections, head limits, accept and drain).
+//! (connections, head limits, accept and drain), `budgets` (spend against budgets, for
+//! `/metrics` and `/ui`), `ui` (the status page and its recent-requests buffer).
 
 #![warn(missing_docs)]
 
 mod admission;
 mod auth;
+mod budgets;
 mod connection;
 mod dispatch;
 pub mod error;
@@ -40,6 +43,7 @@ mod serving;
 mod state;
 pub mod store;
 pub mod tenancy;
+mod ui;
 pub mod webhook;
 
 pub use connection::raise_fd_limit;

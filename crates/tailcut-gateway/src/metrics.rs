@@ -143,17 +143,19 @@ impl Series {
     }
 }
 
-/// One provider's per-request series within a route (labelled `upstream`, the name
-/// dashboards know).
+/// One provider's per-request series within a route (labelled `provider`, as the
+/// dashboard and alert rules in `deploy/` read it).
 #[derive(Debug)]
 pub struct ProviderSeries {
     name: String,
-    /// `tailcut_attempts_total{route, upstream}`.
+    /// `tailcut_attempts_total{route, provider}`.
     pub attempts: Series,
-    /// `tailcut_spend_micro_usd_total{route, upstream}`.
+    /// `tailcut_spend_micro_usd_total{route, provider}`.
     pub spend: Series,
-    /// `tailcut_wins_total{route, upstream}`.
+    /// `tailcut_wins_total{route, provider}`.
     pub wins: Series,
+    /// `tailcut_attempt_results_total{route, provider, result}`, in [`ATTEMPT_RESULTS`] order.
+    pub results: [Series; ATTEMPT_RESULTS.len()],
 }
 
 /// The series a route records on every request, keyed when the route is built.
@@ -174,9 +176,11 @@ impl RouteSeries {
             .into_iter()
             .map(|u| ProviderSeries {
                 name: u.to_string(),
-                attempts: Series::new("tailcut_attempts_total", &[("route", route), ("upstream", u)]),
-                spend: Series::new("tailcut_spend_micro_usd_total", &[("route", route), ("upstream", u)]),
-                wins: Series::new("tailcut_wins_total", &[("route", route), ("upstream", u)]),
+                attempts: Series::new("tailcut_attempts_total", &[("route", route), ("provider", u)]),
+                spend: Series::new("tailcut_spend_micro_usd_total", &[("route", route), ("provider", u)]),
+                wins: Series::new("tailcut_wins_total", &[("route", route), ("provider", u)]),
+                results: ATTEMPT_RESULTS
+                    .map(|result| Series::new("tailcut_attempt_results_total", &[("route", route), ("provider", u), ("result", result)])),
             })
             .collect();
         RouteSeries {
@@ -195,6 +199,65 @@ impl RouteSeries {
     /// A provider's series; `None` for a name the route was not built with.
     pub fn provider(&self, name: &str) -> Option<&ProviderSeries> {
         self.providers.iter().find(|u| u.name == name)
+    }
+
+    /// Creates, at zero, the route's series that alert rules and the dashboard divide by
+    /// or watch for a first increase (leaks, refusals, failed attempts): a counter that
+    /// appears only with its first event has no earlier sample for `rate()` or
+    /// `increase()` to start from, so that first event would go unseen.
+    pub fn zero(&self, m: &Metrics) {
+        let route = self.route.as_str();
+        m.add("tailcut_leaks_total", &[("route", route)], 0.0);
+        m.add("tailcut_hedges_denied_total", &[("route", route)], 0.0);
+        for limit in REFUSAL_LIMITS {
+            m.add("tailcut_budget_refusals_total", &[("route", route), ("limit", limit)], 0.0);
+        }
+        for u in &self.providers {
+            m.add_series(&u.attempts, 0.0);
+            m.add_series(&u.wins, 0.0);
+            m.add_series(&u.spend, 0.0);
+            for r in &u.results {
+                m.add_series(r, 0.0);
+            }
+        }
+    }
+}
+
+/// The `result` label of `tailcut_attempt_results_total`: how an attempt ended, indexed
+/// by the constants of [`result`].
+pub const ATTEMPT_RESULTS: [&str; 5] = ["valid", "invalid", "failed", "cancelled", "unresolved"];
+
+/// Indices into [`ATTEMPT_RESULTS`].
+pub mod result {
+    /// A result that passed validation.
+    pub const VALID: usize = 0;
+    /// A completed job whose result failed validation.
+    pub const INVALID: usize = 1;
+    /// A submit error or a failed job.
+    pub const FAILED: usize = 2;
+    /// Cancelled.
+    pub const CANCELLED: usize = 3;
+    /// Still unresolved when the race ended.
+    pub const UNRESOLVED: usize = 4;
+}
+
+/// The `limit` label of `tailcut_budget_refusals_total`: the global soft or hard stop, or
+/// the calling key's own budget.
+pub const REFUSAL_LIMITS: [&str; 3] = ["soft_stop", "hard_stop", "key_budget"];
+
+/// Appends a gauge family in the text exposition format (gauges are read at scrape time,
+/// not recorded).
+pub fn write_gauge(out: &mut String, name: &str, samples: &[(&[(&str, &str)], f64)]) {
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    let mut key = String::new();
+    for (pairs, v) in samples {
+        write_key(&mut key, name, pairs);
+        let (_, labels) = split(&key);
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name} {v}");
+        } else {
+            let _ = writeln!(out, "{name}{{{labels}}} {v}");
+        }
     }
 }
 
@@ -370,19 +433,50 @@ mod tests {
         let m = Metrics::default();
         let r = RouteSeries::new("chat", ["a", "b\"c"]);
         assert_eq!(r.route(), "chat");
-        m.inc("tailcut_attempts_total", &[("route", "chat"), ("upstream", "a")]);
+        m.inc("tailcut_attempts_total", &[("route", "chat"), ("provider", "a")]);
         m.add_series(&r.provider("a").unwrap().attempts, 1.0);
         m.add_series(&r.provider("b\"c").unwrap().wins, 2.0);
         m.add_series(&r.ok, 1.0);
         m.observe_series(&r.seconds, 0.004);
         m.observe("tailcut_request_seconds", &[("route", "chat")], 0.5);
         assert!(r.provider("z").is_none());
-        assert_eq!(m.get("tailcut_attempts_total", &[("route", "chat"), ("upstream", "a")]), 2.0);
-        assert_eq!(m.get("tailcut_wins_total", &[("route", "chat"), ("upstream", "b\"c")]), 2.0);
+        assert_eq!(m.get("tailcut_attempts_total", &[("route", "chat"), ("provider", "a")]), 2.0);
+        assert_eq!(m.get("tailcut_wins_total", &[("route", "chat"), ("provider", "b\"c")]), 2.0);
         assert_eq!(m.get("tailcut_requests_total", &[("route", "chat"), ("status", "200")]), 1.0);
         let text = m.render();
         assert!(text.contains("tailcut_request_seconds_count{route=\"chat\"} 2\n"), "{text}");
         assert!(text.contains("tailcut_request_seconds_bucket{route=\"chat\",le=\"0.005\"} 1\n"), "{text}");
-        assert!(text.contains("tailcut_wins_total{route=\"chat\",upstream=\"b\\\"c\"} 2\n"), "{text}");
+        assert!(text.contains("tailcut_wins_total{route=\"chat\",provider=\"b\\\"c\"} 2\n"), "{text}");
+    }
+
+    #[test]
+    fn a_zeroed_route_exports_its_alerting_series_before_any_event() {
+        let m = Metrics::default();
+        RouteSeries::new("chat", ["a"]).zero(&m);
+        let text = m.render();
+        for line in [
+            "tailcut_leaks_total{route=\"chat\"} 0\n",
+            "tailcut_hedges_denied_total{route=\"chat\"} 0\n",
+            "tailcut_budget_refusals_total{route=\"chat\",limit=\"soft_stop\"} 0\n",
+            "tailcut_attempt_results_total{route=\"chat\",provider=\"a\",result=\"failed\"} 0\n",
+            "tailcut_wins_total{route=\"chat\",provider=\"a\"} 0\n",
+        ] {
+            assert!(text.contains(line), "{line} missing from {text}");
+        }
+    }
+
+    #[test]
+    fn result_indices_name_their_labels() {
+        assert_eq!(
+            [result::VALID, result::INVALID, result::FAILED, result::CANCELLED, result::UNRESOLVED].map(|i| ATTEMPT_RESULTS[i]),
+            ["valid", "invalid", "failed", "cancelled", "unresolved"]
+        );
+    }
+
+    #[test]
+    fn gauges_render_with_and_without_labels() {
+        let mut out = String::new();
+        write_gauge(&mut out, "g", &[(&[], 1.0), (&[("account", "a\"b"), ("limit", "hard_stop")], 2.5)]);
+        assert_eq!(out, "# TYPE g gauge\ng 1\ng{account=\"a\\\"b\",limit=\"hard_stop\"} 2.5\n");
     }
 }

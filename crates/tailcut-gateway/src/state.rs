@@ -118,6 +118,8 @@ pub(crate) struct Runtime {
     pub anonymous: Arc<Tenant>,
     pub models: HashMap<String, Arc<OpenAiRoute>>,
     pub jobs: HashMap<String, Arc<JobRoute>>,
+    /// The global ledger every route charges (read for the spend gauges and `/ui`).
+    pub budget: Arc<dyn BudgetGate>,
 }
 
 /// What every route of one configuration shares when it is built.
@@ -227,7 +229,7 @@ impl Runtime {
         };
         let shared = Shared {
             config: &config,
-            budget: Arc::new(TenantGate { global }),
+            budget: Arc::new(TenantGate { global: global.clone() }),
             trace,
             // The provider clients' own timeout is a backstop a second past the total
             // timeout: at the total timeout the race stops itself and cancels its live
@@ -256,9 +258,21 @@ impl Runtime {
             .gateway
             .keys
             .iter()
-            .map(|k| (k.sha256.clone(), Arc::new(Tenant::new(&k.name, k.rate_per_s, k.budget_usd, k.routes.clone()))))
+            .map(|k| {
+                let tenant = Tenant { admin: k.admin, ..Tenant::new(&k.name, k.rate_per_s, k.budget_usd, k.routes.clone()) };
+                (k.sha256.clone(), Arc::new(tenant))
+            })
             .collect();
-        Ok(Runtime { config, tenants, anonymous: Arc::new(Tenant::new("anonymous", None, None, None)), models, jobs })
+        Ok(Runtime { config, tenants, anonymous: Arc::new(Tenant::new("anonymous", None, None, None)), models, jobs, budget: global })
+    }
+
+    /// Creates every route's alerting series at zero (see [`RouteSeries::zero`]).
+    fn zero_series(&self, m: &Metrics) {
+        self.models.values().for_each(|r| r.series.zero(m));
+        self.jobs.values().for_each(|r| r.series.zero(m));
+        for outcome in ["rejected", "waited"] {
+            m.add("tailcut_admission_total", &[("outcome", outcome)], 0.0);
+        }
     }
 }
 
@@ -279,6 +293,8 @@ pub struct AppState {
     pub(crate) max_body: AtomicUsize,
     /// Open client connections against the cap (fixed at start).
     pub(crate) connections: crate::connection::Connections,
+    /// Where settled races are recorded: `metrics` and the status page's recent requests.
+    pub(crate) sinks: crate::observe::Sinks,
 }
 
 impl std::fmt::Debug for AppState {
@@ -307,10 +323,14 @@ impl AppState {
         crate::connection::raise_fd_limit();
         let connections = crate::connection::Connections::new(config.gateway.max_connections);
         let runtime = Runtime::build(config)?;
+        let metrics = Arc::new(Metrics::default());
+        runtime.zero_series(&metrics);
+        let sinks = crate::observe::Sinks { metrics: metrics.clone(), recent: Arc::default() };
         Ok(Arc::new(AppState {
             config_path,
             runtime: RwLock::new(Arc::new(runtime)),
-            metrics: Arc::default(),
+            metrics,
+            sinks,
             store,
             running: Mutex::new(HashMap::new()),
             draining: AtomicBool::new(false),
@@ -340,6 +360,7 @@ impl AppState {
         let config = Config::load(path).map_err(|e| e.to_string())?;
         let max_body = config.gateway.max_body_bytes;
         let runtime = Runtime::build(config)?;
+        runtime.zero_series(&self.metrics);
         self.max_body.store(max_body, Ordering::Relaxed);
         if let Ok(mut r) = self.runtime.write() {
             *r = Arc::new(runtime);

@@ -62,6 +62,8 @@ pub struct Tenant {
     pub ledger: Option<Arc<Account>>,
     /// Allowed routes (None: all).
     pub routes: Option<Vec<String>>,
+    /// May open the status page (`/ui`).
+    pub admin: bool,
 }
 
 tokio::task_local! {
@@ -123,6 +125,7 @@ impl Tenant {
             bucket: rate.map(Bucket::new),
             ledger: budget_usd.map(|b| Arc::new(Account { name: name.to_string(), limit: Some(MicroUsd::from_usd(b)) })),
             routes,
+            admin: false,
         }
     }
 }

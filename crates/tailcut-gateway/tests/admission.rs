@@ -267,7 +267,8 @@ async fn the_total_timeout_answers_504_and_leaves_a_receipt() {
     }
     assert!(text.contains(want), "{text}");
     assert!(text.contains(r#"tailcut_requests_total{route="-",status="504"} 1"#), "{text}");
-    assert!(!text.contains("tailcut_leaks_total"), "{text}");
+    // No leak: the route's leak counter (exported from the start, at zero) stays at zero.
+    assert!(text.contains("tailcut_leaks_total{route=\"chat\"} 0\n"), "{text}");
 }
 
 /// Graceful drain: once the shutdown signal comes, no new connection is accepted, the

@@ -79,6 +79,9 @@ pub struct ReplayArgs {
     /// policy's cost against p95 with the frontier marked.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// Also write one self-contained HTML file: the tables and the plot.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["json", "csv"])]
+    pub html: Option<PathBuf>,
     /// Skip malformed lines (and report how many) instead of failing.
     #[arg(long)]
     pub skip_bad_lines: bool,
@@ -107,6 +110,9 @@ pub struct ReportArgs {
     /// single-provider arm dashed as the baseline.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// Also write one self-contained HTML file: the tables and the plot.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Skip malformed lines instead of failing.
     #[arg(long)]
     pub skip_bad_lines: bool,

@@ -2,6 +2,7 @@
 
 use crate::cli::{EstimatorArg, ReplayArgs, SortBy};
 use crate::commands::{delayed_bar, load_config, BadInput};
+use crate::html::Tee;
 use crate::table::{miss_ci, secs, Table};
 use serde_json::json;
 use std::process::ExitCode;
@@ -104,7 +105,7 @@ fn picks(evaluated: &[(Split, Rows)], args: &ReplayArgs) -> Vec<Vec<usize>> {
         .collect()
 }
 
-fn provider_table(set: &RoundSet, deadlines: &[u32]) -> String {
+fn provider_table(set: &RoundSet, deadlines: &[u32]) -> Table {
     let mut cols: Vec<String> = ["provider", "n", "valid", "p50 s", "p95 s", "max s"].iter().map(|s| s.to_string()).collect();
     cols.extend(deadlines.iter().map(|d| format!("miss>{d}s")));
     let col_refs: Vec<&str> = cols.iter().map(String::as_str).collect();
@@ -129,10 +130,10 @@ fn provider_table(set: &RoundSet, deadlines: &[u32]) -> String {
         }
         t.row(row);
     }
-    t.render()
+    t
 }
 
-fn matrix(set: &RoundSet) -> String {
+fn matrix(set: &RoundSet) -> Table {
     let mut cols = vec!["round".to_string(), "block".to_string()];
     cols.extend(set.providers.iter().cloned());
     cols.push("winner".into());
@@ -151,15 +152,15 @@ fn matrix(set: &RoundSet) -> String {
         row.push(best.map_or("-".into(), |(_, n)| n.to_string()));
         t.row(row);
     }
-    t.render()
+    t
 }
 
-fn policy_table(rows: &Rows, pick: &[usize], n: usize, deadlines: &[u32]) -> String {
+fn policy_table(rows: &Rows, pick: &[usize], n: usize, deadlines: &[u32]) -> Table {
     let summaries: Vec<&PolicySummary> = pick.iter().map(|&i| &rows[i].1).collect();
     summary_table(&summaries, n, deadlines)
 }
 
-fn summary_table(rows: &[&PolicySummary], n: usize, deadlines: &[u32]) -> String {
+fn summary_table(rows: &[&PolicySummary], n: usize, deadlines: &[u32]) -> Table {
     let with_p99 = n >= 100;
     // The reference reports misses at 60 s; with other deadlines, the first one given.
     let d = if deadlines.contains(&60) { 60 } else { deadlines.first().copied().unwrap_or(60) };
@@ -181,7 +182,7 @@ fn summary_table(rows: &[&PolicySummary], n: usize, deadlines: &[u32]) -> String
         row.push(format!("{:.0}%", s.hedge_rate * 100.0));
         t.row(row);
     }
-    t.render()
+    t
 }
 
 fn csv_field(s: &str) -> String {
@@ -344,7 +345,9 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     }
 
     let all = &evaluated[0].0.set;
-    println!(
+    // Printed and, with --html, kept for the HTML file.
+    let mut out = Tee::new(true, args.html.is_some());
+    out.note(&format!(
         "Replayed {} rounds from {} (providers {}; rates from {}; {} estimator)",
         all.len(),
         args.traces.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
@@ -354,36 +357,43 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
             Estimator::Nearest => "reference order-statistic",
             Estimator::Linear => "linear-interpolation",
         }
-    );
+    ));
     if args.matrix {
-        println!("\nCold-start matrix ({} rounds)", all.len());
-        print!("{}", matrix(all));
+        out.heading(&format!("\nCold-start matrix ({} rounds)", all.len()));
+        out.table(&matrix(all));
     }
-    println!("\nPer-provider cold starts (quantiles over valid results only)");
-    print!("{}", provider_table(all, &deadlines));
+    out.heading("\nPer-provider cold starts (quantiles over valid results only)");
+    out.table(&provider_table(all, &deadlines));
     for (((split, rows), pick), (lrows, _)) in evaluated.iter().zip(picks(&evaluated, args)).zip(&learned_out) {
         let title = match (split.key, args.top) {
             ("calibration", Some(n)) => format!("calibration (the {n} best by --by ranked here, then frozen)"),
             ("evaluation", Some(_)) => format!("{} — the policies frozen on calibration", split.title),
             _ => split.title.clone(),
         };
-        println!("\nPolicy replay — {title} ({} rounds)", split.set.len());
-        print!("{}", policy_table(rows, &pick, split.set.len(), &deadlines));
+        out.heading(&format!("\nPolicy replay — {title} ({} rounds)", split.set.len()));
+        out.table(&policy_table(rows, &pick, split.set.len(), &deadlines));
         if !lrows.is_empty() {
             let warm = if split.key == "evaluation" { "model warmed on the calibration rounds; " } else { "" };
-            println!("Learned policies, causal ({warm}round i decided by a model that saw only earlier rounds):");
+            out.note(&format!("Learned policies, causal ({warm}round i decided by a model that saw only earlier rounds):"));
             let sums: Vec<&PolicySummary> = lrows.iter().map(|r| &r.summary).collect();
-            print!("{}", summary_table(&sums, split.set.len(), &deadlines));
+            out.table(&summary_table(&sums, split.set.len(), &deadlines));
             if let Some(auto) = lrows.first() {
                 let mut plans = auto.plans.clone();
                 plans.sort_by_key(|p| std::cmp::Reverse(p.1));
                 let top: Vec<String> = plans.iter().take(4).map(|(p, k)| format!("{p} ×{k}")).collect();
-                println!("{} chose: {}", auto.summary.policy, top.join(", "));
+                out.note(&format!("{} chose: {}", auto.summary.policy, top.join(", ")));
             }
         }
     }
-    println!(
-        "\nactive $ = execution seconds × rate, the loser treated as cancelled when the winner finishes; billed $ adds each started worker's idle window; a primary cancelled while still queued is assumed unbilled. `-` = no valid result at that rank; p99 only from 100 rounds."
+    out.note(
+        "\nactive $ = execution seconds × rate, the loser treated as cancelled when the winner finishes; billed $ adds each started worker's idle window; a primary cancelled while still queued is assumed unbilled. `-` = no valid result at that rank; p99 only from 100 rounds.",
     );
+    if let Some(html) = &args.html {
+        if let Some((split, rows)) = evaluated.last() {
+            let svg = crate::html::svg_via_file(html, args.plot.as_deref(), |p| plot_policies(p, split, rows, &rates, &settings, args))?;
+            out.figure(&format!("Tail latency and cost — {} split", split.key), &svg);
+        }
+        out.write("tailcut replay", &format!("{} rounds from {}", all.len(), config.source), html)?;
+    }
     Ok(ExitCode::SUCCESS)
 }

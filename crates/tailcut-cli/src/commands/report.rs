@@ -1,6 +1,7 @@
 //! `tailcut report`: live request traces summarised per policy arm.
 
 use crate::cli::ReportArgs;
+use crate::html::Tee;
 use crate::table::{miss_ci, Table};
 use serde_json::json;
 use std::process::ExitCode;
@@ -65,15 +66,22 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
 
     if args.json {
         println!("{}", serde_json::to_string_pretty(&json!({"arms": arms, "cancel_audit": audits}))?);
-        return Ok(ExitCode::SUCCESS);
+        if args.html.is_none() {
+            return Ok(ExitCode::SUCCESS);
+        }
     }
+    // Printed (unless JSON was) and, with --html, kept for the HTML file.
+    let mut out = Tee::new(!args.json, args.html.is_some());
     if arms.is_empty() && audits.is_empty() {
-        println!("no request or cancel-audit records found");
-        return Ok(ExitCode::SUCCESS);
+        out.note("no request or cancel-audit records found");
     }
     if !arms.is_empty() {
         let refused = traces.rows.iter().filter(|r| r.refused).count();
-        println!("Live requests per arm ({} requests, {} sent, {refused} refused)", traces.rows.len(), traces.rows.len() - refused);
+        out.heading(&format!(
+            "Live requests per arm ({} requests, {} sent, {refused} refused)",
+            traces.rows.len(),
+            traces.rows.len() - refused
+        ));
         // The deadline as given (0.6 stays 0.6, 45.5 stays 45.5).
         let miss_title = format!("miss>{}s of sent (95% CI)", args.deadline);
         let mut t =
@@ -98,17 +106,21 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
                 winners,
             ]);
         }
-        print!("{}", t.render());
+        out.table(&t);
         if refused > 0 {
-            println!(
-                "refused = never sent to any provider (the first submission was refused: budget or live-attempt cap); quantiles, misses, hedges and winners are over the sent requests."
+            out.note(
+                "refused = never sent to any provider (the first submission was refused: budget or live-attempt cap); quantiles, misses, hedges and winners are over the sent requests.",
             );
         }
-        println!(
-            "p95 by two estimators: nearest (the order statistic at rank q·(n−1) rounded, as the reference tool computes it: an observed latency) / linear (interpolated between the two neighbouring ranks); they differ most when n is small."
+        out.note(
+            "p95 by two estimators: nearest (the order statistic at rank q·(n−1) rounded, as the reference tool computes it: an observed latency) / linear (interpolated between the two neighbouring ranks); they differ most when n is small.",
         );
+        if let Some(html) = &args.html {
+            let svg = crate::html::svg_via_file(html, args.plot.as_deref(), |p| plot_arms(p, &traces.rows, &arms, args.deadline))?;
+            out.figure("Tail latency per arm", &svg);
+        }
 
-        println!("\nLoser cancellations per arm");
+        out.heading("\nLoser cancellations per arm");
         let mut t = Table::new(&["arm", "receipts", "evidence", "leaked", "ack ms", "cancel→terminal ms"]);
         for a in &arms {
             let ev = a.evidence.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ");
@@ -122,20 +134,20 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
                 spread(a.terminal_ms),
             ]);
         }
-        print!("{}", t.render());
+        out.table(&t);
         let estimated: usize = arms.iter().filter(|a| a.arm != "all").map(|a| a.latencies_estimated).sum();
         if estimated > 0 {
-            println!(
+            out.note(&format!(
                 "\n{estimated} latenc{} rebuilt from legacy records without `winner_total_ms` (the winner's launch offset taken from the policy label).",
                 if estimated == 1 { "y was" } else { "ies were" }
-            );
+            ));
         }
         if arms.iter().any(|a| a.evidence_inferred > 0) {
-            println!("Inferred evidence: legacy receipts without an `evidence` field count as confirmed_terminal only when they recorded an observed terminal state and its time.");
+            out.note("Inferred evidence: legacy receipts without an `evidence` field count as confirmed_terminal only when they recorded an observed terminal state and its time.");
         }
     }
     if !audits.is_empty() {
-        println!("\nCancel audit (forced loser cancels)");
+        out.heading("\nCancel audit (forced loser cancels)");
         let mut t = Table::new(&["provider", "phase", "attempts", "terminal", "leaked", "was running", "ack ms"]);
         for c in &audits {
             t.row(vec![
@@ -148,7 +160,11 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
                 spread(c.ack_ms),
             ]);
         }
-        print!("{}", t.render());
+        out.table(&t);
+    }
+    if let Some(html) = &args.html {
+        let sources = args.traces.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+        out.write("tailcut report", &format!("live traces {sources}; deadline {} s", args.deadline), html)?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -6,7 +6,7 @@
 use crate::admission::{parse_json, RequestBody};
 use crate::auth::{authenticate, authorize};
 use crate::error::ApiError;
-use crate::observe::{log, record_metrics, with_request_id};
+use crate::observe::{log, record_refusal, with_request_id};
 use crate::state::AppState;
 use crate::tenancy::TENANT_LEDGER;
 use axum::body::Bytes;
@@ -95,7 +95,10 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
         };
         let outcome = route.hedger.run_until(route.policy.as_ref(), request, stop).await;
         let (state, result, winner, trace, error) = match outcome {
-            Err(e) => ("failed", None, None, None, Some(e.to_string())),
+            Err(e) => {
+                record_refusal(&st2.metrics, &route.cfg.name, &e);
+                ("failed", None, None, None, Some(e.to_string()))
+            }
             Ok(o) => {
                 let result = o.result.as_ref().and_then(|r| r.payload.as_ref()).map(|p| {
                     serde_json::from_slice(&p.bytes).unwrap_or_else(|_| json!({"bytes": p.bytes.len(), "content_type": p.content_type}))
@@ -104,7 +107,7 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
                 let winner = o.winner.clone();
                 let trace = o.settled.wait().await;
                 if let Some(t) = &trace {
-                    record_metrics(&st2.metrics, &route.series, t);
+                    st2.sinks.record(&route.series, t.clone());
                 }
                 let state = if winner.is_some() {
                     "succeeded"

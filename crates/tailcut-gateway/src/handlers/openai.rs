@@ -6,7 +6,7 @@ use super::stream;
 use crate::admission::admit;
 use crate::auth::{authenticate, authorize, may_use};
 use crate::error::ApiError;
-use crate::observe::{hedge_reason, log, names, record_when_settled, with_request_id};
+use crate::observe::{hedge_reason, log, names, record_refusal, record_when_settled, with_request_id};
 use crate::probe::Field;
 use crate::state::{AppState, OpenAiRoute};
 use crate::tenancy::TENANT_LEDGER;
@@ -95,14 +95,15 @@ async fn serve_inner(
     let mut outcome: Outcome = match stop_at {
         Some(stop_at) => TENANT_LEDGER.scope(ledger, raced.hedger.run_by(raced.policy.as_ref(), request, stop_at)).await,
         None => TENANT_LEDGER.scope(ledger, raced.hedger.run(raced.policy.as_ref(), request)).await,
-    }?;
+    }
+    .inspect_err(|e| record_refusal(&st.metrics, &route.cfg.name, e))?;
     // Out of time: the race was stopped at the deadline (the provider clients' own
     // timeout, a second later, never ends an attempt first).
     let timed_out = outcome.winner.is_none() && outcome.decisions.stopped_by_caller;
     st.metrics.observe_series(&route.series.seconds, started.elapsed().as_secs_f64());
     let (winner, attempts, reason) = (outcome.winner.take(), outcome.attempts, hedge_reason(&outcome.decisions));
     let payload = outcome.result.as_ref().and_then(|r| r.payload.as_ref()).map(|p| p.bytes.clone());
-    record_when_settled(&st.metrics, &route, outcome.settled);
+    record_when_settled(&st.sinks, &route, outcome.settled);
     let Some(bytes) = payload else {
         if timed_out {
             return Err(ApiError::Timeout);

@@ -34,6 +34,7 @@ pub(crate) async fn metrics(State(st): State<Arc<AppState>>) -> Response {
         st.connections.open(),
         st.connections.cap()
     ));
+    crate::budgets::write_gauges(&st.rt(), &mut text);
     ([("content-type", "text/plain; version=0.0.4")], text).into_response()
 }
 

@@ -8,7 +8,7 @@
 //! with an error event and `[DONE]`.
 
 use crate::error::ApiError;
-use crate::observe::{log, names, record_when_settled};
+use crate::observe::{log, names, record_refusal, record_when_settled};
 use crate::state::{AppState, OpenAiRoute, Raced};
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode};
@@ -47,11 +47,12 @@ pub(crate) async fn serve(
     let mut outcome = match stop_at {
         Some(at) => raced.hedger.run_by(raced.policy.as_ref(), request, at).await,
         None => raced.hedger.run(raced.policy.as_ref(), request).await,
-    }?;
+    }
+    .inspect_err(|e| record_refusal(&st.metrics, &route.cfg.name, e))?;
     let ttft = started.elapsed();
     let winner = outcome.winner.take();
     let (attempts, hedged, stopped) = (outcome.attempts, outcome.decisions.hedge_launched, outcome.decisions.stopped_by_caller);
-    record_when_settled(&st.metrics, route, outcome.settled);
+    record_when_settled(&st.sinks, route, outcome.settled);
     let events = winner.as_deref().and_then(|w| handoff.take(w));
     let (Some(winner), Some(events)) = (winner, events) else {
         if stopped {

@@ -424,3 +424,30 @@ async fn a_deadline_stops_the_race_on_the_policy_timer() {
     assert_eq!(out.winner.as_deref(), Some("p"));
     assert!(!out.decisions.stopped_by_caller);
 }
+
+#[tokio::test(start_paused = true)]
+async fn deadline_tier_keeps_a_running_primary_and_fires_the_safety_hedge() {
+    let t = setup(vec![Script::valid_after(s(100.0))], vec![Script::valid_after(s(5.0))], vec![Script::valid_after(s(50.0))]);
+    let start = Instant::now();
+    let policy = DeadlineTier::try_new(t.hedger.providers(), "p", "h", "f", QueueTimers::default()).unwrap();
+    let out = t.hedger.run(&policy, req()).await.unwrap();
+    assert!(!out.decisions.cutover_fired);
+    assert!(out.decisions.safety_hedge_fired);
+    assert!(!out.decisions.escalation_fired, "the fallback waits for a free slot");
+    assert_eq!(t.recorder.submits("h"), vec![start + s(8.5)]);
+    assert_eq!(t.recorder.submits("f").len(), 0);
+    assert_eq!(out.winner.as_deref(), Some("h"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadline_tier_stopped_before_the_safety_time_records_no_safety_hedge() {
+    // The race stops at 5 s, before the safety hedge is due at 8.5 s: nothing launches
+    // after the primary, so the trace must not claim a safety hedge.
+    let t = setup(vec![Script::valid_after(s(100.0))], vec![Script::valid_after(s(5.0))], vec![Script::valid_after(s(5.0))]);
+    let policy = DeadlineTier::try_new(t.hedger.providers(), "p", "h", "f", QueueTimers::default()).unwrap();
+    let out = t.hedger.run_by(&policy, req(), Instant::now() + s(5.0)).await.unwrap();
+    assert_eq!((out.winner.as_deref(), out.attempts), (None, 1));
+    assert!(out.decisions.stopped_by_caller);
+    assert!(!out.decisions.safety_hedge_fired, "{:?}", out.decisions);
+    assert!(!out.decisions.hedged());
+}

@@ -11,13 +11,23 @@
 //! - [`policy`]: the built-in policies (single, race, fixed hedge, queue cutover,
 //!   cascade, deadline tier) behind one small trait;
 //! - [`validate`]: result validators looked up by name;
-//! - [`ledger`]: projected-cost ledger with budget gates, in integer micro-USD, durable in
-//!   SQLite;
+//! - [`ledger`]: projected-cost ledger with budget gates, in integer micro-USD;
 //! - [`trace`]: the JSONL request-trace record and an append-only writer;
 //! - [`money`]: integer money types.
+//!
+//! ## Features
+//!
+//! All off by default, so that the engine alone pulls no database, parser or codec:
+//!
+//! - `sqlite`: `ledger::SqliteLedger`, the durable ledger (rusqlite);
+//! - `json`: the `json` validator and `json_scan`, the one-pass check of a reply's
+//!   top-level fields;
+//! - `json-schema`: the `json-schema` validator (jsonschema);
+//! - `wav`: the `wav` validator and `validate::sine_wav` (hound).
 
 pub mod engine;
 pub mod job;
+#[cfg(feature = "json")]
 pub mod json_scan;
 pub mod ledger;
 pub mod money;

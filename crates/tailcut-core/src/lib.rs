@@ -25,6 +25,8 @@
 //! - `json-schema`: the `json-schema` validator (jsonschema);
 //! - `wav`: the `wav` validator and `validate::sine_wav` (hound).
 
+#![warn(missing_docs)]
+
 pub mod engine;
 pub mod job;
 #[cfg(feature = "json")]

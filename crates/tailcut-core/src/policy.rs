@@ -1,8 +1,10 @@
 //! Hedging policies behind one small trait, one module per policy.
 //!
-//! A policy only decides *when* to launch, poll and cancel, and names why it launches
-//! ([`Launch`](crate::engine::Launch)); the [`Race`] enforces the invariants (first
-//! valid result wins, live cap, receipts) and records the decisions. Built in:
+//! The [`Policy`] trait itself is the engine's (re-exported here). A policy only decides
+//! *when* to launch, poll and cancel, and names why it launches
+//! ([`Launch`](crate::engine::Launch)); the [`Race`](crate::engine::Race) enforces the
+//! invariants (first valid result wins, live cap, receipts) and records the decisions.
+//! Built in:
 //!
 //! | policy | file | label |
 //! |---|---|---|
@@ -38,22 +40,10 @@ pub use queue::QueueTimers;
 pub use race::ImmediateRace;
 pub use single::Single;
 
-use crate::engine::{Race, RaceError};
+pub use crate::engine::Policy;
+
 use crate::provider::Provider;
-use async_trait::async_trait;
-use std::fmt;
 use std::time::Duration;
-
-/// A hedging policy.
-#[async_trait]
-pub trait Policy: Send + Sync + fmt::Debug {
-    /// The label written to traces and tables.
-    fn label(&self) -> &str;
-
-    /// Drives the race until it has a winner or nothing more can be tried. Returning
-    /// early is safe: the engine cancels whatever is still running.
-    async fn drive(&self, race: &mut Race) -> Result<(), RaceError>;
-}
 
 /// Why a policy could not be built.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! The hedging engine: a [`Race`] runs attempts for one request, and the [`Hedger`]
-//! drives a [`Policy`](crate::policy::Policy) over it, returns the winner at once and
+//! drives a [`Policy`] over it, returns the winner at once and
 //! settles the losers (cancels, receipts, trace) in the background.
 //!
 //! Invariants the engine itself enforces, whatever the policy does:
@@ -12,15 +12,16 @@
 //! - the caller's result never waits for loser cleanup.
 
 mod launch;
+mod policy;
 mod race;
 
 pub use launch::Launch;
+pub use policy::Policy;
 pub use race::{AttemptId, Race, Wake};
 
 use crate::job::{JobRequest, JobResult};
 use crate::ledger::{BudgetGate, LedgerError};
 use crate::money::MicroUsd;
-use crate::policy::Policy;
 use crate::provider::Provider;
 use crate::trace::{Decisions, RequestTrace, TraceWriter};
 use crate::validate::Validator;

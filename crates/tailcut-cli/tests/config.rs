@@ -5,26 +5,16 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
+use tailcut_testkit::config::{openai_provider, single_chat_route};
 
 fn tailcut(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_tailcut")).args(args).env("TAILCUT_LOG", "off").output().unwrap()
 }
 
-const ROUTES: &str = r#"
-[budget]
-ledger = ":memory:"
-[providers.up]
-adapter = "openai"
-base_url = "http://127.0.0.1:9/v1"
-rate_usd_per_s = 0.0
-[policies.p]
-kind = "single"
-provider = "up"
-[routes.chat]
-kind = "openai"
-models = ["m"]
-policy = "p"
-"#;
+/// An in-memory `[budget]` and one chat route to an OpenAI-compatible provider, `up`.
+fn routes() -> String {
+    format!("\n[budget]\nledger = \":memory:\"\n{}{}", openai_provider("up", "http://127.0.0.1:9/v1"), single_chat_route("p", "up"))
+}
 
 fn write(dir: &tempfile::TempDir, text: &str) -> String {
     let path = dir.path().join("tailcut.toml");
@@ -62,7 +52,7 @@ fn huge_simulator_durations_are_refused_by_check_and_demo() {
 #[test]
 fn serving_with_no_keys_needs_an_explicit_auth_none() {
     let dir = tempfile::tempdir().unwrap();
-    let f = write(&dir, &format!("[gateway]\nstore = \":memory:\"\n{ROUTES}"));
+    let f = write(&dir, &format!("[gateway]\nstore = \":memory:\"\n{}", routes()));
     for args in [vec!["config", "check", &f], vec!["serve", "--config", &f, "--listen", "127.0.0.1:0"]] {
         let out = tailcut(&args);
         assert_exit_2(&out, &f, "gateway.keys");
@@ -74,7 +64,7 @@ fn serving_with_no_keys_needs_an_explicit_auth_none() {
 #[test]
 fn serve_with_auth_none_warns_at_start() {
     let dir = tempfile::tempdir().unwrap();
-    let f = write(&dir, &format!("[gateway]\nauth = \"none\"\nstore = \":memory:\"\n{ROUTES}"));
+    let f = write(&dir, &format!("[gateway]\nauth = \"none\"\nstore = \":memory:\"\n{}", routes()));
     let mut child = Command::new(env!("CARGO_BIN_EXE_tailcut"))
         .args(["serve", "--config", &f, "--listen", "127.0.0.1:0"])
         .env("TAILCUT_LOG", "off")
@@ -101,8 +91,8 @@ fn serve_with_auth_none_warns_at_start() {
 fn unwritable_ledger_and_store_fail_check_and_serve() {
     let dir = tempfile::tempdir().unwrap();
     // /proc refuses new files even to root.
-    let routes = ROUTES.replace("ledger = \":memory:\"", "ledger = \"/proc/tailcut-test/ledger.sqlite\"");
-    let f = write(&dir, &format!("[gateway]\nauth = \"none\"\nstore = \":memory:\"\n{routes}"));
+    let bad_ledger = routes().replace("ledger = \":memory:\"", "ledger = \"/proc/tailcut-test/ledger.sqlite\"");
+    let f = write(&dir, &format!("[gateway]\nauth = \"none\"\nstore = \":memory:\"\n{bad_ledger}"));
     assert_exit_2(&tailcut(&["config", "check", &f]), &f, "budget.ledger");
     assert_exit_2(&tailcut(&["serve", "--config", &f, "--listen", "127.0.0.1:0"]), &f, "budget.ledger");
     // `tailcut run` opens the ledger too.
@@ -111,7 +101,7 @@ fn unwritable_ledger_and_store_fail_check_and_serve() {
         "[budget]\nledger = \"/proc/tailcut-test/ledger.sqlite\"\n[providers.runpod]\nadapter = \"sim\"\n[policies.p]\nkind = \"single\"\nprovider = \"runpod\"\n",
     );
     assert_exit_2(&tailcut(&["run", "--config", &f, "--policy", "p"]), &f, "budget.ledger");
-    let f = write(&dir, &format!("[gateway]\nauth = \"none\"\nstore = \"/proc/tailcut-test/gateway.sqlite\"\n{ROUTES}"));
+    let f = write(&dir, &format!("[gateway]\nauth = \"none\"\nstore = \"/proc/tailcut-test/gateway.sqlite\"\n{}", routes()));
     assert_exit_2(&tailcut(&["config", "check", &f]), &f, "gateway.store");
     assert_exit_2(&tailcut(&["serve", "--config", &f, "--listen", "127.0.0.1:0"]), &f, "gateway.store");
 }
@@ -127,7 +117,7 @@ fn gateway_footguns_are_refused_by_check() {
         (format!("keys = [{{ name = \"a\", sha256 = \"{sha}\" }}, {{ name = \"b\", sha256 = \"{sha}\" }}]"), "gateway.keys[1].sha256"),
         (format!("keys = [{{ name = \"a\", sha256 = \"{sha}\", routes = [\"nope\"] }}]"), "gateway.keys[0].routes"),
     ] {
-        let f = write(&dir, &format!("[gateway]\nstore = \":memory:\"\n{gateway}\n{ROUTES}"));
+        let f = write(&dir, &format!("[gateway]\nstore = \":memory:\"\n{gateway}\n{}", routes()));
         assert_exit_2(&tailcut(&["config", "check", &f]), &f, key);
     }
 }

@@ -5,21 +5,16 @@
 //! virtual environment under `target/` on first use (see [`openai_python`]), so the
 //! README's `cargo test --workspace` passes on a machine without it.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
+use tailcut_testkit::cli::{spawn_announcing, Spawned};
+use tailcut_testkit::config::{openai_provider, OPEN_GATEWAY};
 
-struct Gateway(Child, String);
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+/// A running `tailcut serve` and its base URL.
+struct Gateway(Spawned, String);
 
 fn start(config: &std::path::Path) -> Gateway {
     start_with(config, &[])
@@ -27,17 +22,14 @@ fn start(config: &std::path::Path) -> Gateway {
 
 /// `tailcut serve` on a free port with `extra` arguments; returns once it prints its URL.
 fn start_with(config: &std::path::Path, extra: &[&str]) -> Gateway {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tailcut"))
-        .args(["serve", "--config", config.to_str().unwrap(), "--listen", "127.0.0.1:0"])
-        .args(extra)
-        .env("TAILCUT_LOG", "off")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let url = line.trim().rsplit(' ').next().unwrap().to_string();
+    let (child, line) = spawn_announcing(
+        Command::new(env!("CARGO_BIN_EXE_tailcut"))
+            .args(["serve", "--config", config.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env("TAILCUT_LOG", "off")
+            .stderr(Stdio::null()),
+    );
+    let url = line.rsplit(' ').next().unwrap().to_string();
     assert!(url.starts_with("http://"), "the gateway did not start: {line:?}");
     Gateway(child, url)
 }
@@ -133,22 +125,8 @@ async fn hedged_streaming_and_whole_responses_through_the_openai_client() {
     std::fs::write(
         &cfg,
         format!(
-            r#"
-[budget]
-ledger = ":memory:"
-[gateway]
-auth = "none"
-store = ":memory:"
-max_body_bytes = 4096
-[providers.stall]
-adapter = "openai"
-base_url = "{}/v1"
-rate_usd_per_s = 0.0
-[providers.good]
-adapter = "openai"
-base_url = "{}/v1"
-rate_usd_per_s = 0.0
-[providers.slowsim]
+            r#"{OPEN_GATEWAY}max_body_bytes = 4096
+{}{}[providers.slowsim]
 adapter = "sim"
 sim = {{ profile = "runpod", cold_fast_p = 0.0 }}
 [providers.fastsim]
@@ -178,8 +156,8 @@ policy = "jobs"
 kind = "jobs"
 policy = "slow"
 "#,
-            stall.url(),
-            good.url()
+            openai_provider("stall", &format!("{}/v1", stall.url())),
+            openai_provider("good", &format!("{}/v1", good.url()))
         ),
     )
     .unwrap();
@@ -354,11 +332,7 @@ store = "{}"
 [providers.slowsim]
 adapter = "sim"
 sim = {{ profile = "runpod", cold_fast_p = 0.0 }}
-[providers.up]
-adapter = "openai"
-base_url = "http://127.0.0.1:9/v1"
-rate_usd_per_s = 0.0
-[policies.slow]
+{}[policies.slow]
 kind = "single"
 provider = "slowsim"
 [policies.chat]
@@ -372,14 +346,15 @@ kind = "openai"
 models = [{models}]
 policy = "chat"
 "#,
-                store.display()
+                store.display(),
+                openai_provider("up", "http://127.0.0.1:9/v1")
             ),
         )
         .unwrap()
     };
     write(r#""m""#);
     let mut gw = start_with(&cfg, &["--workers", "2"]);
-    let (base, pid) = (gw.1.clone(), gw.0.id().to_string());
+    let (base, pid) = (gw.1.clone(), gw.0 .0.id().to_string());
     // Separate connections (no pooling), so both worker sockets take some.
     let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
 
@@ -415,7 +390,7 @@ policy = "chat"
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     let until = std::time::Instant::now() + Duration::from_secs(30);
     let status = loop {
-        if let Some(s) = gw.0.try_wait().unwrap() {
+        if let Some(s) = gw.0 .0.try_wait().unwrap() {
             break s;
         }
         assert!(std::time::Instant::now() < until, "the gateway did not stop within 30 s of SIGTERM");

@@ -1,20 +1,11 @@
 //! Learned policies through the real binary: `replay --learned`, `model fit|show` and
 //! `scenario list|run`.
 
-use std::path::PathBuf;
 use std::process::Command;
+use tailcut_testkit::cli::{fixture, stdout};
 
 fn tailcut(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_tailcut")).args(args).output().unwrap()
-}
-
-fn fixture(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/gpuhedge-2026-07").join(name).display().to_string()
-}
-
-fn stdout(o: &std::process::Output) -> String {
-    assert!(o.status.success(), "stderr: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout.clone()).unwrap()
 }
 
 #[test]

@@ -1,31 +1,22 @@
 //! Live commands against a real local `tailcut sim-provider`: no --go needed on loopback,
 //! refusal without --go for paid providers, and credentials never reaching any output.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+use tailcut_testkit::cli::{spawn_announcing, Spawned};
 
 fn tailcut() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tailcut"))
 }
 
-struct Server(Child, u16);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+/// A running `tailcut sim-provider` and its port.
+struct Server(#[allow(dead_code)] Spawned, u16);
 
 fn sim_provider(profile: &str) -> Server {
-    let mut child = tailcut()
-        .args(["sim-provider", "--profile", profile, "--port", "0", "--time-scale", "0.002", "--max-workers", "64"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let (child, line) = spawn_announcing(
+        tailcut()
+            .args(["sim-provider", "--profile", profile, "--port", "0", "--time-scale", "0.002", "--max-workers", "64"])
+            .stderr(Stdio::null()),
+    );
     let port: u16 = line.rsplit(':').next().unwrap().trim().parse().unwrap();
     Server(child, port)
 }

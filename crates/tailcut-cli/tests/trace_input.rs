@@ -3,16 +3,12 @@
 //! reported apart from latency misses.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use tailcut_testkit::cli::fixture;
 
 fn tailcut(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tailcut")).args(args).output().unwrap()
-}
-
-fn fixture(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/gpuhedge-2026-07").join(name).display().to_string()
 }
 
 fn file(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> String {

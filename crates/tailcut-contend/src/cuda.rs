@@ -4,7 +4,7 @@
 //! time, so this builds without a CUDA toolkit; without a device it reports so clearly.
 #![allow(unsafe_code)]
 
-use crate::workload::{sleep_until_unix_ms, AgentError, AgentKind, AgentSpec, Window};
+use crate::agent::{sleep_until_unix_ms, AgentError, AgentKind, AgentSpec, Window};
 use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
 use cudarc::cufft::{result as cufft, sys as cufft_sys};

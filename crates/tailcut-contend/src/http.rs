@@ -4,7 +4,7 @@
 //! request's *scheduled* send time, so a slow server cannot hide its queueing
 //! (no coordinated omission).
 
-use crate::workload::{sleep_until_unix_ms, AgentError, AgentSpec, Window};
+use crate::agent::{sleep_until_unix_ms, AgentError, AgentSpec, Window};
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
@@ -129,7 +129,7 @@ mod tests {
     #[test]
     fn measures_ttft_after_the_role_chunk() {
         let url = serve(Duration::from_millis(30));
-        let spec = AgentSpec { url: Some(url), rate_per_s: 20.0, ..AgentSpec::new(crate::workload::AgentKind::Http) };
+        let spec = AgentSpec { url: Some(url), rate_per_s: 20.0, ..AgentSpec::new(crate::agent::AgentKind::Http) };
         let w = Window { start_at_unix_ms: 0, warmup: Duration::ZERO, duration: Duration::from_millis(300), max_iterations: None };
         let r = run(&spec, &w).unwrap();
         assert!(r.latency_ns.len() >= 3, "{r:?}");
@@ -139,7 +139,7 @@ mod tests {
 
     #[test]
     fn missing_url_is_an_error() {
-        let spec = AgentSpec::new(crate::workload::AgentKind::Http);
+        let spec = AgentSpec::new(crate::agent::AgentKind::Http);
         let w = Window { start_at_unix_ms: 0, warmup: Duration::ZERO, duration: Duration::from_millis(1), max_iterations: None };
         assert!(run(&spec, &w).unwrap_err().to_string().contains("--url"));
     }

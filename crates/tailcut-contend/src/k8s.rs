@@ -8,9 +8,9 @@
 //! - a results volume and one Job per agent and arm running `tailcut contend agent`,
 //!   whose sample files `tailcut contend report` reads.
 
+use crate::agent::AgentSpec;
 use crate::mig::{self, GpuModel, MigError};
 use crate::protocol::{agent_names, Mode};
-use crate::workload::AgentSpec;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -267,7 +267,7 @@ pub fn generate(s: &K8sSettings) -> Result<String, K8sError> {
 mod tests {
     use super::*;
 
-    use crate::workload::AgentKind;
+    use crate::agent::AgentKind;
     use serde::Deserialize;
 
     #[test]

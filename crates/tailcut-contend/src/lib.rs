@@ -3,12 +3,13 @@
 //! Measures what sharing a processor costs co-located agents, generates the Kubernetes
 //! configuration to run the same experiment on GPUs, and plans placements.
 //!
+//! - [`agent`]: what an agent is (kind, settings, window, samples);
 //! - [`workload`]: the agents — CPU `fft`, `gemm`, `membw`; CUDA `cuda-fft`, `cuda-gemm`
 //!   (feature `cuda`); `http` (an OpenAI-compatible endpoint at a fixed rate) — each
 //!   timing every iteration;
 //! - [`protocol`]: the coordinator — warm-up, each agent solo, then all together,
 //!   repeated over interleaved trials, every agent in its own OS process;
-//! - [`metrics`]: p50/p95/p99/p99.9, jitter, throughput, degradation factors with
+//! - [`stats`]: p50/p95/p99/p99.9, jitter, throughput, degradation factors with
 //!   bootstrap intervals, the "hidden tail damage" verdict;
 //! - [`report`]: tables, JSON and side-by-side comparison of runs;
 //! - [`plot`]: SVG ECDFs (solo vs shared) and degradation bars;
@@ -16,14 +17,17 @@
 //! - [`k8s`]: device-plugin sharing ConfigMaps, mig-parted layouts and agent Jobs;
 //! - [`plan`]: placements that meet every agent's p99 objective with the fewest GPUs.
 
+#![warn(missing_docs)]
+
+pub mod agent;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod http;
 pub mod k8s;
-pub mod metrics;
 pub mod mig;
 pub mod plan;
 pub mod plot;
 pub mod protocol;
 pub mod report;
+pub mod stats;
 pub mod workload;

@@ -50,74 +50,73 @@ const TWO_G: &[u8] = &[0, 2, 4];
 const THREE_G: &[u8] = &[0, 4];
 const ZERO: &[u8] = &[0];
 
-#[allow(clippy::too_many_arguments)]
-fn p(name: &'static str, id: Option<u32>, compute: u8, memory: u8, starts: &'static [u8], max: u8, sms: u32, memory_gb: f64) -> Profile {
-    Profile { name, id, compute, memory, starts, max, sms, memory_gb }
+/// The seven profile shapes every supported GPU has, in order (`1g`, `1g+me`, `1g` with
+/// two memory slices, `2g`, `3g`, `4g`, `7g`): compute slices, memory slices, allowed
+/// starts and most instances per GPU.
+const SHAPES: [(u8, u8, &[u8], u8); 7] =
+    [(1, 1, ANY1, 7), (1, 1, ANY1, 1), (1, 2, EVEN, 4), (2, 2, TWO_G, 3), (3, 4, THREE_G, 2), (4, 4, ZERO, 1), (7, 8, ZERO, 1)];
+
+/// Profile ids, in [`SHAPES`] order, where NVIDIA documents them for every model.
+const IDS: [Option<u32>; 7] = [Some(19), Some(20), Some(15), Some(14), Some(9), Some(5), Some(0)];
+/// SMs per profile, in [`SHAPES`] order, of the A100s (98 SMs in all).
+const A100_SMS: [u32; 7] = [14, 14, 14, 28, 42, 56, 98];
+/// SMs per profile, in [`SHAPES`] order, of the H100 and H200 (132 SMs in all).
+const HOPPER_SMS: [u32; 7] = [16, 16, 26, 32, 60, 64, 132];
+
+/// A model whose profiles, in [`SHAPES`] order, have these names, ids and SMs. A
+/// profile's memory is what its name states (`3g.40gb`: 40 GB).
+fn gpu(
+    key: &'static str,
+    name: &'static str,
+    sms: u32,
+    names: [&'static str; 7],
+    ids: [Option<u32>; 7],
+    profile_sms: [u32; 7],
+) -> GpuModel {
+    let profiles: Vec<Profile> = SHAPES
+        .iter()
+        .zip(names.into_iter().zip(ids).zip(profile_sms))
+        .map(|(&(compute, memory, starts, max), ((name, id), sms))| Profile {
+            name,
+            id,
+            compute,
+            memory,
+            starts,
+            max,
+            sms,
+            memory_gb: named_gb(name),
+        })
+        .collect();
+    let memory_gb = profiles.last().map_or(0.0, |p| p.memory_gb);
+    GpuModel { key, name, memory_gb, sms, profiles }
+}
+
+/// The memory a profile name states: `1g.10gb+me` → 10.
+fn named_gb(name: &str) -> f64 {
+    name.split('.').nth(1).and_then(|m| m.trim_end_matches("+me").trim_end_matches("gb").parse().ok()).unwrap_or(0.0)
 }
 
 /// The supported models.
 pub fn models() -> Vec<GpuModel> {
     vec![
-        GpuModel {
-            key: "a100-40gb",
-            name: "A100-40GB",
-            memory_gb: 40.0,
-            sms: 98,
-            profiles: vec![
-                p("1g.5gb", Some(19), 1, 1, ANY1, 7, 14, 5.0),
-                p("1g.5gb+me", Some(20), 1, 1, ANY1, 1, 14, 5.0),
-                p("1g.10gb", Some(15), 1, 2, EVEN, 4, 14, 10.0),
-                p("2g.10gb", Some(14), 2, 2, TWO_G, 3, 28, 10.0),
-                p("3g.20gb", Some(9), 3, 4, THREE_G, 2, 42, 20.0),
-                p("4g.20gb", Some(5), 4, 4, ZERO, 1, 56, 20.0),
-                p("7g.40gb", Some(0), 7, 8, ZERO, 1, 98, 40.0),
-            ],
-        },
-        GpuModel {
-            key: "a100-80gb",
-            name: "A100-80GB",
-            memory_gb: 80.0,
-            sms: 98,
-            profiles: vec![
-                p("1g.10gb", Some(19), 1, 1, ANY1, 7, 14, 10.0),
-                p("1g.10gb+me", Some(20), 1, 1, ANY1, 1, 14, 10.0),
-                p("1g.20gb", Some(15), 1, 2, EVEN, 4, 14, 20.0),
-                p("2g.20gb", Some(14), 2, 2, TWO_G, 3, 28, 20.0),
-                p("3g.40gb", Some(9), 3, 4, THREE_G, 2, 42, 40.0),
-                p("4g.40gb", Some(5), 4, 4, ZERO, 1, 56, 40.0),
-                p("7g.80gb", Some(0), 7, 8, ZERO, 1, 98, 80.0),
-            ],
-        },
-        GpuModel {
-            key: "h100-80gb",
-            name: "H100-80GB",
-            memory_gb: 80.0,
-            sms: 132,
-            profiles: vec![
-                p("1g.10gb", Some(19), 1, 1, ANY1, 7, 16, 10.0),
-                p("1g.10gb+me", Some(20), 1, 1, ANY1, 1, 16, 10.0),
-                p("1g.20gb", Some(15), 1, 2, EVEN, 4, 26, 20.0),
-                p("2g.20gb", Some(14), 2, 2, TWO_G, 3, 32, 20.0),
-                p("3g.40gb", Some(9), 3, 4, THREE_G, 2, 60, 40.0),
-                p("4g.40gb", Some(5), 4, 4, ZERO, 1, 64, 40.0),
-                p("7g.80gb", Some(0), 7, 8, ZERO, 1, 132, 80.0),
-            ],
-        },
-        GpuModel {
-            key: "h200-141gb",
-            name: "H200-141GB",
-            memory_gb: 141.0,
-            sms: 132,
-            profiles: vec![
-                p("1g.18gb", Some(19), 1, 1, ANY1, 7, 16, 18.0),
-                p("1g.18gb+me", Some(20), 1, 1, ANY1, 1, 16, 18.0),
-                p("1g.35gb", None, 1, 2, EVEN, 4, 26, 35.0),
-                p("2g.35gb", Some(14), 2, 2, TWO_G, 3, 32, 35.0),
-                p("3g.71gb", None, 3, 4, THREE_G, 2, 60, 71.0),
-                p("4g.71gb", None, 4, 4, ZERO, 1, 64, 71.0),
-                p("7g.141gb", Some(0), 7, 8, ZERO, 1, 132, 141.0),
-            ],
-        },
+        gpu("a100-40gb", "A100-40GB", 98, ["1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"], IDS, A100_SMS),
+        gpu("a100-80gb", "A100-80GB", 98, ["1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"], IDS, A100_SMS),
+        gpu(
+            "h100-80gb",
+            "H100-80GB",
+            132,
+            ["1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"],
+            IDS,
+            HOPPER_SMS,
+        ),
+        gpu(
+            "h200-141gb",
+            "H200-141GB",
+            132,
+            ["1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"],
+            [Some(19), Some(20), None, Some(14), None, None, Some(0)],
+            HOPPER_SMS,
+        ),
     ]
 }
 

@@ -2,9 +2,9 @@
 //! processes, over several trials with the arm order interleaved (so slow drift —
 //! thermal, frequency, background load — hits both arms), and assembles the report.
 
-use crate::metrics::{arm_stats, degradation, verdict, VerdictThresholds};
+use crate::agent::{unix_ms, AgentSpec, Samples};
 use crate::report::{AgentReport, Placement, RunReport};
-use crate::workload::{unix_ms, AgentSpec, Samples};
+use crate::stats::{arm_stats, degradation, verdict, VerdictThresholds};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! Run reports: the JSON document, the text tables, and side-by-side comparison.
 
-use crate::metrics::{ArmStats, Degradation, VerdictThresholds};
-use crate::workload::AgentSpec;
+use crate::agent::AgentSpec;
+use crate::stats::{ArmStats, Degradation, VerdictThresholds};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;

@@ -5,31 +5,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
+use tailcut_testkit::config::{hedged_chat_route, one_provider_gateway, openai_provider, OPEN_GATEWAY};
 
 /// A gateway config: one route, `m`, to one upstream, with `gateway` lines added to
 /// `[gateway]`.
 fn config(upstream: &str, gateway: &str) -> String {
-    format!(
-        r#"
-[budget]
-ledger = ":memory:"
-[gateway]
-auth = "none"
-store = ":memory:"
-{gateway}
-[providers.up]
-adapter = "openai"
-base_url = "{upstream}/v1"
-rate_usd_per_s = 0.0
-[policies.one]
-kind = "single"
-provider = "up"
-[routes.chat]
-kind = "openai"
-models = ["m"]
-policy = "one"
-"#
-    )
+    one_provider_gateway(&format!("{upstream}/v1"), gateway)
 }
 
 async fn gateway(upstream: &str, admission_wait_ms: u64) -> String {
@@ -329,32 +310,10 @@ async fn whole_replies_carry_the_request_id_winner_attempts_and_hedge_reason() {
     let slow = MockServer::start(Flavor::OpenAi, Behaviour { queue: Duration::from_secs(3), ..Behaviour::default() }).await.unwrap();
     let fast = MockServer::start(Flavor::OpenAi, Behaviour::default()).await.unwrap();
     let toml = format!(
-        r#"
-[budget]
-ledger = ":memory:"
-[gateway]
-auth = "none"
-store = ":memory:"
-[providers.slow]
-adapter = "openai"
-base_url = "{}/v1"
-rate_usd_per_s = 0.0
-[providers.fast]
-adapter = "openai"
-base_url = "{}/v1"
-rate_usd_per_s = 0.0
-[policies.h]
-kind = "hedge"
-primary = "slow"
-hedge = "fast"
-delay_ms = 100
-[routes.chat]
-kind = "openai"
-models = ["m"]
-policy = "h"
-"#,
-        slow.url(),
-        fast.url()
+        "{OPEN_GATEWAY}{}{}{}",
+        openai_provider("slow", &format!("{}/v1", slow.url())),
+        openai_provider("fast", &format!("{}/v1", fast.url())),
+        hedged_chat_route("h", "slow", "fast", 100, "")
     );
     let url = common::serve_config(&toml).await;
     let http = reqwest::Client::new();

@@ -23,16 +23,10 @@ adapter = "openai"
 base_url = "{upstream}/v1"
 rate_usd_per_s = 0.001
 expected_run_s = 10
-[policies.one]
-kind = "single"
-provider = "up"
-[routes.chat]
-kind = "openai"
-models = ["m"]
-policy = "one"
-"#,
+{}"#,
         ledger.display(),
-        sha256_hex("secret-a")
+        sha256_hex("secret-a"),
+        tailcut_testkit::config::single_chat_route("one", "up")
     )
 }
 

@@ -28,11 +28,7 @@ sim = {{ profile = "instant" }}
 [providers.slowsim]
 adapter = "sim"
 sim = {{ profile = "runpod", cold_fast_p = 0.0 }}
-[providers.up]
-adapter = "openai"
-base_url = "http://127.0.0.1:9/v1"
-rate_usd_per_s = 0.0
-[policies.fast]
+{}[policies.fast]
 kind = "single"
 provider = "fastsim"
 [policies.slow]
@@ -51,7 +47,8 @@ policy = "slow"
 kind = "openai"
 models = ["m"]
 policy = "chat"
-"#
+"#,
+        tailcut_testkit::config::openai_provider("up", "http://127.0.0.1:9/v1")
     )
 }
 
@@ -116,24 +113,11 @@ async fn jobs_need_a_key_and_are_visible_only_to_their_tenant() {
     assert_eq!((s, row["state"].as_str()), (200, Some("cancelled")), "{row}");
 
     // Ids are not sequential.
-    let (_, a) = json(
-        http.post(format!("{base}/v1/jobs"))
-            .bearer_auth(ALICE)
-            .json(&serde_json::json!({"route": "jobs", "input": {}}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    let (_, b) = json(
-        http.post(format!("{base}/v1/jobs"))
-            .bearer_auth(ALICE)
-            .json(&serde_json::json!({"route": "jobs", "input": {}}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let new_job = || async {
+        let post = http.post(format!("{base}/v1/jobs")).bearer_auth(ALICE).json(&serde_json::json!({"route": "jobs", "input": {}}));
+        json(post.send().await.unwrap()).await.1
+    };
+    let (a, b) = (new_job().await, new_job().await);
     assert_ne!(a["id"], b["id"]);
     assert_ne!(a["id"].as_str().unwrap()[..12], b["id"].as_str().unwrap()[..12]);
 }
@@ -428,26 +412,7 @@ async fn slow_token_upstream() -> (String, tokio::sync::oneshot::Receiver<Instan
 async fn a_streaming_client_that_hangs_up_closes_the_upstream_stream_at_once() {
     use futures::StreamExt;
     let (upstream, closed) = slow_token_upstream().await;
-    let toml = format!(
-        r#"
-[budget]
-ledger = ":memory:"
-[gateway]
-store = ":memory:"
-auth = "none"
-[providers.up]
-adapter = "openai"
-base_url = "{upstream}"
-rate_usd_per_s = 0.0
-[policies.one]
-kind = "single"
-provider = "up"
-[routes.chat]
-kind = "openai"
-models = ["m"]
-policy = "one"
-"#
-    );
+    let toml = tailcut_testkit::config::one_provider_gateway(&upstream, "");
     let url = common::serve_config(&toml).await;
     let resp = reqwest::Client::new()
         .post(url)

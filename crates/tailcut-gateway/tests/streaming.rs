@@ -9,6 +9,7 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
 use std::time::{Duration, Instant};
+use tailcut_testkit::config::{hedged_chat_route, openai_provider, OPEN_GATEWAY};
 
 const ROLE: &str = r#"data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#;
 
@@ -50,31 +51,10 @@ async fn upstream() -> String {
 /// failure makes it move on early).
 async fn gateway(up: &str, primary: &str, hedge: &str) -> String {
     let toml = format!(
-        r#"
-[budget]
-ledger = ":memory:"
-[gateway]
-auth = "none"
-store = ":memory:"
-[providers.p]
-adapter = "openai"
-base_url = "{up}/{primary}/v1"
-rate_usd_per_s = 0.0
-[providers.h]
-adapter = "openai"
-base_url = "{up}/{hedge}/v1"
-rate_usd_per_s = 0.0
-[policies.ph]
-kind = "hedge"
-primary = "p"
-hedge = "h"
-delay_ms = 5000
-[routes.chat]
-kind = "openai"
-models = ["m"]
-policy = "ph"
-first_token_hedge_ms = 5000
-"#
+        "{OPEN_GATEWAY}{}{}{}",
+        openai_provider("p", &format!("{up}/{primary}/v1")),
+        openai_provider("h", &format!("{up}/{hedge}/v1")),
+        hedged_chat_route("ph", "p", "h", 5000, "first_token_hedge_ms = 5000")
     );
     common::serve_config(&toml).await
 }

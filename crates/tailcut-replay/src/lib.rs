@@ -12,15 +12,16 @@
 //!   Wilson intervals, $/request, hedge rate);
 //! - [`learned`]: causal replay of the learned policies (`auto`, `adaptive`, `singler`):
 //!   round *i* decided by a model that saw only the warm-up rounds and rounds before *i*;
-//! - [`live`]: summaries of live request traces (reference `hedged_request`,
+//! - [`traces`]: summaries of live request traces (reference `hedged_request`,
 //!   `state_aware_request`, ... and tailcut's `tailcut_request`) and cancel audits;
 //! - [`scenario`]: simulated request streams (cadence, degradation, correlation, outage,
 //!   price, stragglers) where each policy's launches shape what later requests find;
 //! - [`synth`]: synthetic paired rounds drawn from the simulator profiles;
 //! - [`plot`]: SVG latency distributions.
 
+#![warn(missing_docs)]
+
 pub mod learned;
-pub mod live;
 pub mod plot;
 pub mod rounds;
 pub mod runner;
@@ -28,6 +29,7 @@ pub mod scenario;
 pub mod summary;
 pub mod sweep;
 pub mod synth;
+pub mod traces;
 
 pub use rounds::{LoadOptions, Loaded, ReplayError, RoundSet};
 pub use summary::PolicySummary;

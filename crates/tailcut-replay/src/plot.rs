@@ -231,15 +231,7 @@ fn draw_tails(area: &DrawingArea<SVGBackend, Shift>, title: &str, curves: &[Curv
             chart.draw_series(LineSeries::new(pts, style)).map_err(|e| err(&e))?.label(label).legend(legend);
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font((FONT, 12))
-        .border_style(RGBColor(200, 200, 200))
-        .background_style(WHITE.mix(0.92))
-        .draw()
-        .map_err(|e| err(&e))?;
-    Ok(())
+    draw_legend(&mut chart).map_err(|e| err(&e))
 }
 
 /// Draws the cost/p95 panel: every policy a grey dot, the frontier joined by a line, the
@@ -322,6 +314,11 @@ fn draw_frontier(
         let style = TextStyle::from((FONT, 11).into_font()).color(&color).pos(Pos::new(h, VPos::Center));
         chart.draw_series(std::iter::once(Text::new(p.label.clone(), (p.p95_s + dx, p.usd_per_req), style))).map_err(|e| err(&e))?;
     }
+    draw_legend(&mut chart).map_err(|e| err(&e))
+}
+
+/// The series legend every panel draws: upper right, on a light box.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(chart: &mut ChartContext<'a, DB, CT>) -> Result<(), String> {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
@@ -329,8 +326,7 @@ fn draw_frontier(
         .border_style(RGBColor(200, 200, 200))
         .background_style(WHITE.mix(0.92))
         .draw()
-        .map_err(|e| err(&e))?;
-    Ok(())
+        .map_err(|e| e.to_string())
 }
 
 /// The tail plot alone: one CCDF per curve (see the module docs) with the deadlines.

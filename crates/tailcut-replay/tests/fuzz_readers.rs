@@ -21,10 +21,10 @@ use serde_json::Value;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tailcut_replay::live::{read_live_with, summarize, LiveOptions, LiveTraces};
 use tailcut_replay::rounds::{load, LoadOptions, Loaded};
 use tailcut_replay::summary::PolicySummary;
 use tailcut_replay::sweep::{evaluate, standard_sweep, ProviderRates};
+use tailcut_replay::traces::{read_live_with, summarize, LiveOptions, LiveTraces};
 use tailcut_replay::ReplayError;
 use tailcut_stats::Estimator;
 

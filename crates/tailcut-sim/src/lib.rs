@@ -15,8 +15,15 @@
 //! an optional leak probability makes a cancel acknowledged but ineffective. Billing is
 //! per second from worker start, plus the idle window.
 
-mod backend;
-mod profile;
+#![warn(missing_docs)]
 
-pub use backend::{SimBackend, SimBilling};
+mod job;
+mod pool;
+mod profile;
+mod provider;
+
 pub use profile::{ProfileError, SimOutput, SimProfile, MAX_SECONDS, MAX_WORKERS};
+pub use provider::{SimBackend, SimBilling};
+
+#[cfg(test)]
+mod tests;

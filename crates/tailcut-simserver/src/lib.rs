@@ -12,6 +12,8 @@
 //! - `/metrics`: Prometheus text of jobs, cold starts and what it billed (in
 //!   simulated-time dollars).
 
+#![warn(missing_docs)]
+
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};

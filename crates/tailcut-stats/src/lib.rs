@@ -11,6 +11,8 @@
 //! - [`bootstrap_ratio_ci`]: a seeded percentile-bootstrap interval for a ratio of
 //!   quantiles (used for degradation factors).
 
+#![warn(missing_docs)]
+
 /// Rounds half to even, as Python's `round` does on binary doubles.
 pub fn round_half_even(x: f64) -> f64 {
     let r = x.round();

@@ -4,7 +4,15 @@
 //! queues, when it finishes, whether its output is valid, how its cancel behaves), and
 //! which records each job's provider-side life so tests can check what the engine did:
 //! how many jobs were alive at once, when each was submitted, which were cancelled.
+//!
+//! Beside it: [`config`], the configuration fragments the gateway and CLI tests share;
+//! [`cli`], the processes, fixtures and output checks of tests that run the binary;
+//! [`fuzz`], a case under a time bound and byte-level damage of valid inputs.
 
+#![warn(missing_docs)]
+
+pub mod cli;
+pub mod config;
 pub mod fuzz;
 
 use async_trait::async_trait;
@@ -112,7 +120,7 @@ pub struct JobLife {
     pub cancel_called: bool,
 }
 
-/// Job lives shared by every scripted backend in a test.
+/// Job lives shared by every scripted provider in a test.
 #[derive(Clone, Debug, Default)]
 pub struct Recorder {
     lives: Arc<Mutex<Vec<JobLife>>>,
@@ -178,7 +186,7 @@ pub struct ScriptedBackend {
 }
 
 impl ScriptedBackend {
-    /// A backend called `name` that plays `scripts`.
+    /// A provider called `name` that plays `scripts`.
     pub fn new(name: &str, reports_queued: bool, scripts: Vec<Script>, recorder: &Recorder) -> ScriptedBackend {
         let last = scripts.last().copied().unwrap_or(Script::valid_after(Duration::from_secs(1)));
         ScriptedBackend {

@@ -10,11 +10,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
-use tailcut_contend::metrics::VerdictThresholds;
+use tailcut_contend::agent::{unix_ms, AgentError, AgentKind, AgentSpec, Samples, Window};
 use tailcut_contend::plan::{plan_k8s, AgentsFile, GpuPool, GroupMode, Planner};
 use tailcut_contend::protocol::{self, Mode, RunSettings};
 use tailcut_contend::report::{compare, RunReport};
-use tailcut_contend::workload::{self, AgentError, AgentKind, AgentSpec, Samples, Window};
+use tailcut_contend::stats::VerdictThresholds;
+use tailcut_contend::workload;
 
 pub fn run(cmd: &ContendCommand) -> anyhow::Result<ExitCode> {
     match cmd {
@@ -126,7 +127,7 @@ fn agent(a: &ContendAgentArgs) -> anyhow::Result<ExitCode> {
     spec.model.clone_from(&a.model);
     spec.rate_per_s = a.rate;
     let window = Window {
-        start_at_unix_ms: a.start_at_ms.unwrap_or_else(workload::unix_ms),
+        start_at_unix_ms: a.start_at_ms.unwrap_or_else(unix_ms),
         warmup: Duration::from_millis(a.warmup_ms),
         duration: Duration::from_millis(a.duration_ms),
         max_iterations: a.iterations,

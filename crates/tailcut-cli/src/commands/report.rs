@@ -4,7 +4,7 @@ use crate::cli::ReportArgs;
 use crate::table::{miss_ci, Table};
 use serde_json::json;
 use std::process::ExitCode;
-use tailcut_replay::live::{audit_matrix, read_live, summarize, ArmSummary, LiveRow, Spread};
+use tailcut_replay::traces::{audit_matrix, read_live, summarize, ArmSummary, LiveRow, Spread};
 
 fn s1(v: Option<f64>) -> String {
     v.map_or("-".into(), |x| format!("{x:.1}"))

@@ -1,0 +1,176 @@
+//! What an agent is: its kind and settings, the measurement window every agent of a run
+//! shares, the samples it records and why it can fail, and the shared start instant
+//! (Unix milliseconds) agents in separate processes wait for.
+
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// What an agent runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentKind {
+    /// Small complex FFTs (rustfft): latency-sensitive.
+    Fft,
+    /// Large single-precision matrix multiply (matrixmultiply): heavy and steady.
+    Gemm,
+    /// Streaming memory copies: bandwidth-bound.
+    Membw,
+    /// 2-D complex FFT on a CUDA device (cuFFT), timed with CUDA events.
+    CudaFft,
+    /// Square SGEMM on a CUDA device (cuBLAS), timed with CUDA events.
+    CudaGemm,
+    /// Requests to an OpenAI-compatible endpoint at a fixed rate (latency and TTFT).
+    Http,
+}
+
+impl AgentKind {
+    /// Parses `fft`, `gemm`, `membw`, `cuda-fft`, `cuda-gemm`, `http`.
+    pub fn parse(s: &str) -> Option<AgentKind> {
+        Some(match s {
+            "fft" => AgentKind::Fft,
+            "gemm" => AgentKind::Gemm,
+            "membw" => AgentKind::Membw,
+            "cuda-fft" => AgentKind::CudaFft,
+            "cuda-gemm" => AgentKind::CudaGemm,
+            "http" => AgentKind::Http,
+            _ => return None,
+        })
+    }
+
+    /// The kebab-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentKind::Fft => "fft",
+            AgentKind::Gemm => "gemm",
+            AgentKind::Membw => "membw",
+            AgentKind::CudaFft => "cuda-fft",
+            AgentKind::CudaGemm => "cuda-gemm",
+            AgentKind::Http => "http",
+        }
+    }
+
+    /// Default problem size: FFT points, matrix side, MiB copied, or 0.
+    pub fn default_size(self) -> usize {
+        match self {
+            AgentKind::Fft => 4096,
+            AgentKind::Gemm => 768,
+            AgentKind::Membw => 16,
+            AgentKind::CudaFft => 4096,
+            AgentKind::CudaGemm => 8192,
+            AgentKind::Http => 0,
+        }
+    }
+
+    /// Whether this kind needs a CUDA device.
+    pub fn is_cuda(self) -> bool {
+        matches!(self, AgentKind::CudaFft | AgentKind::CudaGemm)
+    }
+}
+
+/// One agent's configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentSpec {
+    /// Workload.
+    pub kind: AgentKind,
+    /// Problem size (see [`AgentKind::default_size`]).
+    pub size: usize,
+    /// FFTs per iteration (fft only).
+    pub batch: usize,
+    /// CUDA device index or MIG/GPU UUID (CUDA kinds).
+    pub device: Option<String>,
+    /// Endpoint base URL (http).
+    pub url: Option<String>,
+    /// Model name sent to the endpoint (http).
+    pub model: Option<String>,
+    /// Requests per second (http).
+    pub rate_per_s: f64,
+}
+
+impl AgentSpec {
+    /// Defaults for a kind.
+    pub fn new(kind: AgentKind) -> AgentSpec {
+        AgentSpec {
+            kind,
+            size: kind.default_size(),
+            batch: if kind == AgentKind::Fft { 64 } else { 1 },
+            device: None,
+            url: None,
+            model: None,
+            rate_per_s: 5.0,
+        }
+    }
+}
+
+/// When to start and how long to measure.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    /// Unix time in ms at which every agent of a run starts its warm-up.
+    pub start_at_unix_ms: u64,
+    /// Warm-up (samples discarded).
+    pub warmup: Duration,
+    /// Measurement window.
+    pub duration: Duration,
+    /// Stop after this many measured iterations, if that comes first.
+    #[serde(default)]
+    pub max_iterations: Option<u64>,
+}
+
+/// What an agent recorded.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Samples {
+    /// Workload.
+    pub kind: AgentKind,
+    /// The spec it ran.
+    pub spec: AgentSpec,
+    /// CPU it was pinned to, if any.
+    pub cpu: Option<usize>,
+    /// Per-iteration latency, ns.
+    pub samples_ns: Vec<u64>,
+    /// Time to first token per request, ns (http only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ttft_ns: Vec<u64>,
+    /// Length of the measurement window actually covered, ns.
+    pub window_ns: u64,
+    /// Failed iterations (http errors).
+    #[serde(default)]
+    pub errors: u64,
+    /// Agent name within the experiment (set by the coordinator or `--name`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// `solo` or `shared` (set by the coordinator or `--arm`).
+    #[serde(default)]
+    pub arm: Option<String>,
+    /// Trial number.
+    #[serde(default)]
+    pub trial: Option<u32>,
+}
+
+/// Why an agent could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// No CUDA device or driver.
+    #[error("no CUDA device available: {0}")]
+    NoDevice(String),
+    /// This build lacks a feature.
+    #[error("{0}")]
+    Unsupported(String),
+    /// A CUDA call failed.
+    #[error("CUDA error: {0}")]
+    Cuda(String),
+    /// Bad settings.
+    #[error("invalid agent settings: {0}")]
+    Invalid(String),
+}
+
+/// Current Unix time in ms.
+pub fn unix_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Sleeps until the Unix-ms instant (returns at once if it has passed).
+pub fn sleep_until_unix_ms(t: u64) {
+    let now = unix_ms();
+    if t > now {
+        std::thread::sleep(Duration::from_millis(t - now));
+    }
+}

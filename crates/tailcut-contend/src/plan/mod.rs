@@ -1,0 +1,31 @@
+//! Placement planning: give every agent a dedicated GPU, a MIG instance, or a seat in a
+//! time-sliced / MPS group so that every agent's predicted p99 meets its objective, using
+//! the fewest GPUs.
+//!
+//! Predictions:
+//! - dedicated: the agent's solo p99;
+//! - MIG: solo p99 × (GPU SMs / instance SMs)^`mig_scaling` (1 = compute-bound, 0 =
+//!   insensitive to SM count), and the agent's memory must fit the instance;
+//! - time-slicing / MPS: solo p99 × the product of the interference factors of every
+//!   co-located agent (`victim<-aggressor`, measured with `tailcut contend run` or
+//!   given), and memory must fit (MPS: each agent within total / group size, the pinned
+//!   limit the device plugin sets).
+//!
+//! Small instances (≤ `exact_limit` agents) are solved exactly by branch and bound over
+//! set partitions; larger ones by first-fit decreasing plus a pass that tries to empty
+//! GPUs, reporting the memory lower bound so the gap is visible.
+//!
+//! The parts: `types` (what a plan takes and gives, and why it can fail), `planner`
+//! (predictions, the exact search and the heuristic) and `hints` (the Kubernetes
+//! configuration a plan needs).
+
+mod hints;
+mod planner;
+mod types;
+
+pub use hints::plan_k8s;
+pub use planner::Planner;
+pub use types::{AgentNeed, AgentsFile, GpuPlan, GpuPool, GroupMode, Interference, Plan, PlanError, Seat};
+
+#[cfg(test)]
+mod tests;

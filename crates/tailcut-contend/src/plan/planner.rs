@@ -1,0 +1,359 @@
+//! The planner: per-agent p99 predictions for each sharing mode, the exact branch and
+//! bound over set partitions for small instances and first-fit decreasing with a
+//! GPU-emptying pass for larger ones.
+
+use std::collections::HashMap;
+
+use super::types::{AgentNeed, AgentsFile, GpuPlan, GpuPool, GroupMode, Interference, Plan, PlanError, Seat};
+use crate::mig::{self, GpuModel, Profile};
+
+/// The planner.
+#[derive(Debug)]
+pub struct Planner {
+    agents: Vec<AgentNeed>,
+    interference: Interference,
+    pool: GpuPool,
+    model: GpuModel,
+    profiles: Vec<Profile>,
+    cache: HashMap<u128, Option<(GroupMode, Vec<Seat>)>>,
+    /// Largest instance solved exactly.
+    pub exact_limit: usize,
+}
+
+fn bits(set: &[usize]) -> u128 {
+    set.iter().fold(0u128, |b, &i| b | (1u128 << i))
+}
+
+impl Planner {
+    /// Validates inputs and builds a planner.
+    pub fn new(file: AgentsFile, pool: GpuPool) -> Result<Planner, PlanError> {
+        let model = mig::model(&pool.model).map_err(|e| PlanError::Invalid(e.to_string()))?;
+        if file.agents.len() > 128 {
+            return Err(PlanError::Invalid("at most 128 agents per plan".into()));
+        }
+        for a in &file.agents {
+            if !(a.memory_gb >= 0.0 && a.p99_objective_ms > 0.0 && a.solo_p99_ms > 0.0 && a.mig_scaling >= 0.0) {
+                return Err(PlanError::Invalid(format!(
+                    "agent `{}`: memory_gb ≥ 0, p99_objective_ms > 0, solo_p99_ms > 0 and mig_scaling ≥ 0 required",
+                    a.name
+                )));
+            }
+        }
+        let mut names: Vec<&str> = file.agents.iter().map(|a| a.name.as_str()).collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(PlanError::Invalid(format!("agent name `{}` appears twice", w[0])));
+        }
+        let profiles = model.profiles.iter().filter(|p| !p.name.contains("+me") && p.compute < 7).cloned().collect();
+        Ok(Planner { agents: file.agents, interference: file.interference, pool, model, profiles, cache: HashMap::new(), exact_limit: 10 })
+    }
+
+    fn allowed(&self, m: GroupMode) -> bool {
+        self.pool.modes.contains(&m)
+    }
+
+    fn mig_p99(&self, a: &AgentNeed, p: &Profile) -> f64 {
+        a.solo_p99_ms * (f64::from(self.model.sms) / f64::from(p.sms)).powf(a.mig_scaling)
+    }
+
+    /// The best way to run `group` on one GPU, if any.
+    fn group_plan(&mut self, group: &[usize]) -> Option<(GroupMode, Vec<Seat>)> {
+        let key = bits(group);
+        if let Some(hit) = self.cache.get(&key) {
+            return hit.clone();
+        }
+        let result = self.compute_group(group);
+        self.cache.insert(key, result.clone());
+        result
+    }
+
+    fn seat(&self, i: usize, profile: Option<&str>, p99: f64) -> Seat {
+        let a = &self.agents[i];
+        Seat {
+            agent: a.name.clone(),
+            profile: profile.map(str::to_string),
+            predicted_p99_ms: p99,
+            objective_ms: a.p99_objective_ms,
+            memory_gb: a.memory_gb,
+        }
+    }
+
+    fn compute_group(&self, group: &[usize]) -> Option<(GroupMode, Vec<Seat>)> {
+        let gpu_mem = self.model.memory_gb;
+        if group.len() == 1 && self.allowed(GroupMode::Dedicated) {
+            let a = &self.agents[group[0]];
+            if a.memory_gb <= gpu_mem && a.solo_p99_ms <= a.p99_objective_ms {
+                return Some((GroupMode::Dedicated, vec![self.seat(group[0], None, a.solo_p99_ms)]));
+            }
+        }
+        if self.allowed(GroupMode::Mig) && group.len() <= 7 {
+            if let Some(seats) = self.mig_assignment(group) {
+                return Some((GroupMode::Mig, seats));
+            }
+        }
+        if group.len() >= 2 && group.len() <= self.pool.max_share {
+            let mem: f64 = group.iter().map(|&i| self.agents[i].memory_gb).sum();
+            for mode in [GroupMode::Mps, GroupMode::TimeSlicing] {
+                if !self.allowed(mode) || mem > gpu_mem {
+                    continue;
+                }
+                if mode == GroupMode::Mps && group.iter().any(|&i| self.agents[i].memory_gb > gpu_mem / group.len() as f64) {
+                    continue;
+                }
+                let mut seats = Vec::new();
+                let mut ok = true;
+                for &i in group {
+                    let a = &self.agents[i];
+                    let mut p99 = a.solo_p99_ms;
+                    for &j in group.iter().filter(|&&j| j != i) {
+                        match self.interference.factor(mode, &a.kind, &self.agents[j].kind) {
+                            Some(f) => p99 *= f,
+                            None => ok = false,
+                        }
+                    }
+                    if p99 > a.p99_objective_ms {
+                        ok = false;
+                    }
+                    seats.push(self.seat(i, None, p99));
+                }
+                if ok {
+                    return Some((mode, seats));
+                }
+            }
+        }
+        None
+    }
+
+    fn mig_assignment(&self, group: &[usize]) -> Option<Vec<Seat>> {
+        // Candidate profiles per agent, smallest first.
+        let mut cands: Vec<Vec<&Profile>> = Vec::new();
+        for &i in group {
+            let a = &self.agents[i];
+            let mut c: Vec<&Profile> =
+                self.profiles.iter().filter(|p| a.memory_gb <= p.memory_gb && self.mig_p99(a, p) <= a.p99_objective_ms).collect();
+            c.sort_by_key(|p| (p.compute, p.memory));
+            if c.is_empty() {
+                return None;
+            }
+            cands.push(c);
+        }
+        let mut chosen: Vec<&Profile> = Vec::new();
+        if self.mig_search(&cands, 0, 0, 0, &mut chosen) {
+            return Some(group.iter().zip(&chosen).map(|(&i, p)| self.seat(i, Some(p.name), self.mig_p99(&self.agents[i], p))).collect());
+        }
+        None
+    }
+
+    fn mig_search<'a>(&self, cands: &[Vec<&'a Profile>], k: usize, compute: u32, memory: u32, chosen: &mut Vec<&'a Profile>) -> bool {
+        if k == cands.len() {
+            let mut counts: Vec<(String, u32)> = Vec::new();
+            for p in chosen.iter() {
+                match counts.iter_mut().find(|(n, _)| n == p.name) {
+                    Some((_, c)) => *c += 1,
+                    None => counts.push((p.name.to_string(), 1)),
+                }
+            }
+            return mig::validate_layout(&self.model, &counts).is_ok();
+        }
+        for p in &cands[k] {
+            let (c, m) = (compute + u32::from(p.compute), memory + u32::from(p.memory));
+            if c > 7 || m > 8 {
+                continue;
+            }
+            chosen.push(p);
+            if self.mig_search(cands, k + 1, c, m, chosen) {
+                return true;
+            }
+            chosen.pop();
+        }
+        false
+    }
+
+    fn lower_bound(&self) -> usize {
+        let mem: f64 = self.agents.iter().map(|a| a.memory_gb).sum();
+        ((mem / self.model.memory_gb).ceil() as usize).max(usize::from(!self.agents.is_empty()))
+    }
+
+    /// Finds a plan.
+    pub fn plan(&mut self) -> Result<Plan, PlanError> {
+        let n = self.agents.len();
+        for i in 0..n {
+            if self.group_plan(&[i]).is_none() {
+                let a = &self.agents[i];
+                let why = if a.memory_gb > self.model.memory_gb {
+                    format!("needs {} GB, the {} has {} GB", a.memory_gb, self.model.name, self.model.memory_gb)
+                } else {
+                    format!(
+                        "solo p99 {:.2} ms already exceeds the {:.2} ms objective (or dedicated GPUs are not allowed)",
+                        a.solo_p99_ms, a.p99_objective_ms
+                    )
+                };
+                return Err(PlanError::Infeasible { agent: a.name.clone(), why });
+            }
+        }
+        let (groups, exact) = if n <= self.exact_limit { (self.exact(), true) } else { (self.heuristic(), false) };
+        let lower_bound = self.lower_bound();
+        if groups.len() > self.pool.count {
+            return Err(PlanError::NotEnoughGpus { needed: groups.len(), available: self.pool.count });
+        }
+        let mut gpus = Vec::new();
+        let mut explanations = Vec::new();
+        for (g, group) in groups.iter().enumerate() {
+            let Some((mode, seats)) = self.group_plan(group) else { continue };
+            let why = self.explain_group(mode, group);
+            for s in &seats {
+                let partners: Vec<&str> = seats.iter().filter(|o| o.agent != s.agent).map(|o| o.agent.as_str()).collect();
+                let with = if partners.is_empty() { String::new() } else { format!(" with {}", partners.join(", ")) };
+                explanations.push(format!(
+                    "{}: GPU {} ({}{}){with} — predicted p99 {:.2} ms ≤ objective {:.2} ms; {}",
+                    s.agent,
+                    g,
+                    mode.name(),
+                    s.profile.as_ref().map_or(String::new(), |p| format!(" {p}")),
+                    s.predicted_p99_ms,
+                    s.objective_ms,
+                    why
+                ));
+            }
+            gpus.push(GpuPlan { gpu: g, mode, seats, why });
+        }
+        Ok(Plan {
+            model: self.model.key.to_string(),
+            gpus_used: groups.len(),
+            lower_bound,
+            method: if exact { "exact".into() } else { "heuristic".into() },
+            optimal: exact || groups.len() == lower_bound,
+            gpus,
+            explanations,
+        })
+    }
+
+    fn explain_group(&mut self, mode: GroupMode, group: &[usize]) -> String {
+        match mode {
+            GroupMode::Dedicated => {
+                let i = group[0];
+                let a = self.agents[i].clone();
+                let others: Vec<usize> = (0..self.agents.len()).filter(|&j| j != i).collect();
+                let sharable = others.iter().any(|&j| self.compute_group(&[i.min(j), i.max(j)]).is_some());
+                if sharable {
+                    "alone because every partner it could share with is needed elsewhere".to_string()
+                } else {
+                    format!("alone: sharing with any other agent would break an objective or memory limit (solo p99 {:.2} ms, objective {:.2} ms)", a.solo_p99_ms, a.p99_objective_ms)
+                }
+            }
+            GroupMode::Mig => "hardware-isolated MIG instances: the smallest profile meeting each objective".to_string(),
+            GroupMode::Mps => {
+                "MPS: MIG cannot fit every objective in 7 compute slices; predicted MPS interference stays within the objectives"
+                    .to_string()
+            }
+            GroupMode::TimeSlicing => {
+                "time-slicing: neither MIG nor MPS fits every objective; predicted interference stays within them".to_string()
+            }
+        }
+    }
+
+    /// Order agents hardest first: least slack, then most memory.
+    fn order(&self) -> Vec<usize> {
+        let mut idx: Vec<usize> = (0..self.agents.len()).collect();
+        idx.sort_by(|&a, &b| {
+            let (x, y) = (&self.agents[a], &self.agents[b]);
+            (x.p99_objective_ms / x.solo_p99_ms).total_cmp(&(y.p99_objective_ms / y.solo_p99_ms)).then(y.memory_gb.total_cmp(&x.memory_gb))
+        });
+        idx
+    }
+
+    fn exact(&mut self) -> Vec<Vec<usize>> {
+        let order = self.order();
+        let mut best: Vec<Vec<usize>> = self.heuristic();
+        let mut current: Vec<Vec<usize>> = Vec::new();
+        self.branch(&order, 0, &mut current, &mut best);
+        best
+    }
+
+    fn branch(&mut self, order: &[usize], k: usize, current: &mut Vec<Vec<usize>>, best: &mut Vec<Vec<usize>>) {
+        if current.len() >= best.len() {
+            return;
+        }
+        if k == order.len() {
+            *best = current.clone();
+            return;
+        }
+        let agent = order[k];
+        for g in 0..current.len() {
+            current[g].push(agent);
+            let mut sorted = current[g].clone();
+            sorted.sort_unstable();
+            if self.group_plan(&sorted).is_some() {
+                self.branch(order, k + 1, current, best);
+            }
+            current[g].pop();
+        }
+        if current.len() + 1 < best.len() {
+            current.push(vec![agent]);
+            self.branch(order, k + 1, current, best);
+            current.pop();
+        }
+    }
+
+    fn heuristic(&mut self) -> Vec<Vec<usize>> {
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        for agent in self.order() {
+            let mut placed = false;
+            for g in groups.iter_mut() {
+                let mut trial = g.clone();
+                trial.push(agent);
+                trial.sort_unstable();
+                if self.group_plan(&trial).is_some() {
+                    *g = trial;
+                    placed = true;
+                    break;
+                }
+            }
+            if !placed {
+                groups.push(vec![agent]);
+            }
+        }
+        // Try to empty the smallest groups into the others.
+        let mut improved = true;
+        while improved {
+            improved = false;
+            groups.sort_by_key(Vec::len);
+            'outer: for victim in 0..groups.len() {
+                let mut rest = groups.clone();
+                let members = rest.remove(victim);
+                for m in members {
+                    let mut moved = false;
+                    for g in rest.iter_mut() {
+                        let mut trial = g.clone();
+                        trial.push(m);
+                        trial.sort_unstable();
+                        if self.group_plan(&trial).is_some() {
+                            *g = trial;
+                            moved = true;
+                            break;
+                        }
+                    }
+                    if !moved {
+                        continue 'outer;
+                    }
+                }
+                groups = rest;
+                improved = true;
+                break;
+            }
+        }
+        groups
+    }
+
+    /// Whether a set of agents can share one GPU (for tests and brute force).
+    pub fn feasible(&mut self, group: &[usize]) -> bool {
+        let mut g = group.to_vec();
+        g.sort_unstable();
+        self.group_plan(&g).is_some()
+    }
+
+    /// The GPU model.
+    pub fn model(&self) -> &GpuModel {
+        &self.model
+    }
+}

@@ -11,20 +11,28 @@
 //! - [`policy`]: the built-in policies (single, race, fixed hedge, queue cutover,
 //!   cascade, deadline tier) behind one small trait;
 //! - [`validate`]: result validators looked up by name;
-//! - [`ledger`]: projected-cost ledger with budget gates, in integer micro-USD, durable in
-//!   SQLite;
+//! - [`ledger`]: projected-cost ledger with budget gates, in integer micro-USD;
 //! - [`stream`]: streams as races (a stream job's result is its first content event; the
-//!   winner's stream is handed over intact) and [`first_token`], the first-token hedge
-//!   chain that drives them;
+//!   winner's stream is handed over intact), driven by any policy, such as
+//!   [`policy::first_token`], the first-token hedge chain;
 //! - [`trace`]: the JSONL request-trace record and an append-only writer;
 //! - [`money`]: integer money types.
+//!
+//! ## Features
+//!
+//! All off by default, so that the engine alone pulls no database, parser or codec:
+//!
+//! - `sqlite`: `ledger::SqliteLedger`, the durable ledger (rusqlite);
+//! - `json`: the `json` validator and `json_scan`, the one-pass check of a reply's
+//!   top-level fields;
+//! - `json-schema`: the `json-schema` validator (jsonschema);
+//! - `wav`: the `wav` validator and `validate::sine_wav` (hound).
+
+#![warn(missing_docs)]
 
 pub mod engine;
-// The first-token hedge chain lives with the policies; declared here, apart from
-// `policy.rs`, while that file is split (it becomes `policy::first_token`).
-#[path = "policy/first_token.rs"]
-pub mod first_token;
 pub mod job;
+#[cfg(feature = "json")]
 pub mod json_scan;
 pub mod ledger;
 pub mod money;

@@ -424,3 +424,55 @@ async fn a_deadline_stops_the_race_on_the_policy_timer() {
     assert_eq!(out.winner.as_deref(), Some("p"));
     assert!(!out.decisions.stopped_by_caller);
 }
+
+#[tokio::test(start_paused = true)]
+async fn deadline_tier_keeps_a_running_primary_and_fires_the_safety_hedge() {
+    let t = setup(vec![Script::valid_after(s(100.0))], vec![Script::valid_after(s(5.0))], vec![Script::valid_after(s(50.0))]);
+    let start = Instant::now();
+    let policy = DeadlineTier::try_new(t.hedger.providers(), "p", "h", "f", QueueTimers::default()).unwrap();
+    let out = t.hedger.run(&policy, req()).await.unwrap();
+    assert!(!out.decisions.cutover_fired);
+    assert!(out.decisions.safety_hedge_fired);
+    assert!(!out.decisions.escalation_fired, "the fallback waits for a free slot");
+    assert_eq!(t.recorder.submits("h"), vec![start + s(8.5)]);
+    assert_eq!(t.recorder.submits("f").len(), 0);
+    assert_eq!(out.winner.as_deref(), Some("h"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadline_tier_stopped_before_the_safety_time_records_no_safety_hedge() {
+    // The race stops at 5 s, before the safety hedge is due at 8.5 s: nothing launches
+    // after the primary, so the trace must not claim a safety hedge.
+    let t = setup(vec![Script::valid_after(s(100.0))], vec![Script::valid_after(s(5.0))], vec![Script::valid_after(s(5.0))]);
+    let policy = DeadlineTier::try_new(t.hedger.providers(), "p", "h", "f", QueueTimers::default()).unwrap();
+    let out = t.hedger.run_by(&policy, req(), Instant::now() + s(5.0)).await.unwrap();
+    assert_eq!((out.winner.as_deref(), out.attempts), (None, 1));
+    assert!(out.decisions.stopped_by_caller);
+    assert!(!out.decisions.safety_hedge_fired, "{:?}", out.decisions);
+    assert!(!out.decisions.hedged());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_race_records_each_attempts_role_and_the_decision_it_launched_for() {
+    use tailcut_core::trace::Role;
+    let roles = |trace: &tailcut_core::trace::RequestTrace| trace.attempts.iter().map(|a| a.role).collect::<Vec<_>>();
+    // An immediate race: the second racer is a hedge.
+    let t = setup(vec![Script::valid_after(s(5.0))], vec![Script::valid_after(s(50.0))], vec![]);
+    let policy = ImmediateRace::try_new(t.hedger.providers(), &["p", "h"]).unwrap();
+    let out = t.hedger.run(&policy, req()).await.unwrap();
+    assert!(out.decisions.hedge_launched && !out.decisions.safety_hedge_fired);
+    assert_eq!(roles(&out.settled.wait().await.unwrap()), [Role::Racer, Role::Racer]);
+    // A cascade that cuts over, then escalates: primary, hedge (the cutover target), fallback.
+    let primary = Script::valid_after(s(100.0)).queued_for(s(20.0));
+    let t = setup(vec![primary], vec![Script::valid_after(s(100.0))], vec![Script::valid_after(s(14.0))]);
+    let out = t.hedger.run(&cascade(&t.hedger), req()).await.unwrap();
+    let d = &out.decisions;
+    assert!(d.cutover_fired && d.escalation_fired && !d.hedge_launched && !d.safety_hedge_fired, "{d:?}");
+    assert_eq!(roles(&out.settled.wait().await.unwrap()), [Role::Primary, Role::Hedge, Role::Fallback]);
+    // A kept primary and a safety hedge.
+    let t = setup(vec![Script::valid_after(s(100.0))], vec![Script::valid_after(s(5.0))], vec![]);
+    let out = t.hedger.run(&cutover(&t.hedger), req()).await.unwrap();
+    let d = &out.decisions;
+    assert!(d.safety_hedge_fired && !d.cutover_fired && !d.hedge_launched, "{d:?}");
+    assert_eq!(roles(&out.settled.wait().await.unwrap()), [Role::Primary, Role::Hedge]);
+}

@@ -1,5 +1,5 @@
 //! The hedging engine: a [`Race`] runs attempts for one request, and the [`Hedger`]
-//! drives a [`Policy`](crate::policy::Policy) over it, returns the winner at once and
+//! drives a [`Policy`] over it, returns the winner at once and
 //! settles the losers (cancels, receipts, trace) in the background.
 //!
 //! Invariants the engine itself enforces, whatever the policy does:
@@ -11,14 +11,17 @@
 //! - a cancel that errors or panics becomes a leaked receipt, never an error;
 //! - the caller's result never waits for loser cleanup.
 
+mod launch;
+mod policy;
 mod race;
 
-pub use race::{AttemptId, LaunchError, Race, Wake};
+pub use launch::Launch;
+pub use policy::Policy;
+pub use race::{AttemptId, Race, Wake};
 
 use crate::job::{JobRequest, JobResult};
 use crate::ledger::{BudgetGate, LedgerError};
 use crate::money::MicroUsd;
-use crate::policy::Policy;
 use crate::provider::Provider;
 use crate::trace::{Decisions, RequestTrace, TraceWriter};
 use crate::validate::Validator;
@@ -50,28 +53,19 @@ impl Default for RaceSettings {
     }
 }
 
-/// Why a request could not be raced.
+/// Why a launch was refused (nothing was submitted), and so why a request could not be
+/// raced when its first launch is refused.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum RaceError {
-    /// The ledger refused the request's first submission.
+    /// The ledger refused the projected charge.
     #[error(transparent)]
     Budget(#[from] LedgerError),
-    /// The live-attempt cap refused the request's first submission.
+    /// `max_live` attempts are already live.
     #[error("live-attempt cap of {0} reached")]
     AtCapacity(usize),
     /// The caller stopped the race.
     #[error("stopped by the caller")]
     Stopped,
-}
-
-impl From<LaunchError> for RaceError {
-    fn from(e: LaunchError) -> RaceError {
-        match e {
-            LaunchError::Budget(b) => RaceError::Budget(b),
-            LaunchError::AtCapacity(n) => RaceError::AtCapacity(n),
-            LaunchError::Stopped => RaceError::Stopped,
-        }
-    }
 }
 
 /// What a caller gets back as soon as the race has a winner (or cannot have one).

@@ -1,14 +1,17 @@
 //! One request's race: launching attempts, waiting for the first valid result,
-//! cancelling in the background, and settling losers once a winner is known.
+//! cancelling in the background, and recording the race's decisions as it goes.
+//! Settling the losers once the race ends is in [`settle`].
 
-use super::{Outcome, Settled, SettledInner, Shared};
+mod attempt;
+mod settle;
+
+use super::launch::Launch;
+use super::{RaceError, Shared};
 use crate::job::{JobRequest, JobResult, JobState};
-use crate::ledger::LedgerError;
-use crate::money::MicroUsd;
-use crate::provider::{CancelContext, Job};
 use crate::receipt::{offset_ms, Receipt};
-use crate::trace::{now_rfc3339, AttemptTrace, Decisions, RequestTrace, Role, StatePoll, REQUEST_KIND, SCHEMA_VERSION};
+use crate::trace::{Decisions, LearnedChoice, StatePoll};
 use crate::validate::judge;
+use attempt::{cancel_future, Attempt, CancelFuture, Resolved, ResultFuture};
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
@@ -20,20 +23,6 @@ use tokio::time::{sleep_until, Instant};
 /// Index of an attempt within its race, in launch order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AttemptId(pub usize);
-
-/// Why a launch was refused. Nothing was submitted.
-#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-pub enum LaunchError {
-    /// The ledger refused the projected charge.
-    #[error(transparent)]
-    Budget(#[from] LedgerError),
-    /// `max_live` attempts are already live.
-    #[error("live-attempt cap of {0} reached")]
-    AtCapacity(usize),
-    /// The caller stopped the race.
-    #[error("stopped by the caller")]
-    Stopped,
-}
 
 /// What woke a wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,42 +38,6 @@ pub enum Wake {
     /// The caller stopped the race: launch nothing more and return.
     Stopped,
 }
-
-struct Resolved {
-    state: JobState,
-    valid: bool,
-    reasons: Vec<String>,
-    wall_ms: f64,
-    metrics: serde_json::Map<String, serde_json::Value>,
-}
-
-struct Attempt {
-    provider: usize,
-    role: Role,
-    job: Option<Arc<dyn Job>>,
-    job_id: Option<String>,
-    submit_started: Instant,
-    submit_returned: Instant,
-    resolved: Option<Resolved>,
-    receipt: Option<Receipt>,
-    cancelling: bool,
-    polls: Vec<StatePoll>,
-    projected: MicroUsd,
-    submit_error: Option<String>,
-}
-
-impl Attempt {
-    fn pending(&self) -> bool {
-        self.job.is_some() && self.resolved.is_none()
-    }
-
-    fn live(&self) -> bool {
-        self.pending() && !self.receipt.as_ref().is_some_and(|r| r.confirmed_terminal)
-    }
-}
-
-type ResultFuture = BoxFuture<'static, (usize, JobResult)>;
-type CancelFuture = BoxFuture<'static, (usize, Receipt)>;
 
 /// The state of one request's race. Policies drive it through `launch`, `poll_status`,
 /// `cancel` and the waits; the engine enforces the invariants.
@@ -103,8 +56,9 @@ pub struct Race {
     /// When the caller's time runs out: the race stops as if `stop` had resolved. Kept
     /// apart from `stop` so that a wait sets one timer for it and its own deadline.
     stop_at: Option<Instant>,
-    /// Decision flags the policy sets; written to the trace.
-    pub decisions: Decisions,
+    /// What the race decided and refused, recorded by the race itself as launches,
+    /// polls, cutovers and stops happen; written to the trace.
+    decisions: Decisions,
 }
 
 impl fmt::Debug for Race {
@@ -116,37 +70,6 @@ impl fmt::Debug for Race {
             .field("winner", &self.winner)
             .finish_non_exhaustive()
     }
-}
-
-fn cancel_future(index: usize, provider: String, job: Arc<dyn Job>, epoch: Instant, reason: String) -> CancelFuture {
-    let job_id = job.job_id();
-    let fut = async move {
-        // Poll first so `was_running` is current.
-        let state_before = job.status().await.ok();
-        let sent_at = Instant::now();
-        let ctx = CancelContext { reason: reason.clone(), epoch, sent_at, state_before };
-        match AssertUnwindSafe(job.cancel(ctx.clone())).catch_unwind().await {
-            Ok(Ok(mut receipt)) => {
-                if receipt.reason.is_empty() {
-                    receipt.reason = reason;
-                }
-                receipt
-            }
-            Ok(Err(e)) => {
-                let mut r = Receipt::cancel_failed(provider, job_id, ctx.ms(sent_at), &e.to_string());
-                r.reason = reason;
-                r.state_before_cancel = state_before;
-                r.was_running = state_before == Some(JobState::Running);
-                r
-            }
-            Err(_) => {
-                let mut r = Receipt::cancel_failed(provider, job_id, ctx.ms(sent_at), "backend panicked during cancel");
-                r.reason = reason;
-                r
-            }
-        }
-    };
-    fut.map(move |r| (index, r)).boxed()
 }
 
 impl Race {
@@ -225,16 +148,22 @@ impl Race {
         self.winner.map(AttemptId)
     }
 
-    /// Submits to a provider. The projected cost is charged first; a refusal submits
-    /// nothing. A failed submit is not an error: the attempt is recorded as resolved
-    /// and invalid, so policies move on at once.
-    pub async fn launch(&mut self, provider: usize, role: Role) -> Result<AttemptId, LaunchError> {
+    /// What the race has decided so far (the trace's decision flags).
+    pub fn decisions(&self) -> &Decisions {
+        &self.decisions
+    }
+
+    /// Submits to a provider, for the reason `launch` (which gives the attempt's role and
+    /// the decision recorded once it goes through). The projected cost is charged first;
+    /// a refusal submits nothing. A failed submit is not an error: the attempt is
+    /// recorded as resolved and invalid, so policies move on at once.
+    pub async fn launch(&mut self, provider: usize, launch: Launch) -> Result<AttemptId, RaceError> {
         if self.is_stopped() {
-            return Err(LaunchError::Stopped);
+            return Err(RaceError::Stopped);
         }
         let live = self.live_count();
         if live >= self.shared.settings.max_live {
-            return Err(LaunchError::AtCapacity(self.shared.settings.max_live));
+            return Err(RaceError::AtCapacity(self.shared.settings.max_live));
         }
         let projected = self.shared.charge_launch(provider, &self.request.request_id, self.attempts.is_empty())?;
         let backend = self.shared.providers[provider].api.clone();
@@ -244,7 +173,7 @@ impl Race {
         let index = self.attempts.len();
         let mut attempt = Attempt {
             provider,
-            role,
+            role: launch.role(),
             job: None,
             job_id: None,
             submit_started,
@@ -282,12 +211,14 @@ impl Race {
             attempt.submit_error = Some(error);
         }
         self.attempts.push(attempt);
+        launch.record_launched(&mut self.decisions, index == 0);
         Ok(AttemptId(index))
     }
 
     /// Like [`Race::launch`] for a hedge, fallback or extra racer: a refusal is recorded
-    /// in the decisions and the race carries on with what it has.
-    pub async fn launch_extra(&mut self, provider: usize, role: Role) -> Option<AttemptId> {
+    /// in the decisions (`hedges_denied`, `budget_refusals`, and for an escalation
+    /// `escalation_skipped_at_capacity`) and the race carries on with what it has.
+    pub async fn launch_extra(&mut self, provider: usize, launch: Launch) -> Option<AttemptId> {
         if !self.attempts.is_empty() {
             if let Some(g) = &self.shared.hedge_gate {
                 if self.live_count() < self.shared.settings.max_live && !g.try_extra() {
@@ -296,14 +227,37 @@ impl Race {
                 }
             }
         }
-        match self.launch(provider, role).await {
+        match self.launch(provider, launch).await {
             Ok(id) => Some(id),
-            Err(LaunchError::Budget(_)) => {
+            Err(RaceError::Budget(_)) => {
                 self.decisions.budget_refusals += 1;
                 None
             }
-            Err(LaunchError::AtCapacity(_) | LaunchError::Stopped) => None,
+            Err(RaceError::AtCapacity(_)) => {
+                launch.record_at_capacity(&mut self.decisions);
+                None
+            }
+            Err(RaceError::Stopped) => None,
         }
+    }
+
+    /// Records an extra attempt that the policy's own load budget refused (a learned
+    /// policy's token bucket); counted in `hedges_denied` like the hedger's own gate.
+    pub fn deny_extra(&mut self) {
+        self.decisions.hedges_denied += 1;
+    }
+
+    /// Records why a learned policy chose this request's plan (`decisions.learned`).
+    pub fn explain(&mut self, choice: LearnedChoice) {
+        self.decisions.learned = Some(choice);
+    }
+
+    /// Fires a cutover: records `cutover_fired` and starts cancelling the attempt (a
+    /// primary still queued at the cutover poll). Launch the provider switched to with
+    /// [`Launch::CutoverTarget`].
+    pub fn cut_over(&mut self, id: AttemptId) {
+        self.decisions.cutover_fired = true;
+        self.cancel(id, "still queued at cutover poll");
     }
 
     /// Polls an attempt's status and records it. A failed poll reads as `UNKNOWN`.
@@ -451,98 +405,4 @@ impl Race {
             }
         }
     }
-
-    /// Ends the race: returns the outcome at once; losers are cancelled and the trace
-    /// record written in the background.
-    pub(crate) fn finish(mut self) -> Outcome {
-        self.stop = None;
-        // Results that are already in are recorded, so finished attempts are never cancelled.
-        while let Some(Some((i, result))) = self.results.next().now_or_never() {
-            self.on_result(i, result);
-        }
-        for i in 0..self.attempts.len() {
-            if Some(i) != self.winner {
-                self.cancel(AttemptId(i), "lost the race");
-            }
-        }
-        let winner = self.winner.map(|i| self.shared.providers[self.attempts[i].provider].name.clone());
-        let latency = self.winner.and_then(|i| {
-            let a = &self.attempts[i];
-            let r = self.winner_result.as_ref()?;
-            Some(r.finished.saturating_duration_since(self.t0).max(a.submit_started.saturating_duration_since(self.t0)))
-        });
-        let projected_cost = self.attempts.iter().map(|a| a.projected).sum();
-        let outcome_head = (self.request.request_id.clone(), self.policy.clone(), self.attempts.len(), self.decisions.clone());
-        let result = self.winner_result.take();
-        let settled = if self.cancels.as_ref().is_none_or(FuturesUnordered::is_empty) {
-            let record = self.into_record();
-            Settled(SettledInner::Ready(Box::new(record)))
-        } else {
-            Settled(SettledInner::Pending(tokio::spawn(async move {
-                while let Some((i, receipt)) = match self.cancels.as_mut() {
-                    Some(c) => c.next().await,
-                    None => None,
-                } {
-                    self.on_receipt(i, receipt);
-                }
-                self.into_record()
-            })))
-        };
-        let (request_id, policy, attempts, decisions) = outcome_head;
-        Outcome { request_id, policy, winner, result, latency, attempts, decisions, projected_cost, settled }
-    }
-
-    fn into_record(mut self) -> RequestTrace {
-        let request_id = std::mem::take(&mut self.request.request_id);
-        let policy = std::mem::take(&mut self.policy);
-        let decisions = std::mem::take(&mut self.decisions);
-        let providers = &self.shared.providers;
-        let winner = self.winner.map(|i| &self.attempts[i]);
-        let winner_valid_at_ms = winner.and_then(|a| a.resolved.as_ref()).map(|r| r.wall_ms);
-        let winner_total_ms =
-            winner.and_then(|a| a.resolved.as_ref().map(|r| ((offset_ms(self.t0, a.submit_started) + r.wall_ms) * 10.0).round() / 10.0));
-        let record = RequestTrace {
-            kind: REQUEST_KIND.to_string(),
-            schema_version: SCHEMA_VERSION,
-            ts: now_rfc3339(),
-            request_id,
-            policy,
-            decisions,
-            winner: winner.map(|a| providers[a.provider].name.clone()),
-            winner_valid_at_ms,
-            winner_total_ms,
-            receipts: self.attempts.iter().filter_map(|a| a.receipt.clone()).collect(),
-            projected_cost_micro_usd: self.attempts.iter().map(|a| a.projected).sum(),
-            attempts: self
-                .attempts
-                .into_iter()
-                .map(|a| AttemptTrace {
-                    provider: providers[a.provider].name.clone(),
-                    role: a.role,
-                    job_id: a.job_id,
-                    submit_offset_ms: offset_ms(self.t0, a.submit_started),
-                    submit_returned_ms: offset_ms(self.t0, a.submit_returned),
-                    polls: a.polls,
-                    outcome: a.resolved.as_ref().map(|r| r.state),
-                    valid: a.resolved.as_ref().map(|r| r.valid),
-                    reasons: a.resolved.as_ref().map(|r| r.reasons.clone()).unwrap_or_default(),
-                    wall_ms: a.resolved.as_ref().map(|r| r.wall_ms),
-                    metrics: a.resolved.map(|r| r.metrics).unwrap_or_default(),
-                    projected_cost_micro_usd: a.projected,
-                    submit_error: a.submit_error,
-                })
-                .collect(),
-        };
-        if let Some(w) = &self.shared.trace {
-            if let Err(e) = w.write(&record) {
-                tracing_fallback(&e.to_string());
-            }
-        }
-        record
-    }
-}
-
-/// Trace-write failures must never fail a request; they are reported on stderr.
-fn tracing_fallback(message: &str) {
-    eprintln!("tailcut: could not write trace record: {message}");
 }

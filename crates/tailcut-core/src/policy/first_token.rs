@@ -6,10 +6,9 @@
 //!
 //! Label: `stream:a->b->c@first-token+500ms`.
 
-use crate::engine::{Race, RaceError, Wake};
+use crate::engine::{Launch, Race, RaceError, Wake};
 use crate::policy::{Policy, PolicyError};
 use crate::provider::Provider;
-use crate::trace::Role;
 use async_trait::async_trait;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -51,7 +50,7 @@ impl Policy for FirstTokenHedge {
     }
 
     async fn drive(&self, race: &mut Race) -> Result<(), RaceError> {
-        race.launch(self.providers[0], Role::Primary).await?;
+        race.launch(self.providers[0], Launch::Primary).await?;
         let mut next = 1;
         let mut hedge_at = Some(race.t0() + self.delay);
         let mut failures_seen = 0;
@@ -93,10 +92,9 @@ impl FirstTokenHedge {
     /// Launches the next provider in line, if any and the live cap allows.
     async fn launch_next(&self, race: &mut Race, next: &mut usize) -> bool {
         let Some(&provider) = self.providers.get(*next) else { return false };
-        if race.live_count() >= race.max_live() || race.launch_extra(provider, Role::Hedge).await.is_none() {
+        if race.live_count() >= race.max_live() || race.launch_extra(provider, Launch::Hedge).await.is_none() {
             return false;
         }
-        race.decisions.hedge_launched = true;
         *next += 1;
         true
     }

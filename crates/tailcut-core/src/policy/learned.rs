@@ -13,10 +13,10 @@
 //! settled), so the same code learns live, in the simulator and in tests.
 
 use super::{Policy, PolicyError, QueueTimers};
-use crate::engine::{Race, RaceError, Wake};
+use crate::engine::{Launch, Race, RaceError, Wake};
 use crate::job::JobState;
 use crate::provider::Provider;
-use crate::trace::{LearnedChoice, RequestTrace, Role};
+use crate::trace::{LearnedChoice, RequestTrace};
 use async_trait::async_trait;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -168,35 +168,33 @@ impl LearnedPolicy {
         self.inner.lock().map(|mut i| i.learner.state().budget().try_take()).unwrap_or(false)
     }
 
-    async fn extra(&self, race: &mut Race, provider: usize, role: Role) -> bool {
+    async fn extra(&self, race: &mut Race, provider: usize, launch: Launch) -> bool {
         if !self.take_token() {
-            race.decisions.hedges_denied += 1;
+            race.deny_extra();
             return false;
         }
-        race.launch_extra(provider, role).await.is_some()
+        race.launch_extra(provider, launch).await.is_some()
     }
 
     async fn run_plan(&self, race: &mut Race, plan: Plan) -> Result<(), RaceError> {
         match plan {
             Plan::Single { p } => {
-                race.launch(p, Role::Primary).await?;
+                race.launch(p, Launch::Primary).await?;
                 race.wait_until(None).await;
             }
             Plan::Hedge { p, h, delay_s } => {
-                let a = race.launch(p, Role::Primary).await?;
+                let a = race.launch(p, Launch::Primary).await?;
                 let at = race.submit_returned(a) + Duration::from_secs_f64(delay_s.max(0.0));
                 if race.wait_until(Some(at)).await == Wake::Winner {
                     return Ok(());
                 }
-                if self.extra(race, h, Role::Hedge).await {
-                    race.decisions.hedge_launched = true;
-                }
+                self.extra(race, h, Launch::Hedge).await;
                 race.wait_until(None).await;
             }
             Plan::Cutover { p, h, poll_s, safety_s } | Plan::Cascade { p, h, poll_s, safety_s, .. } => {
                 let timers = QueueTimers::try_new(Duration::from_secs_f64(poll_s), Duration::from_secs_f64(safety_s), Duration::MAX)
                     .unwrap_or_default();
-                let a = race.launch(p, Role::Primary).await?;
+                let a = race.launch(p, Launch::Primary).await?;
                 let poll_at = race.submit_returned(a) + timers.poll_after;
                 if race.wait_until(Some(poll_at)).await == Wake::Winner {
                     return Ok(());
@@ -204,12 +202,11 @@ impl LearnedPolicy {
                 let mut switched = false;
                 if !race.is_resolved(a) && race.poll_status(a).await == JobState::Queued {
                     if self.take_token() {
-                        race.decisions.cutover_fired = true;
-                        race.cancel(a, "still queued at cutover poll");
-                        race.launch_extra(h, Role::Hedge).await;
+                        race.cut_over(a);
+                        race.launch_extra(h, Launch::CutoverTarget).await;
                         switched = true;
                     } else {
-                        race.decisions.hedges_denied += 1;
+                        race.deny_extra();
                     }
                 }
                 if !switched {
@@ -217,9 +214,7 @@ impl LearnedPolicy {
                     if race.wait_until(Some(safety)).await == Wake::Winner {
                         return Ok(());
                     }
-                    if self.extra(race, h, Role::Hedge).await {
-                        race.decisions.safety_hedge_fired = true;
-                    }
+                    self.extra(race, h, Launch::SafetyHedge).await;
                     race.wait_until(None).await;
                     return Ok(());
                 }
@@ -229,11 +224,10 @@ impl LearnedPolicy {
                         return Ok(());
                     }
                     if race.live_count() < race.max_live() {
-                        if self.extra(race, f, Role::Fallback).await {
-                            race.decisions.escalation_fired = true;
-                        }
+                        self.extra(race, f, Launch::Escalation).await;
                     } else {
-                        race.decisions.escalation_skipped_at_capacity = true;
+                        // Refused at the cap: the race records the skip.
+                        race.launch_extra(f, Launch::Escalation).await;
                     }
                 }
                 race.wait_until(None).await;
@@ -255,7 +249,7 @@ impl Policy for LearnedPolicy {
             let gaps = Self::gaps(&inner, race.t0());
             inner.learner.decide(&gaps)
         };
-        race.decisions.learned = Some(LearnedChoice {
+        race.explain(LearnedChoice {
             plan: decision.plan_label.clone(),
             reason: decision.reason.clone(),
             predicted_miss: decision.predicted.map(|p| p.miss),

@@ -1,0 +1,206 @@
+//! The durable ledger: one SQLite file, safe across threads and processes (feature
+//! `sqlite`).
+
+use super::{check, check_account, Account, BudgetGate, BudgetLimits, Charge, LedgerError, LedgerSummary};
+use crate::money::MicroUsd;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use std::fmt;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// A durable ledger in an SQLite file. Safe across threads (one connection behind a
+/// mutex) and across processes (`BEGIN IMMEDIATE` takes the database write lock
+/// before the limit is read, so two processes cannot both pass the check).
+pub struct SqliteLedger {
+    limits: BudgetLimits,
+    conn: Mutex<Connection>,
+}
+
+impl fmt::Debug for SqliteLedger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteLedger").field("limits", &self.limits).finish_non_exhaustive()
+    }
+}
+
+fn storage(e: rusqlite::Error) -> LedgerError {
+    LedgerError::Storage(e.to_string())
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS ledger_entries (
+    id INTEGER PRIMARY KEY,
+    ts TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    kind TEXT NOT NULL CHECK (kind IN ('projected', 'reconcile')),
+    provider TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    micro_usd INTEGER NOT NULL,
+    note TEXT NOT NULL DEFAULT '',
+    account TEXT
+);
+CREATE TABLE IF NOT EXISTS ledger_totals (
+    scope TEXT PRIMARY KEY,
+    micro_usd INTEGER NOT NULL,
+    charges INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS account_totals (
+    account TEXT PRIMARY KEY,
+    micro_usd INTEGER NOT NULL,
+    charges INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO ledger_totals (scope, micro_usd, charges) VALUES ('global', 0, 0);
+";
+
+/// Adds the `account` column to a ledger created before accounts existed. In a write
+/// transaction, so two processes opening one old file cannot both add it.
+fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
+    let has_account: bool = tx
+        .query_row("SELECT COUNT(*) FROM pragma_table_info('ledger_entries') WHERE name = 'account'", [], |r| r.get::<_, i64>(0))
+        .map_err(storage)?
+        > 0;
+    if !has_account {
+        tx.execute_batch("ALTER TABLE ledger_entries ADD COLUMN account TEXT").map_err(storage)?;
+    }
+    tx.commit().map_err(storage)
+}
+
+impl SqliteLedger {
+    /// Opens (creating if needed) the ledger at `path`. `:memory:` gives a private
+    /// in-memory database.
+    pub fn open(path: &Path, limits: BudgetLimits) -> Result<SqliteLedger, LedgerError> {
+        let conn = Connection::open(path).map_err(storage)?;
+        conn.busy_timeout(Duration::from_secs(30)).map_err(storage)?;
+        // WAL keeps readers off the writer's back; NORMAL is durable against process
+        // death (a killed process loses nothing committed).
+        let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(storage)?;
+        conn.execute_batch("PRAGMA synchronous = NORMAL;").map_err(storage)?;
+        let mut conn = conn;
+        conn.execute_batch(SCHEMA).map_err(storage)?;
+        migrate(&mut conn)?;
+        Ok(SqliteLedger { limits, conn: Mutex::new(conn) })
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> BudgetLimits {
+        self.limits
+    }
+
+    fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T, LedgerError>) -> Result<T, LedgerError> {
+        let mut conn = self.conn.lock().map_err(|_| LedgerError::Storage("ledger lock poisoned".into()))?;
+        f(&mut conn)
+    }
+}
+
+impl SqliteLedger {
+    /// The charge, and the account's if any, in one `BEGIN IMMEDIATE` transaction: both
+    /// limits are read and both totals written under the database's write lock.
+    fn charge_in(&self, charge: &Charge<'_>, account: Option<&Account>) -> Result<MicroUsd, LedgerError> {
+        self.with_conn(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
+            let spent: i64 =
+                tx.query_row("SELECT micro_usd FROM ledger_totals WHERE scope = 'global'", [], |r| r.get(0)).map_err(storage)?;
+            check(&self.limits, MicroUsd(spent), charge)?;
+            if let Some(a) = account {
+                let account_spent: i64 = tx
+                    .query_row("SELECT micro_usd FROM account_totals WHERE account = ?1", [&a.name], |r| r.get(0))
+                    .optional()
+                    .map_err(storage)?
+                    .unwrap_or(0);
+                check_account(a, MicroUsd(account_spent), charge)?;
+                tx.execute(
+                    "INSERT INTO account_totals (account, micro_usd, charges) VALUES (?1, ?2, 1)
+                     ON CONFLICT (account) DO UPDATE SET micro_usd = micro_usd + excluded.micro_usd, charges = charges + 1",
+                    params![a.name, charge.amount.0],
+                )
+                .map_err(storage)?;
+            }
+            tx.execute(
+                "INSERT INTO ledger_entries (kind, provider, request_id, micro_usd, account) VALUES ('projected', ?1, ?2, ?3, ?4)",
+                params![charge.provider, charge.request_id, charge.amount.0, account.map(|a| a.name.as_str())],
+            )
+            .map_err(storage)?;
+            tx.execute(
+                "UPDATE ledger_totals SET micro_usd = micro_usd + ?1, charges = charges + 1 WHERE scope = 'global'",
+                params![charge.amount.0],
+            )
+            .map_err(storage)?;
+            tx.commit().map_err(storage)?;
+            Ok(MicroUsd(spent) + charge.amount)
+        })
+    }
+
+    fn reconcile_in(
+        &self,
+        provider: &str,
+        request_id: &str,
+        delta: MicroUsd,
+        note: &str,
+        account: Option<&str>,
+    ) -> Result<(), LedgerError> {
+        self.with_conn(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
+            tx.execute(
+                "INSERT INTO ledger_entries (kind, provider, request_id, micro_usd, note, account) VALUES ('reconcile', ?1, ?2, ?3, ?4, ?5)",
+                params![provider, request_id, delta.0, note, account],
+            )
+            .map_err(storage)?;
+            tx.execute("UPDATE ledger_totals SET micro_usd = micro_usd + ?1 WHERE scope = 'global'", params![delta.0]).map_err(storage)?;
+            if let Some(a) = account {
+                tx.execute(
+                    "INSERT INTO account_totals (account, micro_usd, charges) VALUES (?1, ?2, 0)
+                     ON CONFLICT (account) DO UPDATE SET micro_usd = micro_usd + excluded.micro_usd",
+                    params![a, delta.0],
+                )
+                .map_err(storage)?;
+            }
+            tx.commit().map_err(storage)
+        })
+    }
+}
+
+impl BudgetGate for SqliteLedger {
+    fn charge(&self, charge: &Charge<'_>) -> Result<MicroUsd, LedgerError> {
+        self.charge_in(charge, None)
+    }
+
+    fn reconcile(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str) -> Result<(), LedgerError> {
+        self.reconcile_in(provider, request_id, delta, note, None)
+    }
+
+    fn charge_account(&self, charge: &Charge<'_>, account: &Account) -> Result<MicroUsd, LedgerError> {
+        self.charge_in(charge, Some(account))
+    }
+
+    fn reconcile_account(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str, account: &str) -> Result<(), LedgerError> {
+        self.reconcile_in(provider, request_id, delta, note, Some(account))
+    }
+
+    fn account_spent(&self, account: &str) -> Result<MicroUsd, LedgerError> {
+        self.with_conn(|conn| {
+            let spent: Option<i64> = conn
+                .query_row("SELECT micro_usd FROM account_totals WHERE account = ?1", [account], |r| r.get(0))
+                .optional()
+                .map_err(storage)?;
+            Ok(MicroUsd(spent.unwrap_or(0)))
+        })
+    }
+
+    fn summary(&self) -> Result<LedgerSummary, LedgerError> {
+        self.with_conn(|conn| {
+            let (total, charges): (i64, i64) = conn
+                .query_row("SELECT micro_usd, charges FROM ledger_totals WHERE scope = 'global'", [], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+                .map_err(storage)?
+                .unwrap_or((0, 0));
+            let mut stmt =
+                conn.prepare("SELECT provider, SUM(micro_usd) FROM ledger_entries GROUP BY provider ORDER BY provider").map_err(storage)?;
+            let by_provider = stmt
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, MicroUsd(r.get(1)?))))
+                .map_err(storage)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(storage)?;
+            Ok(LedgerSummary { total: MicroUsd(total), charges: charges as u64, by_provider })
+        })
+    }
+}

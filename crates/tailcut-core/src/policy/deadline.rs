@@ -1,0 +1,72 @@
+//! [`DeadlineTier`]: the critical tier, racing hedge and fallback after the opening.
+
+use super::queue::{open, QueueTimers};
+use super::{distinct, require_queue_signal, resolve, secs_label, Policy, PolicyError};
+use crate::engine::{Launch, Race, RaceError, Wake};
+use crate::provider::Provider;
+use async_trait::async_trait;
+
+/// The critical tier: poll the primary at `poll_after`; if it is still queued, cancel it
+/// and race the hedge and the fallback at once (the fallback as soon as the live cap
+/// allows, i.e. when the queued cancel is confirmed or with `max_live` ≥ 3). A running
+/// primary is kept, and at `safety_at` the hedge and then the fallback join it as
+/// capacity allows.
+#[derive(Debug, Clone)]
+pub struct DeadlineTier {
+    primary: usize,
+    hedge: usize,
+    fallback: usize,
+    timers: QueueTimers,
+    label: String,
+}
+
+impl DeadlineTier {
+    /// Builds the policy; the primary must be able to report a queued state.
+    pub fn try_new(
+        providers: &[Provider],
+        primary: &str,
+        hedge: &str,
+        fallback: &str,
+        timers: QueueTimers,
+    ) -> Result<DeadlineTier, PolicyError> {
+        let (p, h, f) = (resolve(providers, primary)?, resolve(providers, hedge)?, resolve(providers, fallback)?);
+        distinct(providers, &[p, h, f])?;
+        require_queue_signal(providers, p)?;
+        let label =
+            format!("deadline:{primary}->{hedge}+{fallback}@q{}s+s{}s", secs_label(timers.poll_after), secs_label(timers.safety_at));
+        Ok(DeadlineTier { primary: p, hedge: h, fallback: f, timers, label })
+    }
+}
+
+#[async_trait]
+impl Policy for DeadlineTier {
+    fn label(&self) -> &str {
+        &self.label
+    }
+
+    async fn drive(&self, race: &mut Race) -> Result<(), RaceError> {
+        let Some(hedge) = open(race, self.primary, self.timers).await?.hedge() else { return Ok(()) };
+        race_with_waiting(race, &[(self.hedge, hedge), (self.fallback, Launch::Escalation)]).await;
+        Ok(())
+    }
+}
+
+/// Launches each provider in `waiting` as soon as the live cap allows, until a winner
+/// arrives or nothing is pending and nothing is left to launch.
+async fn race_with_waiting(race: &mut Race, waiting: &[(usize, Launch)]) {
+    let mut queue = waiting.iter().copied();
+    loop {
+        if race.is_stopped() {
+            return;
+        }
+        while race.live_count() < race.max_live() && race.winner().is_none() {
+            let Some((provider, launch)) = queue.next() else { break };
+            race.launch_extra(provider, launch).await;
+        }
+        match race.next(None).await {
+            Wake::Winner => return,
+            Wake::Idle if queue.len() == 0 => return,
+            _ => {}
+        }
+    }
+}

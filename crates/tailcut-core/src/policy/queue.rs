@@ -1,0 +1,99 @@
+//! What the queue-state policies ([`Cutover`](super::Cutover), [`Cascade`](super::Cascade),
+//! [`DeadlineTier`](super::DeadlineTier)) share: their timers, and their opening, written
+//! once: launch the primary, poll it at the cutover time, cut over if it is still queued,
+//! else keep it until the safety time.
+
+use super::PolicyError;
+use crate::engine::{Launch, Race, RaceError, Wake};
+use crate::job::JobState;
+use std::time::Duration;
+
+/// Timer settings shared by the queue-state policies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueTimers {
+    /// Poll the primary this long after its submit returned.
+    pub poll_after: Duration,
+    /// If the primary was kept, launch the safety hedge at t0 + this.
+    pub safety_at: Duration,
+    /// Escalate to the fallback at t0 + this (cascade only).
+    pub escalate_at: Duration,
+}
+
+impl Default for QueueTimers {
+    fn default() -> Self {
+        QueueTimers {
+            poll_after: Duration::from_millis(2500),
+            safety_at: Duration::from_millis(8500),
+            escalate_at: Duration::from_secs(25),
+        }
+    }
+}
+
+impl QueueTimers {
+    /// Validates the ordering poll ≤ safety ≤ escalate.
+    pub fn try_new(poll_after: Duration, safety_at: Duration, escalate_at: Duration) -> Result<QueueTimers, PolicyError> {
+        if poll_after > safety_at {
+            return Err(PolicyError::BadTiming(format!(
+                "the cutover poll ({poll_after:?}) must come no later than the safety hedge ({safety_at:?})"
+            )));
+        }
+        if safety_at > escalate_at {
+            return Err(PolicyError::BadTiming(format!(
+                "the safety hedge ({safety_at:?}) must come no later than escalation ({escalate_at:?})"
+            )));
+        }
+        Ok(QueueTimers { poll_after, safety_at, escalate_at })
+    }
+}
+
+/// How the shared opening ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Opening {
+    /// A valid result already won.
+    Won,
+    /// The primary was still queued at the poll: the race cut over (it is being
+    /// cancelled, and stays in the race until the cancel is confirmed).
+    CutOver,
+    /// The primary was kept (running, unknown, or already finished invalid) and the
+    /// safety time came with no winner.
+    SafetyDue,
+}
+
+impl Opening {
+    /// How the hedge launches after this opening: the cutover target or the safety
+    /// hedge; `None` once the race is won.
+    pub(super) fn hedge(self) -> Option<Launch> {
+        match self {
+            Opening::Won => None,
+            Opening::CutOver => Some(Launch::CutoverTarget),
+            Opening::SafetyDue => Some(Launch::SafetyHedge),
+        }
+    }
+}
+
+/// Launches the primary and polls it `poll_after` after its submit returned: still
+/// queued, it is cut over; otherwise it is kept until t0 + `safety_at`.
+pub(super) async fn open(race: &mut Race, primary: usize, timers: QueueTimers) -> Result<Opening, RaceError> {
+    let p = race.launch(primary, Launch::Primary).await?;
+    let poll_at = race.submit_returned(p) + timers.poll_after;
+    if race.wait_until(Some(poll_at)).await == Wake::Winner {
+        return Ok(Opening::Won);
+    }
+    if !race.is_resolved(p) && race.poll_status(p).await == JobState::Queued {
+        race.cut_over(p);
+        return Ok(Opening::CutOver);
+    }
+    let safety = race.t0() + timers.safety_at;
+    if race.wait_until(Some(safety)).await == Wake::Winner {
+        return Ok(Opening::Won);
+    }
+    Ok(Opening::SafetyDue)
+}
+
+/// The opening, then the hedge at once (cutover target or safety hedge, as the live cap,
+/// budget and hedge gate allow). Returns whether the race is already won.
+pub(super) async fn cutover_then_safety(race: &mut Race, primary: usize, hedge: usize, timers: QueueTimers) -> Result<bool, RaceError> {
+    let Some(launch) = open(race, primary, timers).await?.hedge() else { return Ok(true) };
+    race.launch_extra(hedge, launch).await;
+    Ok(false)
+}

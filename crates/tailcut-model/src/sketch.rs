@@ -293,7 +293,7 @@ impl CdfTable {
 
     /// P(X ≤ x), linear inside the bucket of `x`.
     pub fn cdf(&self, x: f64) -> f64 {
-        if !(x >= 0.0) {
+        if x.is_nan() || x < 0.0 {
             return 0.0;
         }
         let k = bucket_of(x);
@@ -305,7 +305,7 @@ impl CdfTable {
     /// The q-quantile, linear inside its bucket.
     pub fn quantile(&self, q: f64) -> f64 {
         let q = q.clamp(0.0, 1.0);
-        let k = self.cum.iter().position(|c| *c >= q - 1e-12).unwrap_or(self.cum.len() - 1);
+        let k = self.cum.partition_point(|c| *c < q - 1e-12).min(self.cum.len() - 1);
         let (b, w) = (self.below(k), self.cum[k] - self.below(k));
         let f = if w > 0.0 { ((q - b) / w).clamp(0.0, 1.0) } else { 1.0 };
         bucket_lower(k) + f * (bucket_upper(k) - bucket_lower(k))

@@ -44,9 +44,11 @@ pub fn bucket_value(k: usize) -> f64 {
     MIN_S * GAMMA.powf(k as f64 - 0.5)
 }
 
-/// Upper edge of bucket `k`.
+/// Upper edge of bucket `k` (from a table built once: the fits ask for edges in loops).
 pub fn bucket_upper(k: usize) -> f64 {
-    MIN_S * GAMMA.powf(k as f64)
+    static EDGES: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    let edges = EDGES.get_or_init(|| (0..bucket_count()).map(|k| MIN_S * GAMMA.powf(k as f64)).collect());
+    edges.get(k).copied().unwrap_or_else(|| MIN_S * GAMMA.powf(k as f64))
 }
 
 /// A decayed sketch of non-negative values.

@@ -14,6 +14,8 @@
 //! - [`budget`]: the token bucket every extra attempt is paid from;
 //! - [`learner`]: `adaptive`, `singler` and `auto` decisions with an extra-load budget.
 
+#![warn(missing_docs)]
+
 pub mod budget;
 pub mod learner;
 pub mod model;

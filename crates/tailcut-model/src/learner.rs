@@ -8,60 +8,16 @@
 //! - `auto`: per request, the cheapest plan predicted to meet a deadline's miss target
 //!   (see [`crate::plan`]).
 //!
-//! Every extra attempt also needs a token from the policy's [`HedgeBudget`], so the
+//! Every extra attempt also needs a token from the policy's [`HedgeBudget`] (in
+//! [`crate::budget`]), so the
 //! extra load stays within budget over any window whatever the model says.
 
+pub use crate::budget::HedgeBudget;
 use crate::model::{Model, ModelConfig, Observation};
-use crate::plan::{AutoSettings, Plan, Prediction, Predictor};
+use crate::plan::{AutoSettings, Plan, Prediction};
+use crate::predict::Predictor;
+use crate::sketch::CdfTable;
 use serde::Serialize;
-
-/// A token bucket over requests: each request adds `rate` tokens (up to `burst`), each
-/// extra attempt takes one. Over any window of `w` requests at most `burst + rate·w`
-/// extra attempts launch.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HedgeBudget {
-    rate: f64,
-    burst: f64,
-    tokens: f64,
-}
-
-impl HedgeBudget {
-    /// A full bucket.
-    pub fn new(rate: f64, burst: f64) -> HedgeBudget {
-        let burst = burst.max(1.0);
-        HedgeBudget { rate: rate.max(0.0), burst, tokens: burst }
-    }
-
-    /// A request started: earn `rate`.
-    pub fn request(&mut self) {
-        self.tokens = (self.tokens + self.rate).min(self.burst);
-    }
-
-    /// Takes a token for one extra attempt, if there is one.
-    pub fn try_take(&mut self) -> bool {
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-
-    /// Tokens left.
-    pub fn tokens(&self) -> f64 {
-        self.tokens
-    }
-
-    /// The per-request rate.
-    pub fn rate(&self) -> f64 {
-        self.rate
-    }
-
-    /// The burst.
-    pub fn burst(&self) -> f64 {
-        self.burst
-    }
-}
 
 /// Settings of `adaptive`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -151,10 +107,17 @@ pub struct SingleRFit {
     pub extra: f64,
 }
 
-/// Fits SingleR's (d, q) to the model: for each candidate d on a grid over the primary's
-/// latencies, the largest q within the budget, `q = min(1, B / P(L_p > d))`; keeps the
-/// (d, q) whose predicted tail at `level` is smallest, with
-/// `P(L > t) = S_p(t) · [(1 − q) + q · S_h(t − d) · lift]` for t ≥ d.
+/// Fits SingleR's (d, q) to the model: for each candidate d, the largest q within the
+/// budget, `q = min(1, B / P(L_p > d))`; keeps the (d, q) whose predicted tail at `level`
+/// is smallest, with
+/// `P(L > t) = (1 − q)·S_p(t) + q·J(S_p(t), S_h(t − d))` for t ≥ d, where `J` is the
+/// pair's joint survival ([`crate::model::joint_survival`]; independence for a reissue
+/// to the same provider).
+///
+/// The CDFs are the sketches' with each bucket's mass spread evenly over it
+/// ([`CdfTable`]), the candidate delays are the primary's quantiles on a fine grid of
+/// levels plus the starts of gaps in its distribution (the upper edge of a fast mode),
+/// and the tail is found by bisection, so the fit is not bound to a coarse time grid.
 pub fn fit_singler(model: &Model, s: &SingleRSettings) -> Option<SingleRFit> {
     let pm = model.providers.get(s.primary)?;
     let mut hm = model.providers.get(s.hedge)?;
@@ -166,43 +129,54 @@ pub fn fit_singler(model: &Model, s: &SingleRSettings) -> Option<SingleRFit> {
     if hm.latency.samples() < s.min_samples.max(1) {
         hm = pm;
     }
-    const N: usize = 400;
-    let top = pm.latency.quantile(0.999)?.max(hm.latency.quantile(0.999)?) * 2.5;
-    let dt = top / (N - 1) as f64;
-    let grid: Vec<f64> = (0..N).map(|k| k as f64 * dt).collect();
-    let surv = |m: &crate::model::ProviderModel| {
-        let mut c = vec![0.0; N];
-        m.latency.cdf_on(&grid, &mut c);
-        let bad = m.p_bad();
-        c.iter().map(|x| bad + (1.0 - bad) * (1.0 - x)).collect::<Vec<f64>>()
-    };
-    let (sp, sh) = (surv(pm), surv(hm));
-    let lift = if std::ptr::eq(pm, hm) { 1.0 } else { model.lift(s.primary, s.hedge) };
+    let (tp, th) = (CdfTable::new(&pm.latency)?, CdfTable::new(&hm.latency)?);
+    let (bp, bh) = (pm.p_bad(), hm.p_bad());
+    let sp = |t: f64| bp + (1.0 - bp) * (1.0 - tp.cdf(t));
+    let sh = |t: f64| if t < 0.0 { 1.0 } else { bh + (1.0 - bh) * (1.0 - th.cdf(t)) };
+    let dep = if std::ptr::eq(pm, hm) { 0.0 } else { model.dependence(s.primary, s.hedge) };
     let target = 1.0 - s.level;
-    // Without a reissue the tail is the first grid point at or below the target.
-    let plain = (0..N).find(|&k| sp[k] <= target).map_or(f64::INFINITY, |k| grid[k]);
-    let tail_of = |m: usize, q: f64| -> f64 {
-        if plain < grid[m] {
-            return plain;
+    let top = tp.quantile(1.0).max(th.quantile(1.0)) * 2.5 + 1.0;
+    // Smallest t in [lo, top] with f(t) ≤ target (f non-increasing), or +∞.
+    let first_below = |f: &dyn Fn(f64) -> f64, lo: f64| -> f64 {
+        if f(top) > target {
+            return f64::INFINITY;
         }
-        for k in m..N {
-            if sp[k] * ((1.0 - q) + q * (sh[k - m] * lift).min(1.0)) <= target {
-                return grid[k];
+        if f(lo) <= target {
+            return lo;
+        }
+        let (mut a, mut b) = (lo, top);
+        for _ in 0..24 {
+            let m = 0.5 * (a + b);
+            if f(m) <= target {
+                b = m;
+            } else {
+                a = m;
             }
         }
-        f64::INFINITY
+        b
     };
-    let mut best = SingleRFit { delay_s: 0.0, q: 0.0, tail_s: tail_of(0, 0.0), extra: 0.0 };
-    for m in (1..N).step_by(2) {
-        let above = sp[m];
-        if above <= 0.0 {
-            break;
+    let plain = first_below(&sp, 0.0);
+    let mut best = SingleRFit { delay_s: 0.0, q: 0.0, tail_s: plain, extra: 0.0 };
+    let mut delays: Vec<f64> = (0..=64).map(|i| tp.quantile(0.5 + 0.5 * f64::from(i) / 64.0)).collect();
+    delays.extend((0..=64).map(|i| tp.hedge_point(0.5 + 0.5 * f64::from(i) / 64.0)));
+    delays.sort_by(f64::total_cmp);
+    delays.dedup_by(|a, b| (*a - *b).abs() < 1e-6);
+    for d in delays {
+        let above = sp(d);
+        if above <= 0.0 || d >= plain {
+            continue;
         }
         let q = (s.budget / above).min(1.0);
-        let tail = tail_of(m, q);
+        let f = |t: f64| if t < d { sp(t) } else { (1.0 - q) * sp(t) + q * crate::model::joint_survival(sp(t), sh(t - d), dep) };
+        // A candidate whose tail is not reached by the best one's cannot win: one look
+        // instead of a bisection.
+        if best.tail_s.is_finite() && f(best.tail_s) > target {
+            continue;
+        }
+        let tail = first_below(&f, d);
         let extra = q * above;
         if tail < best.tail_s - 1e-9 || (tail <= best.tail_s + 1e-9 && extra < best.extra) {
-            best = SingleRFit { delay_s: grid[m], q, tail_s: tail, extra };
+            best = SingleRFit { delay_s: d, q, tail_s: tail, extra };
         }
     }
     Some(best)
@@ -270,6 +244,11 @@ impl PolicyState {
         &mut self.budget
     }
 
+    /// `auto`'s tables (None for the other policies).
+    pub fn predictor(&mut self) -> Option<&mut Predictor> {
+        self.predictor.as_mut()
+    }
+
     /// The current SingleR fit.
     pub fn singler_fit(&self) -> Option<SingleRFit> {
         self.singler
@@ -287,8 +266,11 @@ impl PolicyState {
             LearnedKind::Adaptive(a) => {
                 let pm = model.providers.get(a.primary);
                 let n = pm.map_or(0, |p| p.latency.samples());
+                // The learned q-quantile, or, when it sits above a gap in the primary's
+                // latencies (a tail mode), the start of that gap: the same launches, sooner.
                 self.adaptive_delay = pm
-                    .and_then(|p| p.latency.quantile(a.quantile))
+                    .and_then(|p| CdfTable::new(&p.latency))
+                    .map(|t| t.hedge_point(a.quantile))
                     .filter(|_| n >= a.min_samples)
                     .map(|d| (d.clamp(a.min_delay_s, a.max_delay_s.max(a.min_delay_s)), n));
             }
@@ -475,93 +457,4 @@ fn fmt_q(q: f64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::Outcome;
-
-    fn providers() -> Vec<(String, f64, f64)> {
-        vec![("a".into(), 0.001, 0.0), ("b".into(), 0.001, 0.0)]
-    }
-
-    fn straggly(i: u64) -> f64 {
-        if i % 50 == 7 {
-            10.0
-        } else {
-            0.9 + (i % 11) as f64 * 0.02
-        }
-    }
-
-    fn feed(l: &mut Learner, n: u64) {
-        for i in 0..n {
-            l.observe(&[Observation {
-                provider: 0,
-                outcome: Outcome::Valid { latency_s: straggly(i) },
-                queue_s: None,
-                idle_gap_s: None,
-                warm: None,
-            }]);
-            l.observe(&[Observation {
-                provider: 1,
-                outcome: Outcome::Valid { latency_s: straggly(i * 7 + 3) },
-                queue_s: None,
-                idle_gap_s: None,
-                warm: None,
-            }]);
-        }
-    }
-
-    #[test]
-    fn budget_bounds_any_window() {
-        let mut b = HedgeBudget::new(0.05, 3.0);
-        let mut taken = Vec::new();
-        for _ in 0..1000 {
-            b.request();
-            taken.push(b.try_take());
-        }
-        for w in [1usize, 10, 100, 1000] {
-            for s in 0..=1000 - w {
-                let k = taken[s..s + w].iter().filter(|t| **t).count() as f64;
-                assert!(k <= 3.0 + 0.05 * w as f64 + 1e-9, "window {w} at {s}: {k}");
-            }
-        }
-    }
-
-    #[test]
-    fn adaptive_waits_for_samples_then_hedges_at_the_quantile() {
-        let a =
-            AdaptiveSettings { primary: 0, hedge: 1, quantile: 0.95, min_samples: 20, min_delay_s: 0.0, max_delay_s: 60.0, budget: 0.05 };
-        let mut l = Learner::new(LearnedKind::Adaptive(a), &providers(), None, ModelConfig::default(), 1);
-        assert_eq!(l.decide(&[]).plan, Plan::Single { p: 0 });
-        feed(&mut l, 200);
-        let d = l.decide(&[]);
-        match d.plan {
-            Plan::Hedge { delay_s, .. } => assert!(delay_s > 1.0 && delay_s < 1.2, "{d:?}"),
-            other => panic!("{other:?}"),
-        }
-        assert!(d.reason.contains("p95"), "{}", d.reason);
-    }
-
-    #[test]
-    fn singler_fit_respects_the_budget_and_cuts_the_tail() {
-        let mut m = Model::new(&providers(), ModelConfig { half_life: 1e6, ..ModelConfig::default() });
-        for i in 0..2000 {
-            m.observe(&Observation {
-                provider: 0,
-                outcome: Outcome::Valid { latency_s: straggly(i) },
-                queue_s: None,
-                idle_gap_s: None,
-                warm: None,
-            });
-        }
-        let s = SingleRSettings { primary: 0, hedge: 0, budget: 0.05, level: 0.99, min_samples: 10 };
-        let fit = fit_singler(&m, &s).unwrap();
-        assert!(fit.extra <= 0.05 + 1e-9, "{fit:?}");
-        assert!(fit.tail_s < 3.0, "{fit:?}");
-        // A reissue target never launched is assumed to behave like the primary.
-        let other = fit_singler(&m, &SingleRSettings { hedge: 1, ..s }).expect("a fit before the target has data");
-        assert!(other.q > 0.0 && other.tail_s < 3.0, "{other:?}");
-        // Small budget: SingleR reissues early with q < 1.
-        let small = fit_singler(&m, &SingleRSettings { budget: 0.01, ..s }).unwrap();
-        assert!(small.extra <= 0.01 + 1e-9 && small.q < 1.0, "{small:?}");
-    }
-}
+mod tests;

@@ -7,15 +7,24 @@
 //! - [`model`]: the per-provider model (latency, time to start, P(warm | idle gap),
 //!   failure and invalid rates) and the pairwise both-slow statistics, fed by
 //!   per-attempt [`Observation`]s, saved and restored as versioned JSON;
-//! - [`plan`]: candidate plans and their predicted miss rate, cost and extra load from
-//!   precomputed tables;
+//! - [`pair`]: how two providers are slow together, and their joint survival;
+//! - [`plan`]: the candidate plans and what a prediction of one holds;
+//! - [`predict`]: the tables that predict a plan's miss rate, cost and extra load, and
+//!   `auto`'s choice;
+//! - [`budget`]: the token bucket every extra attempt is paid from;
 //! - [`learner`]: `adaptive`, `singler` and `auto` decisions with an extra-load budget.
 
+#![warn(missing_docs)]
+
+pub mod budget;
 pub mod learner;
 pub mod model;
+pub mod pair;
 pub mod plan;
+pub mod predict;
 pub mod sketch;
 
 pub use learner::{AdaptiveSettings, Decision, HedgeBudget, LearnedKind, Learner, PolicyState, SingleRFit, SingleRSettings, Why};
 pub use model::{Model, ModelConfig, ModelError, Observation, Outcome};
-pub use plan::{AutoSettings, Choice, CostBasis, Plan, Prediction, Predictor};
+pub use plan::{AutoSettings, Choice, CostBasis, Plan, Prediction};
+pub use predict::Predictor;

@@ -8,6 +8,7 @@
 //! (half-life [`ModelConfig::half_life`]), so a changed tail is learned again within a
 //! few half-lives. Saved and restored as versioned JSON.
 
+pub use crate::pair::{joint_survival, PairStat, PAIR_PRIOR};
 use crate::sketch::{DecayedRate, DecayedSketch};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -269,41 +270,6 @@ impl ProviderModel {
     }
 }
 
-/// How often two providers are slow in the same request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PairStat {
-    /// First provider (index).
-    pub a: usize,
-    /// Second provider (index).
-    pub b: usize,
-    /// P(a slow).
-    pub a_slow: DecayedRate,
-    /// P(b slow).
-    pub b_slow: DecayedRate,
-    /// P(both slow).
-    pub both_slow: DecayedRate,
-}
-
-impl PairStat {
-    /// Requests where both outcomes were known.
-    pub fn samples(&self) -> u64 {
-        self.both_slow.samples()
-    }
-
-    /// P(both slow) / (P(a slow)·P(b slow)): 1 when independent, above 1 when slow
-    /// together. Shrunk toward 1 with two pseudo-observations.
-    pub fn lift(&self) -> f64 {
-        let pa = self.a_slow.rate(0.2, 2.0);
-        let pb = self.b_slow.rate(0.2, 2.0);
-        let both = self.both_slow.rate(pa * pb, 2.0);
-        if pa * pb <= 0.0 {
-            1.0
-        } else {
-            (both / (pa * pb)).clamp(0.0, 1.0 / pa.max(pb).max(1e-9))
-        }
-    }
-}
-
 /// The learned model of every provider.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Model {
@@ -351,7 +317,15 @@ impl Model {
         let mut pairs = Vec::new();
         for a in 0..ps.len() {
             for b in a + 1..ps.len() {
-                pairs.push(PairStat { a, b, a_slow: DecayedRate::new(hl), b_slow: DecayedRate::new(hl), both_slow: DecayedRate::new(hl) });
+                pairs.push(PairStat {
+                    a,
+                    b,
+                    a_slow: DecayedRate::new(hl),
+                    b_slow: DecayedRate::new(hl),
+                    both_slow: DecayedRate::new(hl),
+                    b_given_a: DecayedRate::new(hl),
+                    a_given_b: DecayedRate::new(hl),
+                });
             }
         }
         Model { format: MODEL_FORMAT.into(), version: MODEL_VERSION, config, providers: ps, pairs, updates: 0 }
@@ -373,7 +347,16 @@ impl Model {
         if a == b {
             return 1.0;
         }
-        self.pair(a, b).map_or(1.0, PairStat::lift)
+        self.pair(a, b).map_or(1.0, |p| p.lift(1.0 - self.config.slow_quantile))
+    }
+
+    /// The dependence weight of `a` and `b` (see [`PairStat::dependence`]; 0 when unknown
+    /// or the same provider, whose attempts are taken as independent copies).
+    pub fn dependence(&self, a: usize, b: usize) -> f64 {
+        if a == b {
+            return 0.0;
+        }
+        self.pair(a, b).map_or(0.0, |p| p.dependence(1.0 - self.config.slow_quantile))
     }
 
     /// Feeds one attempt.
@@ -414,6 +397,12 @@ impl Model {
                     ps.a_slow.record(sa);
                     ps.b_slow.record(sb);
                     ps.both_slow.record(sa && sb);
+                    if sa {
+                        ps.b_given_a.record(sb);
+                    }
+                    if sb {
+                        ps.a_given_b.record(sa);
+                    }
                 }
             }
         }
@@ -462,131 +451,4 @@ impl Model {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn two() -> Model {
-        Model::new(&[("a".into(), 0.001, 60.0), ("b".into(), 0.002, 0.0)], ModelConfig { half_life: 1e6, ..ModelConfig::default() })
-    }
-
-    fn valid(p: usize, l: f64) -> Observation {
-        Observation { provider: p, outcome: Outcome::Valid { latency_s: l }, queue_s: None, idle_gap_s: None, warm: None }
-    }
-
-    #[test]
-    fn learns_warmth_against_gap() {
-        let mut m = two();
-        for i in 0..200 {
-            let gap = (i % 20) as f64 * 10.0; // 0..190 s
-            let warm = gap < 60.0;
-            m.observe(&Observation { idle_gap_s: Some(gap), warm: Some(warm), ..valid(0, if warm { 6.0 } else { 100.0 }) });
-        }
-        let p = &m.providers[0];
-        assert!(p.p_warm(10.0).unwrap() > 0.9);
-        assert!(p.p_warm(150.0).unwrap() < 0.1);
-        assert!(p.latency_warm.quantile(0.9).unwrap() < 7.0);
-        assert!(p.latency_cold.quantile(0.1).unwrap() > 90.0);
-        assert!(m.providers[1].p_warm(10.0).is_none());
-    }
-
-    #[test]
-    fn cancelled_attempts_are_filed_by_their_likelier_warmth() {
-        let mut m = two();
-        // Learn: short gaps are warm (6 s), long gaps cold (100 s).
-        for i in 0..100 {
-            let warm = i % 2 == 0;
-            m.observe(&Observation {
-                idle_gap_s: Some(if warm { 10.0 } else { 500.0 }),
-                warm: Some(warm),
-                ..valid(0, if warm { 6.0 } else { 100.0 })
-            });
-        }
-        // Cold starts cancelled at 25 s (a hedge won): warmth unknown, gap long.
-        for _ in 0..50 {
-            m.observe(&Observation {
-                provider: 0,
-                outcome: Outcome::Censored { after_s: 25.0 },
-                queue_s: None,
-                idle_gap_s: Some(500.0),
-                warm: None,
-            });
-        }
-        let p = &m.providers[0];
-        assert_eq!(p.latency_cold.samples(), 100);
-        assert_eq!(p.latency_warm.samples(), 50);
-        // Their mass went above 25 s, with the cold starts.
-        assert!(p.latency_cold.cdf(25.0) < 0.01, "{}", p.latency_cold.cdf(25.0));
-    }
-
-    #[test]
-    fn a_primary_cancelled_while_queued_counts_with_the_slow_starts() {
-        let mut m = two();
-        for i in 0..90 {
-            let slow = i % 3 == 0;
-            m.observe(&Observation { queue_s: Some(if slow { 15.0 } else { 1.2 }), ..valid(0, if slow { 100.0 } else { 6.0 }) });
-        }
-        // A cutover cancels 60 queued primaries at the 2.5 s poll.
-        for _ in 0..60 {
-            m.observe(&Observation {
-                provider: 0,
-                outcome: Outcome::Censored { after_s: 2.5 },
-                queue_s: Some(2.501),
-                idle_gap_s: None,
-                warm: None,
-            });
-        }
-        // 30 + 60 of 150 are slow: 60 %, not the 1/3 a plain censoring step would give.
-        let slow = 1.0 - m.providers[0].latency.cdf(50.0);
-        assert!((slow - 0.6).abs() < 0.02, "{slow}");
-    }
-
-    #[test]
-    fn correlated_pairs_have_lift_above_one() {
-        let mut m = two();
-        for i in 0..400 {
-            let slow = i % 5 == 0;
-            m.observe_request(&[valid(0, if slow { 100.0 } else { 5.0 + (i % 7) as f64 * 0.1 }), valid(1, if slow { 90.0 } else { 20.0 })]);
-        }
-        assert!(m.lift(0, 1) > 3.0, "{}", m.lift(0, 1));
-        let mut ind = two();
-        for i in 0..400 {
-            ind.observe_request(&[valid(0, if i % 5 == 0 { 100.0 } else { 5.0 }), valid(1, if i % 4 == 1 { 90.0 } else { 20.0 })]);
-        }
-        assert!((ind.lift(0, 1) - 1.0).abs() < 0.5, "{}", ind.lift(0, 1));
-    }
-
-    #[test]
-    fn failure_and_queue_rates() {
-        let mut m = two();
-        for i in 0..100 {
-            let o = if i % 10 == 0 {
-                Observation { provider: 0, outcome: Outcome::Failed { wall_s: 3.0 }, queue_s: Some(1.0), idle_gap_s: None, warm: None }
-            } else {
-                Observation { queue_s: Some(if i % 2 == 0 { 20.0 } else { 1.0 }), ..valid(0, 7.0) }
-            };
-            m.observe(&o);
-        }
-        let p = &m.providers[0];
-        assert!((p.failed.rate(0.0, 0.0) - 0.1).abs() < 0.01);
-        assert!((p.p_bad() - 0.1).abs() < 0.02);
-        assert!((p.queued_at_poll.rate(0.0, 0.0) - 0.40).abs() < 0.02);
-        assert!(p.has_queue_signal());
-    }
-
-    #[test]
-    fn save_restore_round_trips_and_checks_version() {
-        let mut m = two();
-        m.observe_request(&[valid(0, 6.0), valid(1, 19.0)]);
-        let dir = std::env::temp_dir().join(format!("tailcut-model-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("m.json");
-        m.save(&path).unwrap();
-        let back = Model::load(&path).unwrap();
-        assert_eq!(back, m);
-        let text = std::fs::read_to_string(&path).unwrap().replace("\"version\":1", "\"version\":99");
-        let err = Model::from_json(&text).unwrap_err();
-        assert!(err.contains("unsupported model version"), "{err}");
-        assert!(Model::from_json("{\"format\":\"x\"}").unwrap_err().contains("tailcut-model"));
-        std::fs::remove_dir_all(&dir).ok();
-    }
-}
+mod tests;

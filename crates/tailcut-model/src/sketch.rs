@@ -44,9 +44,11 @@ pub fn bucket_value(k: usize) -> f64 {
     MIN_S * GAMMA.powf(k as f64 - 0.5)
 }
 
-/// Upper edge of bucket `k`.
+/// Upper edge of bucket `k` (from a table built once: the fits ask for edges in loops).
 pub fn bucket_upper(k: usize) -> f64 {
-    MIN_S * GAMMA.powf(k as f64)
+    static EDGES: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    let edges = EDGES.get_or_init(|| (0..bucket_count()).map(|k| MIN_S * GAMMA.powf(k as f64)).collect());
+    edges.get(k).copied().unwrap_or_else(|| MIN_S * GAMMA.powf(k as f64))
 }
 
 /// A decayed sketch of non-negative values.
@@ -247,6 +249,90 @@ impl DecayedSketch {
     }
 }
 
+/// A snapshot of a sketch's CDF with the mass of each bucket spread evenly over the
+/// bucket (linear inside a bucket), for fits that need more than the ±2 % buckets: the
+/// SingleR fit and the adaptive delay. Built once per refresh, each lookup is O(1).
+#[derive(Debug, Clone)]
+pub struct CdfTable {
+    /// cum[k] = weight of buckets 0..=k over the total.
+    cum: Vec<f64>,
+}
+
+/// Lower edge of bucket `k`.
+fn bucket_lower(k: usize) -> f64 {
+    if k == 0 {
+        0.0
+    } else {
+        bucket_upper(k - 1)
+    }
+}
+
+impl CdfTable {
+    /// The table of `s` (None when empty).
+    pub fn new(s: &DecayedSketch) -> Option<CdfTable> {
+        if s.is_empty() {
+            return None;
+        }
+        let mut acc = 0.0;
+        let cum = s
+            .buckets
+            .iter()
+            .map(|w| {
+                acc += w;
+                (acc / s.total).min(1.0)
+            })
+            .collect();
+        Some(CdfTable { cum })
+    }
+
+    fn below(&self, k: usize) -> f64 {
+        if k == 0 {
+            0.0
+        } else {
+            self.cum[k - 1]
+        }
+    }
+
+    /// P(X ≤ x), linear inside the bucket of `x`.
+    pub fn cdf(&self, x: f64) -> f64 {
+        if x.is_nan() || x < 0.0 {
+            return 0.0;
+        }
+        let k = bucket_of(x);
+        let (lo, hi) = (bucket_lower(k), bucket_upper(k));
+        let f = if hi > lo { ((x - lo) / (hi - lo)).clamp(0.0, 1.0) } else { 1.0 };
+        self.below(k) + f * (self.cum[k] - self.below(k))
+    }
+
+    /// The q-quantile, linear inside its bucket.
+    pub fn quantile(&self, q: f64) -> f64 {
+        let q = q.clamp(0.0, 1.0);
+        let k = self.cum.partition_point(|c| *c < q - 1e-12).min(self.cum.len() - 1);
+        let (b, w) = (self.below(k), self.cum[k] - self.below(k));
+        let f = if w > 0.0 { ((q - b) / w).clamp(0.0, 1.0) } else { 1.0 };
+        bucket_lower(k) + f * (bucket_upper(k) - bucket_lower(k))
+    }
+
+    /// The earliest time with the same survival as the q-quantile's bucket when the
+    /// quantile sits above a gap (empty buckets just below its bucket): the upper edge of
+    /// the last non-empty bucket below the gap. Waiting anywhere inside the gap sees no
+    /// more answers than waiting until its start, so a hedge at the start launches as
+    /// often and sooner. Without a gap, the quantile itself.
+    pub fn hedge_point(&self, q: f64) -> f64 {
+        let x = self.quantile(q);
+        let k = bucket_of(x);
+        if k == 0 || self.below(k) <= 0.0 || self.cum[k - 1] - self.below(k - 1) > 0.0 {
+            return x;
+        }
+        // Buckets just below k are empty: find the last non-empty one.
+        let mut j = k - 1;
+        while j > 0 && self.cum[j] - self.below(j) <= 0.0 {
+            j -= 1;
+        }
+        bucket_upper(j).min(x)
+    }
+}
+
 /// A decayed success/trial counter: `P(event)` with the same forward decay.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecayedRate {
@@ -282,6 +368,11 @@ impl DecayedRate {
     /// Trials ever recorded.
     pub fn samples(&self) -> u64 {
         self.n
+    }
+
+    /// Decayed (hits, trials), relative to the newest trial's weight.
+    pub fn weights(&self) -> (f64, f64) {
+        (self.hits / self.scale, self.trials / self.scale)
     }
 
     /// The decayed rate, shrunk toward `prior` with `prior_weight` pseudo-trials.

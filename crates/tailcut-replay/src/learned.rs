@@ -240,7 +240,9 @@ pub fn evaluate_learned(
             ev.hedged += u64::from(hedged);
             run.denied += u64::from(denied);
             run.extra.push(extra);
-            match run.plans.iter_mut().find(|(p, _)| *p == plan) {
+            // From the end: the plan just used is the likeliest, and a learned delay
+            // that moves with every refresh makes the list long.
+            match run.plans.iter_mut().rev().find(|(p, _)| *p == plan) {
                 Some((_, k)) => *k += 1,
                 None => run.plans.push((plan, 1)),
             }

@@ -17,14 +17,18 @@
 //! the second half.
 
 use crate::rounds::RoundSet;
-use crate::summary::quantiles;
 use crate::sweep::{evaluate_round, standard_sweep, Family, ProviderRates};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
 use tailcut_model::{AdaptiveSettings, AutoSettings, LearnedKind, Model, ModelConfig, Observation, Outcome, PolicyState, SingleRSettings};
 use tailcut_sim::SimProfile;
-use tailcut_stats::Estimator;
+
+mod curve;
+mod rows;
+
+pub use curve::{fixed_envelope, tail_load_svg};
+use rows::row;
+pub use rows::{ScenarioResult, ScenarioRow, StreamRun};
 
 /// The scenario families.
 pub const NAMES: [&str; 7] = ["steady-cold", "cadence", "degrade", "correlated", "outage", "price", "straggler"];
@@ -283,21 +287,6 @@ fn launches(f: &Family, d: &[Draw], lat: f64) -> Vec<(usize, f64, f64, bool)> {
     }
 }
 
-/// A policy's results over the stream: per request latency, costs, hedged flag, extra.
-#[derive(Debug, Clone, Default)]
-pub struct StreamRun {
-    /// Latency per request.
-    pub lats: Vec<f64>,
-    /// Active $ per request.
-    pub active: Vec<f64>,
-    /// Billed $ per request.
-    pub billed: Vec<f64>,
-    /// Counted as hedged.
-    pub hedged: Vec<bool>,
-    /// Extra attempts launched.
-    pub extra: Vec<u8>,
-}
-
 enum Driver<'a> {
     Fixed(&'a Family),
     Learned(Box<PolicyState>, Model),
@@ -376,70 +365,6 @@ impl Scenario {
             }
         }
         out
-    }
-}
-
-/// One row of a scenario table.
-#[derive(Debug, Clone, Serialize)]
-pub struct ScenarioRow {
-    /// Policy label.
-    pub policy: String,
-    /// Requests evaluated (the second half).
-    pub n: usize,
-    /// Median latency, s (null = no valid result at that rank).
-    pub p50_s: Option<f64>,
-    /// p95, s.
-    pub p95_s: Option<f64>,
-    /// p99, s.
-    pub p99_s: Option<f64>,
-    /// Share over the scenario's deadline (no valid result included).
-    pub miss_rate: f64,
-    /// Share of requests that launched a second provider.
-    pub hedge_rate: f64,
-    /// Extra attempts per request.
-    pub extra_per_req: f64,
-    /// Mean active $ per request.
-    pub active_usd_per_req: f64,
-    /// Mean billed $ per request.
-    pub billed_usd_per_req: f64,
-}
-
-/// A scenario's result.
-#[derive(Debug, Clone, Serialize)]
-pub struct ScenarioResult {
-    /// Scenario name.
-    pub scenario: String,
-    /// Seed.
-    pub seed: u64,
-    /// Requests in the stream.
-    pub requests: usize,
-    /// Deadline the miss rate is measured at, s.
-    pub deadline_s: f64,
-    /// Rows: fixed policies, `tuned:`, learned.
-    pub rows: Vec<ScenarioRow>,
-}
-
-fn fin(x: f64) -> Option<f64> {
-    x.is_finite().then_some(x)
-}
-
-fn row(policy: String, run: &StreamRun, range: std::ops::Range<usize>, deadline: f64) -> ScenarioRow {
-    let n = range.len();
-    let mut lats = run.lats[range.clone()].to_vec();
-    let miss = lats.iter().filter(|l| **l > deadline).count() as f64 / n.max(1) as f64;
-    let q = quantiles(&mut lats, &[0.5, 0.95, 0.99], Estimator::Nearest);
-    let mean = |v: &[f64]| v[range.clone()].iter().sum::<f64>() / n.max(1) as f64;
-    ScenarioRow {
-        policy,
-        n,
-        p50_s: fin(q[0]),
-        p95_s: fin(q[1]),
-        p99_s: fin(q[2]),
-        miss_rate: miss,
-        hedge_rate: run.hedged[range.clone()].iter().filter(|h| **h).count() as f64 / n.max(1) as f64,
-        extra_per_req: run.extra[range.clone()].iter().map(|x| f64::from(*x)).sum::<f64>() / n.max(1) as f64,
-        active_usd_per_req: mean(&run.active),
-        billed_usd_per_req: mean(&run.billed),
     }
 }
 
@@ -568,106 +493,5 @@ impl Scenario {
     }
 }
 
-/// The best fixed-delay p99 at an extra load of at most `x` (the fixed curve's lower
-/// envelope), +∞ when no fixed point is that cheap.
-pub fn fixed_envelope(fixed: &[(f64, f64)], x: f64) -> f64 {
-    fixed.iter().filter(|(l, _)| *l <= x + 1e-12).map(|(_, p)| *p).fold(f64::INFINITY, f64::min)
-}
-
-/// Draws p99 against extra load, one line with markers per curve.
-pub fn tail_load_svg(path: &std::path::Path, title: &str, curves: &[(String, Vec<(f64, f64)>)]) -> Result<(), crate::plot::PlotError> {
-    use plotters::prelude::*;
-    let err = |e: &dyn std::fmt::Display| crate::plot::PlotError { path: path.display().to_string(), message: e.to_string() };
-    let pts = curves.iter().flat_map(|(_, v)| v.iter().copied()).filter(|(x, y)| x.is_finite() && y.is_finite());
-    let (x_max, y_max) = pts.fold((0.01f64, 0.1f64), |(a, b), (x, y)| (a.max(x), b.max(y)));
-    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(16)
-        .x_label_area_size(44)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..(x_max * 100.0 * 1.05), 0.0..(y_max * 1.08))
-        .map_err(|e| err(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc("extra attempts per request (%)")
-        .y_desc("p99 latency (s)")
-        .light_line_style(RGBColor(240, 240, 240))
-        .draw()
-        .map_err(|e| err(&e))?;
-    let colors = [RGBColor(127, 127, 127), RGBColor(31, 119, 180), RGBColor(214, 39, 40), RGBColor(44, 160, 44)];
-    for (i, (name, v)) in curves.iter().enumerate() {
-        let color = colors[i % colors.len()];
-        let line: Vec<(f64, f64)> = v.iter().filter(|(x, y)| x.is_finite() && y.is_finite()).map(|(x, y)| (x * 100.0, *y)).collect();
-        chart
-            .draw_series(LineSeries::new(line.clone(), ShapeStyle::from(&color).stroke_width(2)))
-            .map_err(|e| err(&e))?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], ShapeStyle::from(&color).stroke_width(3)));
-        chart.draw_series(line.iter().map(|p| Circle::new(*p, 3, ShapeStyle::from(&color).filled()))).map_err(|e| err(&e))?;
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
-    Ok(())
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_family_builds_and_is_deterministic() {
-        for name in NAMES {
-            let a = Scenario::new(name, 3, 200).unwrap();
-            let b = Scenario::new(name, 3, 200).unwrap();
-            let f = Family::Single { p: 0 };
-            assert_eq!(a.run_fixed(&f).lats, b.run_fixed(&f).lats, "{name}");
-            assert_ne!(describe(name), "unknown");
-        }
-        assert!(Scenario::new("nope", 1, 10).is_none());
-    }
-
-    #[test]
-    fn cadence_mixes_warm_and_cold() {
-        let sc = Scenario::new("cadence", 1, 600).unwrap();
-        let run = sc.run_fixed(&Family::Single { p: 0 });
-        let fast = run.lats.iter().filter(|l| **l < 10.0).count();
-        let slow = run.lats.iter().filter(|l| **l > 60.0).count();
-        assert!(fast > 200 && slow > 20, "fast {fast} slow {slow}");
-    }
-
-    #[test]
-    fn outage_fails_cerebrium_in_its_window_only() {
-        let sc = Scenario::new("outage", 2, 1000).unwrap();
-        let run = sc.run_fixed(&Family::Single { p: 2 });
-        let bad = |r: std::ops::Range<usize>| run.lats[r].iter().filter(|l| l.is_infinite()).count();
-        assert_eq!(bad(600..800), 200);
-        assert!(bad(0..600) < 15);
-    }
-
-    #[test]
-    fn straggler_learned_hedging_cuts_p99_within_five_percent_extra() {
-        let sc = Scenario::new("straggler", 1, 4000).unwrap();
-        let none = row(String::new(), &sc.run_fixed(&Family::Single { p: 0 }), 2000..4000, 5.0);
-        let k = LearnedKind::Adaptive(AdaptiveSettings {
-            primary: 0,
-            hedge: 1,
-            quantile: 0.95,
-            min_samples: 10,
-            min_delay_s: 0.0,
-            max_delay_s: 300.0,
-            budget: 0.05,
-        });
-        let ad = row(String::new(), &sc.run_learned(k, 1), 2000..4000, 5.0);
-        assert!(ad.extra_per_req <= 0.05 + 1e-9, "{ad:?}");
-        let cut = 1.0 - ad.p99_s.unwrap() / none.p99_s.unwrap();
-        assert!(cut >= 0.8, "p99 {:?} vs {:?}: cut {cut}", ad.p99_s, none.p99_s);
-    }
-}
+mod tests;

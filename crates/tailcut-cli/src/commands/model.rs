@@ -124,7 +124,7 @@ fn summary(m: &Model) -> serde_json::Value {
             json!({
                 "a": m.providers[p.a].name, "b": m.providers[p.b].name, "n": p.samples(),
                 "p_a_slow": p.a_slow.rate(0.0, 0.0), "p_b_slow": p.b_slow.rate(0.0, 0.0),
-                "p_both_slow": p.both_slow.rate(0.0, 0.0), "lift": p.lift(),
+                "p_both_slow": p.both_slow.rate(0.0, 0.0), "lift": p.lift(1.0 - m.config.slow_quantile),
             })
         })
         .collect();
@@ -205,7 +205,7 @@ fn show(a: &ModelShowArgs) -> anyhow::Result<ExitCode> {
             format!("{:.2}", p.a_slow.rate(0.0, 0.0)),
             format!("{:.2}", p.b_slow.rate(0.0, 0.0)),
             format!("{:.2}", p.both_slow.rate(0.0, 0.0)),
-            format!("{:.2}", p.lift()),
+            format!("{:.2}", p.lift(1.0 - m.config.slow_quantile)),
         ]);
     }
     print!("{}", t.render());

@@ -65,6 +65,10 @@ fn run_one(a: &ScenarioRunArgs) -> anyhow::Result<ExitCode> {
         for (name, pts) in &curves[1..] {
             let worst = pts.iter().map(|(x, y)| y - fixed_envelope(&curves[0].1, *x)).fold(f64::NEG_INFINITY, f64::max);
             eprintln!("tailcut: {name}: worst p99 minus the fixed-delay envelope at the same or lower load: {worst:+.3} s");
+            for (x, y) in pts {
+                let env = fixed_envelope(&curves[0].1, *x);
+                eprintln!("tailcut:   extra {:.2}%: p99 {y:.3} s, fixed-delay envelope {env:.3} s ({:+.3} s)", x * 100.0, y - env);
+            }
         }
     }
     if a.json {

@@ -1,0 +1,105 @@
+use super::*;
+use crate::model::{ModelConfig, Observation, Outcome};
+use crate::plan::CostBasis;
+
+fn obs(p: usize, l: f64, q: Option<f64>) -> Observation {
+    Observation { provider: p, outcome: Outcome::Valid { latency_s: l }, queue_s: q, idle_gap_s: None, warm: None }
+}
+
+/// RunPod-like primary (2/3 fast at 6 s, 1/3 slow at 100 s, queue signal) and a
+/// Cerebrium-like steady 19 s partner.
+fn moss_like() -> Model {
+    let mut m = Model::new(
+        &[("rp".into(), 0.000306, 60.0), ("cer".into(), 0.000736, 0.0)],
+        ModelConfig { half_life: 1e6, ..ModelConfig::default() },
+    );
+    for i in 0..300 {
+        let slow = i % 3 == 0;
+        m.observe_request(&[
+            obs(0, if slow { 100.0 } else { 6.0 + (i % 5) as f64 * 0.3 }, Some(if slow { 15.0 } else { 1.2 })),
+            obs(1, 19.0 + (i % 4) as f64 * 0.2, None),
+        ]);
+    }
+    m
+}
+
+#[test]
+fn single_predictions_match_the_data() {
+    let m = moss_like();
+    let p = Predictor::new(&m, AutoSettings::default());
+    let single = p.predict(&Plan::Single { p: 0 }, &[None, None]);
+    assert!((single.miss - 0.34).abs() < 0.03, "{single:?}");
+    // Active: (2/3 × ~6.6 s + 1/3 × 100 s) × rate.
+    let want = (2.0 / 3.0 * 6.6 + 100.0 / 3.0) * 0.000306;
+    assert!((single.active_usd / want - 1.0).abs() < 0.1, "{} vs {want}", single.active_usd);
+    assert_eq!(single.idle_usd, 0.000306 * 60.0);
+}
+
+#[test]
+fn auto_picks_the_cutover_for_the_moss_shape() {
+    let m = moss_like();
+    let active = AutoSettings { cost: CostBasis::Active, ..AutoSettings::default() };
+    let mut p = Predictor::new(&m, active);
+    let (plan, pr) = p.decide(&[None, None], 0.5);
+    assert_eq!(plan, Plan::Cutover { p: 0, h: 1, poll_s: 2.5, safety_s: 8.5 }, "{pr:?}");
+    assert!(pr.miss < 0.05 && (pr.extra - 0.34).abs() < 0.05, "{pr:?}");
+    // The memo answers the same.
+    assert_eq!(p.decide(&[None, None], 0.5).0, plan);
+    // With no extra load allowed only singles remain: least miss is the partner.
+    let mut tight = Predictor::new(&m, AutoSettings { max_extra: 0.0, ..active });
+    assert_eq!(tight.decide(&[None, None], 0.5).0, Plan::Single { p: 1 });
+}
+
+#[test]
+fn over_budget_plans_are_mixed_to_the_budget() {
+    // Two independent providers, each slow one time in three: no plan meets 5 %, and
+    // every plan that helps needs ≥ 1/3 extra attempts.
+    let mut m = Model::new(&[("a".into(), 0.001, 0.0), ("b".into(), 0.001, 0.0)], ModelConfig { half_life: 1e6, ..ModelConfig::default() });
+    for i in 0..300 {
+        m.observe_request(&[obs(0, if i % 3 == 0 { 100.0 } else { 6.0 }, None), obs(1, if (i / 3) % 3 == 1 { 100.0 } else { 7.0 }, None)]);
+    }
+    let mut p = Predictor::new(&m, AutoSettings { max_extra: 0.2, ..AutoSettings::default() });
+    let c = p.choice(&[None, None]);
+    let (_, alt, w) = c.alt.expect("a mixed choice");
+    assert!(alt.miss < c.base.1.miss, "{c:?}");
+    assert!((w * alt.extra + (1.0 - w) * c.base.1.extra - 0.2).abs() < 1e-9, "{c:?}");
+    assert_eq!(p.decide(&[None, None], 0.999).0, c.base.0);
+}
+
+#[test]
+fn hedge_prediction_uses_the_joint_tail() {
+    let m = moss_like();
+    let p = Predictor::new(&m, AutoSettings::default());
+    let h = p.predict(&Plan::Hedge { p: 0, h: 1, delay_s: 10.0 }, &[None, None]);
+    assert!(h.miss < 0.02, "{h:?}");
+    assert!((h.extra - 0.34).abs() < 0.05, "{h:?}");
+}
+
+#[test]
+fn a_race_of_never_slow_together_providers_costs_what_both_run() {
+    // `a` (5.9 s) and `b` (29.5 s, 4× the rate) are each slow (above their own p80) one
+    // round in seven, never in the same round: the race is almost never slow, and it bills
+    // both until the faster answers, E[min] = 8.37 s at 0.005 $/s. (A constant "lift"
+    // below 1 on S_a·S_b made the race's survival ~0 from t = 0: it looked almost free,
+    // cheaper than `a` alone.)
+    let mut m = Model::new(&[("a".into(), 0.001, 0.0), ("b".into(), 0.004, 0.0)], ModelConfig { half_life: 1e6, ..ModelConfig::default() });
+    for i in 0..300 {
+        let a = match i % 20 {
+            0 | 1 => 100.0,
+            2 => 8.0,
+            _ => 5.9,
+        };
+        let b = match i % 20 {
+            10 | 11 => 100.0,
+            12 => 35.0,
+            _ => 29.5,
+        };
+        m.observe_request(&[obs(0, a, None), obs(1, b, None)]);
+    }
+    let p = Predictor::new(&m, AutoSettings::default());
+    let race = p.predict(&Plan::Hedge { p: 0, h: 1, delay_s: 0.0 }, &[None, None]);
+    assert!(race.miss < 0.05, "{race:?}");
+    assert!(race.active_usd > 0.9 * 0.005 * 8.37, "{race:?}");
+    let single = p.predict(&Plan::Single { p: 0 }, &[None, None]);
+    assert!(race.active_usd > single.active_usd, "{race:?} vs {single:?}");
+}

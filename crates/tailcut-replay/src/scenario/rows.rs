@@ -1,0 +1,85 @@
+//! What a scenario run measures: a policy's per-request results over the stream and
+//! the table rows summarising the evaluated half.
+
+use crate::summary::quantiles;
+use serde::Serialize;
+use tailcut_stats::Estimator;
+
+/// A policy's results over the stream: per request latency, costs, hedged flag, extra.
+#[derive(Debug, Clone, Default)]
+pub struct StreamRun {
+    /// Latency per request.
+    pub lats: Vec<f64>,
+    /// Active $ per request.
+    pub active: Vec<f64>,
+    /// Billed $ per request.
+    pub billed: Vec<f64>,
+    /// Counted as hedged.
+    pub hedged: Vec<bool>,
+    /// Extra attempts launched.
+    pub extra: Vec<u8>,
+}
+
+/// One row of a scenario table.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioRow {
+    /// Policy label.
+    pub policy: String,
+    /// Requests evaluated (the second half).
+    pub n: usize,
+    /// Median latency, s (null = no valid result at that rank).
+    pub p50_s: Option<f64>,
+    /// p95, s.
+    pub p95_s: Option<f64>,
+    /// p99, s.
+    pub p99_s: Option<f64>,
+    /// Share over the scenario's deadline (no valid result included).
+    pub miss_rate: f64,
+    /// Share of requests that launched a second provider.
+    pub hedge_rate: f64,
+    /// Extra attempts per request.
+    pub extra_per_req: f64,
+    /// Mean active $ per request.
+    pub active_usd_per_req: f64,
+    /// Mean billed $ per request.
+    pub billed_usd_per_req: f64,
+}
+
+/// A scenario's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioResult {
+    /// Scenario name.
+    pub scenario: String,
+    /// Seed.
+    pub seed: u64,
+    /// Requests in the stream.
+    pub requests: usize,
+    /// Deadline the miss rate is measured at, s.
+    pub deadline_s: f64,
+    /// Rows: fixed policies, `tuned:`, learned.
+    pub rows: Vec<ScenarioRow>,
+}
+
+fn fin(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+pub(crate) fn row(policy: String, run: &StreamRun, range: std::ops::Range<usize>, deadline: f64) -> ScenarioRow {
+    let n = range.len();
+    let mut lats = run.lats[range.clone()].to_vec();
+    let miss = lats.iter().filter(|l| **l > deadline).count() as f64 / n.max(1) as f64;
+    let q = quantiles(&mut lats, &[0.5, 0.95, 0.99], Estimator::Nearest);
+    let mean = |v: &[f64]| v[range.clone()].iter().sum::<f64>() / n.max(1) as f64;
+    ScenarioRow {
+        policy,
+        n,
+        p50_s: fin(q[0]),
+        p95_s: fin(q[1]),
+        p99_s: fin(q[2]),
+        miss_rate: miss,
+        hedge_rate: run.hedged[range.clone()].iter().filter(|h| **h).count() as f64 / n.max(1) as f64,
+        extra_per_req: run.extra[range.clone()].iter().map(|x| f64::from(*x)).sum::<f64>() / n.max(1) as f64,
+        active_usd_per_req: mean(&run.active),
+        billed_usd_per_req: mean(&run.billed),
+    }
+}

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tailcut_core::{Pricing, Provider, RateNanoUsdPerSec};
 use tailcut_providers::config::{fields, SharedKeys};
 use tailcut_providers::{HttpConfig, KindSeed, ProviderKind};
-use tailcut_sim::{SimBackend, SimProfile};
+use tailcut_sim::{SimProfile, SimProvider};
 
 /// One provider.
 #[derive(Debug, Clone)]
@@ -74,7 +74,7 @@ impl ProviderConfig {
             Ok(e) => e,
             Err(_) => Provider {
                 name: self.name.clone(),
-                api: Arc::new(SimBackend::new(&self.name, SimProfile::instant(), 0)),
+                api: Arc::new(SimProvider::new(&self.name, SimProfile::instant(), 0)),
                 pricing: self.pricing,
             },
         }
@@ -83,7 +83,7 @@ impl ProviderConfig {
     /// Builds the engine entry; with `strict`, a paid provider's missing credential is an error.
     pub fn try_entry(&self, file: &str, strict: bool) -> Result<Provider, ConfigError> {
         let api: Arc<dyn tailcut_core::ProviderApi> = match &self.api {
-            ApiConfig::Sim { profile, seed } => Arc::new(SimBackend::new(&self.name, profile.as_ref().clone(), *seed)),
+            ApiConfig::Sim { profile, seed } => Arc::new(SimProvider::new(&self.name, profile.as_ref().clone(), *seed)),
             ApiConfig::Http(h) => h
                 .build(&self.name, self.pricing.rate, strict)
                 .map_err(|e| Ctx { file }.invalid_in(&format!("providers.{}", self.name), e))?,

@@ -29,7 +29,7 @@ enum Answer {
 }
 
 #[derive(Debug)]
-struct InstantBackend {
+struct InstantProvider {
     answer: Answer,
 }
 
@@ -39,7 +39,7 @@ struct InstantJob {
 }
 
 #[async_trait]
-impl ProviderApi for InstantBackend {
+impl ProviderApi for InstantProvider {
     fn capabilities(&self) -> Capabilities {
         Capabilities { reports_queued: true, cancel_evidence: Evidence::ConfirmedTerminal, reports_billed_time: false }
     }
@@ -75,7 +75,7 @@ impl Job for InstantJob {
 
 fn hedger(primary: Answer) -> Hedger {
     let pricing = Pricing { rate: RateNanoUsdPerSec(306_000), idle_window: Duration::from_secs(60), expected_run: Duration::from_secs(10) };
-    let entry = |name: &str, answer| Provider { name: name.into(), api: Arc::new(InstantBackend { answer }), pricing };
+    let entry = |name: &str, answer| Provider { name: name.into(), api: Arc::new(InstantProvider { answer }), pricing };
     Hedger::new(
         vec![entry("p", primary), entry("h", Answer::Valid)],
         Arc::new(NonEmpty),

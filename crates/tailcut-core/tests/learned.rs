@@ -11,8 +11,8 @@ use tailcut_core::policy::learned::LearnedPolicy;
 use tailcut_core::validate::NonEmpty;
 use tailcut_core::{JobRequest, Pricing, Provider, RateNanoUsdPerSec};
 use tailcut_model::{AdaptiveSettings, AutoSettings, LearnedKind, ModelConfig};
-use tailcut_sim::{SimBackend, SimProfile};
-use tailcut_testkit::{Recorder, Script, ScriptedBackend};
+use tailcut_sim::{SimProfile, SimProvider};
+use tailcut_testkit::{Recorder, Script, ScriptedProvider};
 use tokio::time::Instant;
 
 fn s(secs: f64) -> Duration {
@@ -21,7 +21,7 @@ fn s(secs: f64) -> Duration {
 
 fn hedger(primary: Vec<Script>, hedge: Vec<Script>, queued: bool, max_live: usize, recorder: &Recorder) -> Hedger {
     let providers =
-        vec![ScriptedBackend::new("p", queued, primary, recorder).entry(), ScriptedBackend::new("h", false, hedge, recorder).entry()];
+        vec![ScriptedProvider::new("p", queued, primary, recorder).entry(), ScriptedProvider::new("h", false, hedge, recorder).entry()];
     Hedger::new(
         providers,
         Arc::new(NonEmpty),
@@ -111,7 +111,7 @@ async fn auto_learns_to_cut_over_from_a_queued_primary() {
     // request after a scale-to-zero wait, as in the 2026-07 benchmark.
     let sim = |name: &str, profile: SimProfile, seed: u64| Provider {
         name: name.into(),
-        api: Arc::new(SimBackend::new(name, profile.clone(), seed)),
+        api: Arc::new(SimProvider::new(name, profile.clone(), seed)),
         pricing: Pricing {
             rate: RateNanoUsdPerSec::from_usd_per_s(profile.rate_usd_per_s),
             idle_window: s(profile.idle_window_s),

@@ -9,7 +9,7 @@ use tailcut_core::policy::{Cascade, Cutover, DeadlineTier, FixedHedge, Immediate
 use tailcut_core::receipt::Evidence;
 use tailcut_core::validate::NonEmpty;
 use tailcut_core::{CancelScope, JobRequest, MicroUsd, Pricing, RaceError, RateNanoUsdPerSec};
-use tailcut_testkit::{CancelBehaviour, Output, Recorder, Script, ScriptedBackend};
+use tailcut_testkit::{CancelBehaviour, Output, Recorder, Script, ScriptedProvider};
 use tokio::time::Instant;
 
 fn s(secs: f64) -> Duration {
@@ -24,9 +24,9 @@ struct Setup {
 fn setup(primary: Vec<Script>, hedge: Vec<Script>, fallback: Vec<Script>) -> Setup {
     let recorder = Recorder::new();
     let providers = vec![
-        ScriptedBackend::new("p", true, primary, &recorder).entry(),
-        ScriptedBackend::new("h", false, hedge, &recorder).entry(),
-        ScriptedBackend::new("f", false, fallback, &recorder).entry(),
+        ScriptedProvider::new("p", true, primary, &recorder).entry(),
+        ScriptedProvider::new("h", false, hedge, &recorder).entry(),
+        ScriptedProvider::new("f", false, fallback, &recorder).entry(),
     ];
     let hedger =
         Hedger::new(providers, Arc::new(NonEmpty), Arc::new(MemoryLedger::new(BudgetLimits::UNLIMITED)), RaceSettings::default(), None);
@@ -335,7 +335,7 @@ async fn cutover_policy_refuses_a_primary_without_queue_signal() {
 async fn budget_refuses_the_first_submission_and_skips_a_hedge() {
     let recorder = Recorder::new();
     let priced = |name: &str, scripts, queued| {
-        let mut e = ScriptedBackend::new(name, queued, scripts, &recorder).entry();
+        let mut e = ScriptedProvider::new(name, queued, scripts, &recorder).entry();
         e.pricing = Pricing { rate: RateNanoUsdPerSec(1_000_000), idle_window: Duration::ZERO, expected_run: s(10.0) };
         e
     };
@@ -378,8 +378,8 @@ impl tailcut_core::engine::HedgeGate for NoHedges {
 async fn hedge_gate_can_refuse_extra_attempts() {
     let recorder = Recorder::new();
     let providers = vec![
-        ScriptedBackend::new("p", true, vec![Script::valid_after(s(30.0))], &recorder).entry(),
-        ScriptedBackend::new("h", false, vec![Script::valid_after(s(1.0))], &recorder).entry(),
+        ScriptedProvider::new("p", true, vec![Script::valid_after(s(30.0))], &recorder).entry(),
+        ScriptedProvider::new("h", false, vec![Script::valid_after(s(1.0))], &recorder).entry(),
     ];
     let hedger = Hedger::with_gate(
         providers,

@@ -11,7 +11,7 @@ use tailcut_core::ledger::{BudgetLimits, MemoryLedger};
 use tailcut_core::policy::{Cascade, Cutover, DeadlineTier, FixedHedge, ImmediateRace, Policy, QueueTimers, Single};
 use tailcut_core::validate::NonEmpty;
 use tailcut_core::JobRequest;
-use tailcut_testkit::{CancelBehaviour, Output, Recorder, Script, ScriptedBackend};
+use tailcut_testkit::{CancelBehaviour, Output, Recorder, Script, ScriptedProvider};
 
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
@@ -62,9 +62,9 @@ proptest! {
         rt.block_on(async move {
             let recorder = Recorder::new();
             let providers = vec![
-                ScriptedBackend::new("p", true, vec![p], &recorder).entry(),
-                ScriptedBackend::new("h", true, vec![h], &recorder).entry(),
-                ScriptedBackend::new("f", false, vec![f], &recorder).entry(),
+                ScriptedProvider::new("p", true, vec![p], &recorder).entry(),
+                ScriptedProvider::new("h", true, vec![h], &recorder).entry(),
+                ScriptedProvider::new("f", false, vec![f], &recorder).entry(),
             ];
             let settings = RaceSettings { max_live, cap: Duration::from_secs(300) };
             let hedger = Hedger::new(providers, Arc::new(NonEmpty), Arc::new(MemoryLedger::new(BudgetLimits::UNLIMITED)), settings, None);

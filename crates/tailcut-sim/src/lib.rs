@@ -23,7 +23,7 @@ mod profile;
 mod provider;
 
 pub use profile::{ProfileError, SimOutput, SimProfile, MAX_SECONDS, MAX_WORKERS};
-pub use provider::{SimBackend, SimBilling};
+pub use provider::{SimBilling, SimProvider};
 
 #[cfg(test)]
 mod tests;

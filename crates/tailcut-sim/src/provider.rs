@@ -1,4 +1,4 @@
-//! The simulated provider ([`SimBackend`]): what it has charged so far and how a
+//! The simulated provider ([`SimProvider`]): what it has charged so far and how a
 //! submission becomes a [`SimJob`](crate::job::SimJob) placed in the worker pool.
 
 use async_trait::async_trait;
@@ -28,15 +28,15 @@ pub struct SimBilling {
 
 /// A simulated serverless GPU provider.
 #[derive(Debug, Clone)]
-pub struct SimBackend {
+pub struct SimProvider {
     inner: Arc<Inner>,
 }
 
-impl SimBackend {
+impl SimProvider {
     /// A simulated provider called `name` (used in job ids and metric keys).
-    pub fn new(name: &str, profile: SimProfile, seed: u64) -> SimBackend {
+    pub fn new(name: &str, profile: SimProfile, seed: u64) -> SimProvider {
         let rate = RateNanoUsdPerSec::from_usd_per_s(profile.rate_usd_per_s);
-        SimBackend { inner: Arc::new(Inner { name: name.to_string(), profile, seed, rate, state: Mutex::new(PoolState::default()) }) }
+        SimProvider { inner: Arc::new(Inner { name: name.to_string(), profile, seed, rate, state: Mutex::new(PoolState::default()) }) }
     }
 
     /// The profile in use.
@@ -72,7 +72,7 @@ impl SimBackend {
 }
 
 #[async_trait]
-impl ProviderApi for SimBackend {
+impl ProviderApi for SimProvider {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             reports_queued: self.inner.profile.reports_queued,

@@ -10,8 +10,8 @@ fn req() -> JobRequest {
 
 #[tokio::test(start_paused = true)]
 async fn same_seed_same_draws() {
-    let a = SimBackend::new("runpod", SimProfile::runpod(), 7);
-    let b = SimBackend::new("runpod", SimProfile::runpod(), 7);
+    let a = SimProvider::new("runpod", SimProfile::runpod(), 7);
+    let b = SimProvider::new("runpod", SimProfile::runpod(), 7);
     for _ in 0..5 {
         let rq = req();
         let (ja, jb) = tokio::join!(a.submit(&rq), b.submit(&rq));
@@ -27,7 +27,7 @@ async fn same_seed_same_draws() {
 #[tokio::test(start_paused = true)]
 async fn queued_then_running_then_completed() {
     let p = SimProfile { cold_fast_p: 1.0, submit_latency_s: (0.0, 0.0), failure_p: 0.0, malformed_p: 0.0, ..SimProfile::runpod() };
-    let sim = SimBackend::new("runpod", p, 1);
+    let sim = SimProvider::new("runpod", p, 1);
     let job = sim.submit(&req()).await.unwrap();
     assert_eq!(job.status().await.unwrap(), JobState::Queued);
     tokio::time::advance(Duration::from_secs(2)).await;
@@ -40,7 +40,7 @@ async fn queued_then_running_then_completed() {
 
 #[tokio::test(start_paused = true)]
 async fn coarse_providers_report_pending() {
-    let sim = SimBackend::new("modal", SimProfile::modal(), 1);
+    let sim = SimProvider::new("modal", SimProfile::modal(), 1);
     let job = sim.submit(&req()).await.unwrap();
     assert_eq!(job.status().await.unwrap(), JobState::Pending);
     assert!(!sim.capabilities().reports_queued);
@@ -49,7 +49,7 @@ async fn coarse_providers_report_pending() {
 #[tokio::test(start_paused = true)]
 async fn queued_cancel_is_free_and_confirmed() {
     let p = SimProfile { cold_fast_p: 0.0, submit_latency_s: (0.0, 0.0), ..SimProfile::runpod() };
-    let sim = SimBackend::new("runpod", p, 3);
+    let sim = SimProvider::new("runpod", p, 3);
     let job = sim.submit(&req()).await.unwrap();
     let epoch = Instant::now();
     let ctx = CancelContext { reason: "test".into(), epoch, sent_at: Instant::now(), state_before: Some(JobState::Queued) };
@@ -72,7 +72,7 @@ async fn queued_cancel_is_free_and_confirmed() {
 #[tokio::test(start_paused = true)]
 async fn running_cancel_bills_until_confirmed_stop() {
     let p = SimProfile { cold_fast_p: 0.0, submit_latency_s: (0.0, 0.0), idle_window_s: 0.0, ..SimProfile::runpod() };
-    let sim = SimBackend::new("runpod", p, 3);
+    let sim = SimProvider::new("runpod", p, 3);
     let job = sim.submit(&req()).await.unwrap();
     tokio::time::advance(Duration::from_secs(40)).await;
     let epoch = Instant::now();
@@ -90,7 +90,7 @@ async fn running_cancel_bills_until_confirmed_stop() {
 #[tokio::test(start_paused = true)]
 async fn leaked_cancel_says_so() {
     let p = SimProfile { leak_p: 1.0, submit_latency_s: (0.0, 0.0), cold_fast_p: 1.0, ..SimProfile::runpod() };
-    let sim = SimBackend::new("runpod", p, 3);
+    let sim = SimProvider::new("runpod", p, 3);
     let job = sim.submit(&req()).await.unwrap();
     tokio::time::advance(Duration::from_secs(3)).await;
     let epoch = Instant::now();
@@ -106,7 +106,7 @@ async fn leaked_cancel_says_so() {
 #[tokio::test(start_paused = true)]
 async fn warm_worker_is_reused_within_idle_window() {
     let p = SimProfile { submit_latency_s: (0.0, 0.0), failure_p: 0.0, ..SimProfile::runpod() };
-    let sim = SimBackend::new("runpod", p, 5);
+    let sim = SimProvider::new("runpod", p, 5);
     let j1 = sim.submit(&req()).await.unwrap();
     j1.result(Instant::now() + Duration::from_secs(300)).await;
     tokio::time::advance(Duration::from_secs(10)).await;
@@ -125,7 +125,7 @@ async fn warm_worker_is_reused_within_idle_window() {
 #[tokio::test(start_paused = true)]
 async fn cap_right_censors() {
     let p = SimProfile { cold_fast_p: 0.0, submit_latency_s: (0.0, 0.0), ..SimProfile::runpod() };
-    let sim = SimBackend::new("runpod", p, 3);
+    let sim = SimProvider::new("runpod", p, 3);
     let job = sim.submit(&req()).await.unwrap();
     let r = job.result(Instant::now() + Duration::from_secs(5)).await;
     assert_eq!(r.state, JobState::TimedOut);

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailcut_core::{CancelContext, Job, JobRequest, JobResult, JobState, ProviderApi};
-use tailcut_sim::{SimBackend, SimProfile};
+use tailcut_sim::{SimProfile, SimProvider};
 use tokio::time::Instant;
 
 /// Server settings.
@@ -55,7 +55,7 @@ type Settled = Arc<std::sync::OnceLock<JobResult>>;
 
 struct Shared {
     settings: Settings,
-    sim: SimBackend,
+    sim: SimProvider,
     jobs: Mutex<HashMap<String, Entry>>,
     counter: AtomicU64,
     cancels: AtomicU64,
@@ -69,7 +69,7 @@ pub fn router(settings: Settings) -> Router {
     let mut profile = settings.profile.scaled(settings.time_scale);
     // The server always knows whether a job is queued or running, as RunPod reports it.
     profile.reports_queued = true;
-    let sim = SimBackend::new(&settings.name, profile, settings.seed);
+    let sim = SimProvider::new(&settings.name, profile, settings.seed);
     let shared = Arc::new(Shared {
         settings,
         sim,

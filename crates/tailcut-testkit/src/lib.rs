@@ -1,6 +1,6 @@
 //! # tailcut-testkit
 //!
-//! [`ScriptedBackend`]: a provider whose every job follows a [`Script`] (how long it
+//! [`ScriptedProvider`]: a provider whose every job follows a [`Script`] (how long it
 //! queues, when it finishes, whether its output is valid, how its cancel behaves), and
 //! which records each job's provider-side life so tests can check what the engine did:
 //! how many jobs were alive at once, when each was submitted, which were cancelled.
@@ -177,7 +177,7 @@ impl Recorder {
 
 /// A provider that plays scripts in order (then repeats the last one).
 #[derive(Debug)]
-pub struct ScriptedBackend {
+pub struct ScriptedProvider {
     name: String,
     reports_queued: bool,
     scripts: Mutex<VecDeque<Script>>,
@@ -185,11 +185,11 @@ pub struct ScriptedBackend {
     recorder: Recorder,
 }
 
-impl ScriptedBackend {
+impl ScriptedProvider {
     /// A provider called `name` that plays `scripts`.
-    pub fn new(name: &str, reports_queued: bool, scripts: Vec<Script>, recorder: &Recorder) -> ScriptedBackend {
+    pub fn new(name: &str, reports_queued: bool, scripts: Vec<Script>, recorder: &Recorder) -> ScriptedProvider {
         let last = scripts.last().copied().unwrap_or(Script::valid_after(Duration::from_secs(1)));
-        ScriptedBackend {
+        ScriptedProvider {
             name: name.into(),
             reports_queued,
             scripts: Mutex::new(scripts.into()),
@@ -216,7 +216,7 @@ impl ScriptedBackend {
 }
 
 #[async_trait]
-impl ProviderApi for ScriptedBackend {
+impl ProviderApi for ScriptedProvider {
     fn capabilities(&self) -> Capabilities {
         Capabilities { reports_queued: self.reports_queued, cancel_evidence: Evidence::ConfirmedTerminal, reports_billed_time: false }
     }

@@ -19,7 +19,7 @@ use tailcut_core::ledger::{BudgetLimits, MemoryLedger};
 use tailcut_core::trace::TraceWriter;
 use tailcut_core::validate::ValidatorRegistry;
 use tailcut_core::{JobRequest, MicroUsd, Provider};
-use tailcut_sim::SimBackend;
+use tailcut_sim::SimProvider;
 use tailcut_stats::{max_finite, quantile_nearest, sort_latencies, wilson, SplitMix64};
 use tokio::time::{sleep_until, Duration, Instant};
 
@@ -95,7 +95,7 @@ fn policies(config: &Config) -> Vec<PolicySpec> {
     singles
 }
 
-fn build_sims(config: &Config, args: &DemoArgs) -> anyhow::Result<(Vec<Provider>, Vec<SimBackend>)> {
+fn build_sims(config: &Config, args: &DemoArgs) -> anyhow::Result<(Vec<Provider>, Vec<SimProvider>)> {
     let mut entries = Vec::new();
     let mut sims = Vec::new();
     for p in &config.providers {
@@ -113,7 +113,7 @@ fn build_sims(config: &Config, args: &DemoArgs) -> anyhow::Result<(Vec<Provider>
             }
             profile.leak_p = leak;
         }
-        let sim = SimBackend::new(&p.name, profile, seed ^ args.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let sim = SimProvider::new(&p.name, profile, seed ^ args.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         entries.push(Provider { name: p.name.clone(), api: Arc::new(sim.clone()), pricing: p.pricing });
         sims.push(sim);
     }

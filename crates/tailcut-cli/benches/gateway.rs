@@ -12,8 +12,7 @@
 //!    from a single-threaded client.
 //!
 //! Every measurement runs in interleaved rounds (direct, tailcut, nginx, direct, …; three,
-//! five for throughput) and the median round is reported, with each round printed,
-//! because the load generator, the upstream and the proxy share the machine's cores.
+//! five for throughput); the median round is reported and each round printed.
 //!
 //! Run: `cargo bench -p tailcut-cli --bench gateway` (`-- --quick` for one short round;
 //! `TAILCUT_BENCH_BASELINE=path/to/tailcut` adds another build, e.g. an older commit, as

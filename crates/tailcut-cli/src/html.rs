@@ -9,22 +9,7 @@
 use crate::table::Table;
 use anyhow::Context;
 use std::path::Path;
-
-/// Text for HTML element content and attribute values.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+use tailcut_gateway::escape_html as escape;
 
 /// Prints a command's output and, for `--html`, keeps it as HTML.
 #[derive(Debug)]

@@ -58,7 +58,7 @@ impl Table {
     /// The same table as an HTML `<table>` (cells escaped; as in [`Table::render`], the
     /// first column left-aligned and the others right-aligned).
     pub fn to_html(&self) -> String {
-        let esc = crate::html::escape;
+        let esc = tailcut_gateway::escape_html;
         let mut s = String::from("<table><thead><tr>");
         for h in &self.header {
             s.push_str(&format!("<th>{}</th>", esc(h)));

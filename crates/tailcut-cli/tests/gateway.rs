@@ -6,11 +6,11 @@
 //! README's `cargo test --workspace` passes on a machine without it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
-use tailcut_testkit::cli::{spawn_announcing, Spawned};
+use tailcut_testkit::cli::{serve, Spawned};
 use tailcut_testkit::config::{openai_provider, OPEN_GATEWAY};
 
 /// A running `tailcut serve` and its base URL.
@@ -22,15 +22,7 @@ fn start(config: &std::path::Path) -> Gateway {
 
 /// `tailcut serve` on a free port with `extra` arguments; returns once it prints its URL.
 fn start_with(config: &std::path::Path, extra: &[&str]) -> Gateway {
-    let (child, line) = spawn_announcing(
-        Command::new(env!("CARGO_BIN_EXE_tailcut"))
-            .args(["serve", "--config", config.to_str().unwrap(), "--listen", "127.0.0.1:0"])
-            .args(extra)
-            .env("TAILCUT_LOG", "off")
-            .stderr(Stdio::null()),
-    );
-    let url = line.rsplit(' ').next().unwrap().to_string();
-    assert!(url.starts_with("http://"), "the gateway did not start: {line:?}");
+    let (child, url) = serve(env!("CARGO_BIN_EXE_tailcut"), config, extra);
     Gateway(child, url)
 }
 

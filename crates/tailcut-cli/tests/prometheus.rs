@@ -11,22 +11,12 @@
 //! them, and without that variable, the test says so loudly and passes.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tailcut_gateway::tenancy::sha256_hex;
 use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
-
-/// A child process stopped (by its pid) when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use tailcut_testkit::cli::{serve, Spawned};
 
 fn repo(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(p)
@@ -61,20 +51,9 @@ fn promtool(args: &[&str], cwd: &Path) -> String {
     text
 }
 
-/// `tailcut serve` on a free port; returns once it prints its URL.
-fn start_gateway(config: &Path) -> (Proc, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tailcut"))
-        .args(["serve", "--config", config.to_str().unwrap(), "--listen", "127.0.0.1:0", "--workers", "1"])
-        .env("TAILCUT_LOG", "off")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let url = line.trim().rsplit(' ').next().unwrap().to_string();
-    assert!(url.starts_with("http://"), "the gateway did not start: {line:?}");
-    (Proc(child), url)
+/// `tailcut serve` on a free port with one worker; returns once it prints its URL.
+fn start_gateway(config: &Path) -> (Spawned, String) {
+    serve(env!("CARGO_BIN_EXE_tailcut"), config, &["--workers", "1"])
 }
 
 fn free_port() -> u16 {
@@ -375,7 +354,7 @@ async fn dashboard_queries_and_rules_return_data_from_a_real_prometheus() {
     std::fs::write(&prom_cfg, scrape_config(base.trim_start_matches("http://"))).unwrap();
     promtool(&["check", "config", prom_cfg.to_str().unwrap()], dir.path());
     let port = free_port();
-    let _prom = Proc(
+    let _prom = Spawned(
         Command::new("prometheus")
             .arg(format!("--config.file={}", prom_cfg.display()))
             .arg(format!("--storage.tsdb.path={}", dir.path().join("tsdb").display()))

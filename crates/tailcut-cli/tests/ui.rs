@@ -8,20 +8,11 @@
 //! `TAILCUT_REQUIRE_CHROMIUM=1`); without it, and without that variable, the test says so
 //! loudly and passes. `TAILCUT_UI_SCREENSHOT=FILE` saves a screenshot of the page.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use tailcut_gateway::tenancy::sha256_hex;
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use tailcut_testkit::cli::{serve, Spawned};
 
 fn have_chromium() -> bool {
     if Command::new("chromium").arg("--version").output().is_ok_and(|o| o.status.success()) {
@@ -40,7 +31,7 @@ fn chromium(profile: &Path, url: &str, args: &[&str]) -> (String, String) {
     let dir = tempfile::tempdir_in(profile).unwrap();
     let out = dir.path().join("stdout");
     let err = dir.path().join("stderr");
-    let mut child = Proc(
+    let mut child = Spawned(
         Command::new("chromium")
             .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--enable-logging=stderr", "--v=0"])
             .arg(format!("--user-data-dir={}", dir.path().join("profile").display()))
@@ -103,18 +94,7 @@ policy = "jobs"
         ),
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tailcut"))
-        .args(["serve", "--config", cfg.to_str().unwrap(), "--listen", "127.0.0.1:0", "--workers", "1"])
-        .env("TAILCUT_LOG", "off")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let _gw = Proc(child);
-    let base = line.trim().rsplit(' ').next().unwrap().to_string();
-    assert!(base.starts_with("http://"), "the gateway did not start: {line:?}");
+    let (_gw, base) = serve(env!("CARGO_BIN_EXE_tailcut"), &cfg, &["--workers", "1"]);
 
     let http = reqwest::Client::new();
     let r = http.get(format!("{base}/ui")).send().await.unwrap();

@@ -51,3 +51,4 @@ pub use handlers::router;
 pub use observe::log_event;
 pub use serving::{serve, serve_per_core};
 pub use state::AppState;
+pub use ui::escape_html;

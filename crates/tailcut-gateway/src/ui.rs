@@ -81,8 +81,9 @@ fn key_of(value: &str) -> Option<String> {
     (!key.is_empty()).then_some(key)
 }
 
-/// Text for HTML element content and attribute values.
-fn esc(s: &str) -> String {
+/// Text for HTML element content and attribute values (the status page's, and the
+/// CLI's `--html` files').
+pub fn escape_html(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -129,19 +130,19 @@ pub fn render_page(rt_routes: &[RouteRow], budgets: &[BudgetRow], recent: &[(Str
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>tailcut gateway</title>\
          <link rel=\"icon\" href=\"data:,\"><style>{STYLE}</style></head><body>\
          <h1>tailcut gateway</h1><div class=\"muted\">status at {} (reload the page to refresh)</div>",
-        esc(now)
+        escape_html(now)
     );
     h.push_str("<h2>Routes</h2><table><tr><th>route</th><th>kind</th><th>models</th><th>policy</th><th>providers</th></tr>");
     for r in rt_routes {
         let _ = write!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} <div class=\"muted\"><code>{}</code></div></td><td>{}</td></tr>",
-            esc(&r.name),
+            escape_html(&r.name),
             r.kind,
-            esc(&r.models.join(", ")),
-            esc(&r.policy),
-            esc(&r.policy_label),
-            esc(&r.providers.join(", "))
+            escape_html(&r.models.join(", ")),
+            escape_html(&r.policy),
+            escape_html(&r.policy_label),
+            escape_html(&r.providers.join(", "))
         );
     }
     h.push_str("</table>");
@@ -177,7 +178,7 @@ pub fn render_page(rt_routes: &[RouteRow], budgets: &[BudgetRow], recent: &[(Str
         let _ = write!(
             h,
             "<tr><td>{}</td><td class=\"n\">{spent}</td><td class=\"n\">{soft}</td><td class=\"n\">{hard}</td><td>{bar}</td></tr>",
-            esc(&b.account)
+            escape_html(&b.account)
         );
     }
     h.push_str("</table>");
@@ -192,8 +193,10 @@ pub fn render_page(rt_routes: &[RouteRow], budgets: &[BudgetRow], recent: &[(Str
         h.push_str("<tr><td colspan=\"8\" class=\"muted\">no request has finished since the gateway started</td></tr>");
     }
     for (route, t) in recent {
-        let winner =
-            t.winner.as_deref().map_or("<span class=\"bad\">none</span>".to_string(), |w| format!("<span class=\"ok\">{}</span>", esc(w)));
+        let winner = t
+            .winner
+            .as_deref()
+            .map_or("<span class=\"bad\">none</span>".to_string(), |w| format!("<span class=\"ok\">{}</span>", escape_html(w)));
         let latency = t.winner_total_ms.map_or("-".to_string(), |ms| format!("{ms:.1} ms"));
         let mut attempts = String::from("<ul>");
         for a in &t.attempts {
@@ -205,7 +208,7 @@ pub fn render_page(rt_routes: &[RouteRow], budgets: &[BudgetRow], recent: &[(Str
                 _ => "",
             };
             let wall = a.wall_ms.map_or(String::new(), |ms| format!(", {ms:.1} ms"));
-            let _ = write!(attempts, "<li>{} ({}): {}{valid}{wall}</li>", esc(&a.provider), role(a.role), esc(state));
+            let _ = write!(attempts, "<li>{} ({}): {}{valid}{wall}</li>", escape_html(&a.provider), role(a.role), escape_html(state));
         }
         attempts.push_str("</ul>");
         let mut receipts = String::new();
@@ -215,16 +218,16 @@ pub fn render_page(rt_routes: &[RouteRow], budgets: &[BudgetRow], recent: &[(Str
             receipts.push_str("<ul>");
             for r in &t.receipts {
                 let leaked = if r.leaked { " <span class=\"bad\">LEAKED</span>" } else { "" };
-                let _ = write!(receipts, "<li>{}: {}{leaked}</li>", esc(&r.provider), r.evidence.wire());
+                let _ = write!(receipts, "<li>{}: {}{leaked}</li>", escape_html(&r.provider), r.evidence.wire());
             }
             receipts.push_str("</ul>");
         }
         let _ = write!(
             h,
             "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{winner}</td><td class=\"n\">{latency}</td><td>{}</td><td>{attempts}</td><td>{receipts}</td></tr>",
-            esc(&t.ts),
-            esc(&t.request_id),
-            esc(route),
+            escape_html(&t.ts),
+            escape_html(&t.request_id),
+            escape_html(route),
             hedge_reason(&t.decisions)
         );
     }

@@ -32,6 +32,27 @@ pub fn spawn_announcing(cmd: &mut Command) -> (Spawned, String) {
     (child, line.trim().to_string())
 }
 
+/// `tailcut serve` (the binary `tailcut`) with `config` on a free loopback port, logs
+/// off, stderr discarded, plus `extra` arguments; returns once it prints its URL.
+///
+/// # Panics
+/// When the gateway does not start: a test failure naming what it printed.
+pub fn serve(tailcut: &str, config: &std::path::Path, extra: &[&str]) -> (Spawned, String) {
+    let (child, line) = spawn_announcing(
+        Command::new(tailcut)
+            .arg("serve")
+            .arg("--config")
+            .arg(config)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env("TAILCUT_LOG", "off")
+            .stderr(Stdio::null()),
+    );
+    let url = line.rsplit(' ').next().unwrap_or_default().to_string();
+    assert!(url.starts_with("http://"), "the gateway did not start: {line:?}");
+    (child, url)
+}
+
 /// The path of `name` among the checked-in trace fixtures (`fixtures/gpuhedge-2026-07`).
 pub fn fixture(name: &str) -> String {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/gpuhedge-2026-07").join(name).display().to_string()

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
 use tailcut_testkit::cli::{serve, Spawned};
-use tailcut_testkit::config::{openai_provider, OPEN_GATEWAY};
+use tailcut_testkit::config::{openai_provider, MEMORY_GATEWAY, OPEN_GATEWAY, SIM_PROVIDERS};
 
 /// A running `tailcut serve` and its base URL.
 struct Gateway(Spawned, String);
@@ -118,13 +118,7 @@ async fn hedged_streaming_and_whole_responses_through_the_openai_client() {
         &cfg,
         format!(
             r#"{OPEN_GATEWAY}max_body_bytes = 4096
-{}{}[providers.slowsim]
-adapter = "sim"
-sim = {{ profile = "runpod", cold_fast_p = 0.0 }}
-[providers.fastsim]
-adapter = "sim"
-sim = {{ profile = "instant" }}
-[policies.chat]
+{}{}{SIM_PROVIDERS}[policies.chat]
 kind = "hedge"
 primary = "stall"
 hedge = "good"
@@ -236,20 +230,11 @@ async fn api_keys_rate_limits_and_budgets() {
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("gw.toml");
-    // sha256("good-key") and sha256("limited-key")
-    let sha = |k: &str| {
-        let out = Command::new("sh").arg("-c").arg(format!("printf %s {k} | sha256sum")).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().to_string()
-    };
+    let sha = tailcut_gateway::tenancy::sha256_hex;
     std::fs::write(
         &cfg,
         format!(
-            r#"
-[budget]
-ledger = ":memory:"
-[gateway]
-store = ":memory:"
-keys = [
+            r#"{MEMORY_GATEWAY}keys = [
   {{ name = "team-a", sha256 = "{}" }},
   {{ name = "team-b", sha256 = "{}", rate_per_s = 1, budget_usd = 0.01, routes = ["chat"] }},
 ]

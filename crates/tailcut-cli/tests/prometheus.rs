@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use tailcut_gateway::tenancy::sha256_hex;
 use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
 use tailcut_testkit::cli::{serve, Spawned};
+use tailcut_testkit::config::{MEMORY_GATEWAY, SIM_PROVIDERS};
 
 fn repo(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(p)
@@ -237,12 +238,7 @@ fn config(dir: &Path, slow: &str, fast: &str) -> PathBuf {
     std::fs::write(
         &cfg,
         format!(
-            r#"
-[budget]
-ledger = ":memory:"
-[gateway]
-store = ":memory:"
-hedge_budget_percent = 20
+            r#"{MEMORY_GATEWAY}hedge_budget_percent = 20
 hedge_budget_burst = 1
 keys = [{{ name = "ops", sha256 = "{ops}" }}, {{ name = "tiny", sha256 = "{tiny}", budget_usd = 0.005 }}]
 [providers.slow]
@@ -255,10 +251,7 @@ adapter = "openai"
 base_url = "{fast}/v1"
 rate_usd_per_s = 0.002
 expected_run_s = 10
-[providers.slowsim]
-adapter = "sim"
-sim = {{ profile = "runpod", cold_fast_p = 0.0 }}
-[policies.chat]
+{SIM_PROVIDERS}[policies.chat]
 kind = "hedge"
 primary = "slow"
 hedge = "fast"

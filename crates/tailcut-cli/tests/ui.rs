@@ -13,6 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use tailcut_gateway::tenancy::sha256_hex;
 use tailcut_testkit::cli::{serve, Spawned};
+use tailcut_testkit::config::{MEMORY_GATEWAY, SIM_PROVIDERS};
 
 fn have_chromium() -> bool {
     if Command::new("chromium").arg("--version").output().is_ok_and(|o| o.status.success()) {
@@ -68,19 +69,8 @@ async fn the_status_page_shows_a_request_just_made_in_a_real_browser() {
     std::fs::write(
         &cfg,
         format!(
-            r#"
-[budget]
-ledger = ":memory:"
-[gateway]
-store = ":memory:"
-keys = [{{ name = "admin", sha256 = "{admin}", admin = true }}, {{ name = "ops", sha256 = "{ops}", budget_usd = 1.0 }}]
-[providers.fastsim]
-adapter = "sim"
-sim = {{ profile = "instant" }}
-[providers.slowsim]
-adapter = "sim"
-sim = {{ profile = "runpod", cold_fast_p = 0.0 }}
-[policies.jobs]
+            r#"{MEMORY_GATEWAY}keys = [{{ name = "admin", sha256 = "{admin}", admin = true }}, {{ name = "ops", sha256 = "{ops}", budget_usd = 1.0 }}]
+{SIM_PROVIDERS}[policies.jobs]
 kind = "hedge"
 primary = "slowsim"
 hedge = "fastsim"

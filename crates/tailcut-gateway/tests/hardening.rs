@@ -8,6 +8,7 @@ mod common;
 
 use serde_json::Value;
 use std::time::{Duration, Instant};
+use tailcut_testkit::config::{MEMORY_GATEWAY, SIM_PROVIDERS};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -16,19 +17,8 @@ const BOB: &str = "bob-secret-key";
 
 fn config(gateway: &str) -> String {
     format!(
-        r#"
-[budget]
-ledger = ":memory:"
-[gateway]
-store = ":memory:"
-{gateway}
-[providers.fastsim]
-adapter = "sim"
-sim = {{ profile = "instant" }}
-[providers.slowsim]
-adapter = "sim"
-sim = {{ profile = "runpod", cold_fast_p = 0.0 }}
-{}[policies.fast]
+        r#"{MEMORY_GATEWAY}{gateway}
+{SIM_PROVIDERS}{}[policies.fast]
 kind = "single"
 provider = "fastsim"
 [policies.slow]

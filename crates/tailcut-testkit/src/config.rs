@@ -14,6 +14,27 @@ auth = "none"
 store = ":memory:"
 "#;
 
+/// `[budget]` with an in-memory ledger, then `[gateway]` with an in-memory job store and
+/// authentication on (the test adds its `keys`). Lines that follow it land in `[gateway]`.
+pub const MEMORY_GATEWAY: &str = r#"
+[budget]
+ledger = ":memory:"
+[gateway]
+store = ":memory:"
+"#;
+
+/// Two simulated providers: `fastsim` answers at once (profile `instant`); `slowsim` is
+/// RunPod-like and always cold (tens of seconds), so a job on it runs long enough to be
+/// cancelled or to lose a hedge.
+pub const SIM_PROVIDERS: &str = r#"
+[providers.fastsim]
+adapter = "sim"
+sim = { profile = "instant" }
+[providers.slowsim]
+adapter = "sim"
+sim = { profile = "runpod", cold_fast_p = 0.0 }
+"#;
+
 /// `[providers.NAME]`: an OpenAI-compatible provider at `base_url` (ending in `/v1`)
 /// that charges nothing.
 pub fn openai_provider(name: &str, base_url: &str) -> String {

@@ -1,7 +1,7 @@
 //! [`Cascade`]: cutover, safety hedge, then escalation to a third provider.
 
-use super::queue::{cutover_then_safety, QueueTimers};
-use super::{distinct, require_queue_signal, resolve, secs_label, Policy, PolicyError};
+use super::queue::{cutover_then_safety, three_tiers, QueueTimers};
+use super::{secs_label, Policy, PolicyError};
 use crate::engine::{Launch, Race, RaceError, Wake};
 use crate::provider::Provider;
 use async_trait::async_trait;
@@ -28,9 +28,7 @@ impl Cascade {
         fallback: &str,
         timers: QueueTimers,
     ) -> Result<Cascade, PolicyError> {
-        let (p, h, f) = (resolve(providers, primary)?, resolve(providers, hedge)?, resolve(providers, fallback)?);
-        distinct(providers, &[p, h, f])?;
-        require_queue_signal(providers, p)?;
+        let [p, h, f] = three_tiers(providers, primary, hedge, fallback)?;
         let label = format!(
             "cascade:{primary}->{hedge}->{fallback}@q{}s+s{}s+e{}s",
             secs_label(timers.poll_after),

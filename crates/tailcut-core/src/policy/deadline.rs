@@ -1,7 +1,7 @@
 //! [`DeadlineTier`]: the critical tier, racing hedge and fallback after the opening.
 
-use super::queue::{open, QueueTimers};
-use super::{distinct, require_queue_signal, resolve, secs_label, Policy, PolicyError};
+use super::queue::{open, three_tiers, QueueTimers};
+use super::{secs_label, Policy, PolicyError};
 use crate::engine::{Launch, Race, RaceError, Wake};
 use crate::provider::Provider;
 use async_trait::async_trait;
@@ -29,9 +29,7 @@ impl DeadlineTier {
         fallback: &str,
         timers: QueueTimers,
     ) -> Result<DeadlineTier, PolicyError> {
-        let (p, h, f) = (resolve(providers, primary)?, resolve(providers, hedge)?, resolve(providers, fallback)?);
-        distinct(providers, &[p, h, f])?;
-        require_queue_signal(providers, p)?;
+        let [p, h, f] = three_tiers(providers, primary, hedge, fallback)?;
         let label =
             format!("deadline:{primary}->{hedge}+{fallback}@q{}s+s{}s", secs_label(timers.poll_after), secs_label(timers.safety_at));
         Ok(DeadlineTier { primary: p, hedge: h, fallback: f, timers, label })

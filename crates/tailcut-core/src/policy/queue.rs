@@ -3,9 +3,10 @@
 //! once: launch the primary, poll it at the cutover time, cut over if it is still queued,
 //! else keep it until the safety time.
 
-use super::PolicyError;
+use super::{distinct, require_queue_signal, resolve, PolicyError};
 use crate::engine::{Launch, Race, RaceError, Wake};
 use crate::job::JobState;
+use crate::provider::Provider;
 use std::time::Duration;
 
 /// Timer settings shared by the queue-state policies.
@@ -44,6 +45,15 @@ impl QueueTimers {
         }
         Ok(QueueTimers { poll_after, safety_at, escalate_at })
     }
+}
+
+/// Resolves a three-tier policy's providers (primary, hedge, fallback): each configured,
+/// all distinct, and the primary able to report its queue state.
+pub(super) fn three_tiers(providers: &[Provider], primary: &str, hedge: &str, fallback: &str) -> Result<[usize; 3], PolicyError> {
+    let tiers = [resolve(providers, primary)?, resolve(providers, hedge)?, resolve(providers, fallback)?];
+    distinct(providers, &tiers)?;
+    require_queue_signal(providers, tiers[0])?;
+    Ok(tiers)
 }
 
 /// How the shared opening ended.

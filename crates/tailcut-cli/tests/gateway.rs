@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
 use tailcut_testkit::cli::{serve, Spawned};
-use tailcut_testkit::config::{openai_provider, MEMORY_GATEWAY, OPEN_GATEWAY, SIM_PROVIDERS};
+use tailcut_testkit::config::{hedged_chat_route, openai_provider, MEMORY_GATEWAY, OPEN_GATEWAY, SIM_HEDGED_JOBS, SIM_PROVIDERS};
 
 /// A running `tailcut serve` and its base URL.
 struct Gateway(Spawned, String);
@@ -118,32 +118,16 @@ async fn hedged_streaming_and_whole_responses_through_the_openai_client() {
         &cfg,
         format!(
             r#"{OPEN_GATEWAY}max_body_bytes = 4096
-{}{}{SIM_PROVIDERS}[policies.chat]
-kind = "hedge"
-primary = "stall"
-hedge = "good"
-delay_ms = 300
-[policies.jobs]
-kind = "hedge"
-primary = "slowsim"
-hedge = "fastsim"
-delay_ms = 200
-[policies.slow]
+{}{}{SIM_PROVIDERS}{SIM_HEDGED_JOBS}{}[policies.slow]
 kind = "single"
 provider = "slowsim"
-[routes.chat]
-kind = "openai"
-models = ["m"]
-policy = "chat"
-[routes.jobs]
-kind = "jobs"
-policy = "jobs"
 [routes.slowjobs]
 kind = "jobs"
 policy = "slow"
 "#,
             openai_provider("stall", &format!("{}/v1", stall.url())),
-            openai_provider("good", &format!("{}/v1", good.url()))
+            openai_provider("good", &format!("{}/v1", good.url())),
+            hedged_chat_route("chat", "stall", "good", 300, ""),
         ),
     )
     .unwrap();

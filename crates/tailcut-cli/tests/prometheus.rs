@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use tailcut_gateway::tenancy::sha256_hex;
 use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
 use tailcut_testkit::cli::{serve, Spawned};
-use tailcut_testkit::config::{MEMORY_GATEWAY, SIM_PROVIDERS};
+use tailcut_testkit::config::{hedged_chat_route, MEMORY_GATEWAY, SIM_PROVIDERS};
 
 fn repo(p: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(p)
@@ -251,24 +251,16 @@ adapter = "openai"
 base_url = "{fast}/v1"
 rate_usd_per_s = 0.002
 expected_run_s = 10
-{SIM_PROVIDERS}[policies.chat]
-kind = "hedge"
-primary = "slow"
-hedge = "fast"
-delay_ms = 150
-[policies.slowjob]
+{SIM_PROVIDERS}{chat}[policies.slowjob]
 kind = "single"
 provider = "slowsim"
-[routes.chat]
-kind = "openai"
-models = ["m"]
-policy = "chat"
 [routes.jobs]
 kind = "jobs"
 policy = "slowjob"
 "#,
             ops = sha256_hex("ops-key"),
             tiny = sha256_hex("tiny-key"),
+            chat = hedged_chat_route("chat", "slow", "fast", 150, ""),
         ),
     )
     .unwrap();

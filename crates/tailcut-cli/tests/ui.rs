@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use tailcut_gateway::tenancy::sha256_hex;
 use tailcut_testkit::cli::{serve, Spawned};
-use tailcut_testkit::config::{MEMORY_GATEWAY, SIM_PROVIDERS};
+use tailcut_testkit::config::{MEMORY_GATEWAY, SIM_HEDGED_JOBS, SIM_PROVIDERS};
 
 fn have_chromium() -> bool {
     if Command::new("chromium").arg("--version").output().is_ok_and(|o| o.status.success()) {
@@ -70,15 +70,7 @@ async fn the_status_page_shows_a_request_just_made_in_a_real_browser() {
         &cfg,
         format!(
             r#"{MEMORY_GATEWAY}keys = [{{ name = "admin", sha256 = "{admin}", admin = true }}, {{ name = "ops", sha256 = "{ops}", budget_usd = 1.0 }}]
-{SIM_PROVIDERS}[policies.jobs]
-kind = "hedge"
-primary = "slowsim"
-hedge = "fastsim"
-delay_ms = 200
-[routes.jobs]
-kind = "jobs"
-policy = "jobs"
-"#,
+{SIM_PROVIDERS}{SIM_HEDGED_JOBS}"#,
             admin = sha256_hex("admin-key"),
             ops = sha256_hex("ops-key"),
         ),

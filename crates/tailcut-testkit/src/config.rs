@@ -35,6 +35,19 @@ adapter = "sim"
 sim = { profile = "runpod", cold_fast_p = 0.0 }
 "#;
 
+/// Policy `jobs` hedging [`SIM_PROVIDERS`]' always-cold `slowsim` with the instant
+/// `fastsim` after 200 ms, served as the jobs route `jobs`: a job through it is hedged,
+/// won by `fastsim`, and its loser cancelled with a receipt.
+pub const SIM_HEDGED_JOBS: &str = r#"[policies.jobs]
+kind = "hedge"
+primary = "slowsim"
+hedge = "fastsim"
+delay_ms = 200
+[routes.jobs]
+kind = "jobs"
+policy = "jobs"
+"#;
+
 /// `[providers.NAME]`: an OpenAI-compatible provider at `base_url` (ending in `/v1`)
 /// that charges nothing.
 pub fn openai_provider(name: &str, base_url: &str) -> String {

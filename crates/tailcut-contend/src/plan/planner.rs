@@ -71,6 +71,8 @@ impl Planner {
         let a = &self.agents[i];
         Seat {
             agent: a.name.clone(),
+            kind: a.kind.clone(),
+            expected_error: None,
             profile: profile.map(str::to_string),
             predicted_p99_ms: p99,
             objective_ms: a.p99_objective_ms,
@@ -102,19 +104,22 @@ impl Planner {
                 }
                 let mut seats = Vec::new();
                 let mut ok = true;
+                let composition = self.interference.composition(mode);
+                let error = if group.len() == 2 { composition.pair_error } else { composition.group_error };
                 for &i in group {
                     let a = &self.agents[i];
-                    let mut p99 = a.solo_p99_ms;
+                    let mut factors = Vec::new();
                     for &j in group.iter().filter(|&&j| j != i) {
                         match self.interference.factor(mode, &a.kind, &self.agents[j].kind) {
-                            Some(f) => p99 *= f,
+                            Some(f) => factors.push(f),
                             None => ok = false,
                         }
                     }
+                    let p99 = a.solo_p99_ms * composition.model.combine(&factors);
                     if p99 > a.p99_objective_ms {
                         ok = false;
                     }
-                    seats.push(self.seat(i, None, p99));
+                    seats.push(Seat { expected_error: error, ..self.seat(i, None, p99) });
                 }
                 if ok {
                     return Some((mode, seats));
@@ -204,8 +209,20 @@ impl Planner {
             for s in &seats {
                 let partners: Vec<&str> = seats.iter().filter(|o| o.agent != s.agent).map(|o| o.agent.as_str()).collect();
                 let with = if partners.is_empty() { String::new() } else { format!(" with {}", partners.join(", ")) };
+                let error = match (mode, s.expected_error) {
+                    (GroupMode::Mps | GroupMode::TimeSlicing, Some(e)) => {
+                        format!(" (±{:.0}% expected, {} composition)", e * 100.0, self.interference.composition(mode).model.name())
+                    }
+                    (GroupMode::Mps | GroupMode::TimeSlicing, None) => {
+                        format!(
+                            " (error unknown: {} composition, not checked on measured groups)",
+                            self.interference.composition(mode).model.name()
+                        )
+                    }
+                    _ => String::new(),
+                };
                 explanations.push(format!(
-                    "{}: GPU {} ({}{}){with} — predicted p99 {:.2} ms ≤ objective {:.2} ms; {}",
+                    "{}: GPU {} ({}{}){with} — predicted p99 {:.2} ms{error} ≤ objective {:.2} ms; {}",
                     s.agent,
                     g,
                     mode.name(),

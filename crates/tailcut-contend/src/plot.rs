@@ -253,14 +253,14 @@ pub fn matrix_heatmap(path: &Path, m: &crate::matrix::MatrixReport) -> Result<()
     let n = m.agents.len().max(1);
     let cell = 130i32;
     let (left, top_margin) = (150i32, 110i32);
-    let width = (left + cell * n as i32 + 40) as u32;
+    let width = ((left + cell * n as i32 + 40) as u32).max(760);
     let height = (top_margin + cell * n as i32 + 90) as u32;
     let root = SVGBackend::new(path, (width, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let title = format!("tailcut contend matrix — {} (planner: {}), p99 factor shared / solo", m.mode, m.table_mode);
+    let title = format!("tailcut contend matrix — {} (fills the planner's {})", m.mode, m.table_mode);
     root.draw(&Text::new(title, (20, 15), ("sans-serif", 20))).map_err(|e| err(&e))?;
     let sub = format!(
-        "{} trial(s) × {:.2} s per run, {:.0} s in all; rows: victim, columns: aggressor; [bootstrap 95% interval]",
+        "victim's p99 shared / solo [bootstrap 95% interval]; {} trial(s) × {:.2} s per run, {:.0} s in all",
         m.trials, m.duration_s, m.run_time_s
     );
     root.draw(&Text::new(sub, (20, 42), ("sans-serif", 13).into_font().color(&RGBColor(90, 90, 90)))).map_err(|e| err(&e))?;

@@ -367,6 +367,13 @@ fn matrix(a: &ContendMatrixArgs) -> anyhow::Result<ExitCode> {
         return Err(BadInput(format!("--agent {}: the matrix measures agents that share this machine's processor", h.kind.name())).into());
     }
     set_think(&mut agents, a.think_ms);
+    // Check the outputs before a run that takes minutes, not after.
+    for path in [&a.table, &a.heatmap].into_iter().flatten() {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !dir.is_dir() {
+            return Err(BadInput(format!("{}: directory {} does not exist", path.display(), dir.display())).into());
+        }
+    }
     let names = matrix_names(&a.agents);
     let n = agents.len();
     let settings = tailcut_contend::matrix::MatrixSettings {

@@ -173,7 +173,7 @@ impl Interference {
 #[serde(deny_unknown_fields)]
 pub struct AgentsFile {
     /// The agents (none in a measured table written by `contend matrix`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<AgentNeed>,
     /// Interference factors.
     #[serde(default)]

@@ -142,6 +142,9 @@ pub struct ContendMatrixArgs {
     /// Print the whole result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also write the JSON result to this file (with the text report on standard output).
+    #[arg(long, value_name = "FILE")]
+    pub json_out: Option<PathBuf>,
 }
 
 /// Options of `tailcut contend verify`.
@@ -170,6 +173,9 @@ pub struct ContendVerifyArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also write the JSON result to this file (with the text report on standard output).
+    #[arg(long, value_name = "FILE")]
+    pub json_out: Option<PathBuf>,
 }
 
 /// Options of `tailcut contend agent`.

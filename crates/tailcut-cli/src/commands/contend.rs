@@ -368,7 +368,7 @@ fn matrix(a: &ContendMatrixArgs) -> anyhow::Result<ExitCode> {
     }
     set_think(&mut agents, a.think_ms);
     // Check the outputs before a run that takes minutes, not after.
-    for path in [&a.table, &a.heatmap].into_iter().flatten() {
+    for path in [&a.table, &a.heatmap, &a.json_out].into_iter().flatten() {
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if !dir.is_dir() {
             return Err(BadInput(format!("{}: directory {} does not exist", path.display(), dir.display())).into());
@@ -426,6 +426,9 @@ fn matrix(a: &ContendMatrixArgs) -> anyhow::Result<ExitCode> {
         tailcut_contend::plot::matrix_heatmap(path, &report)?;
         eprintln!("tailcut: wrote {}", path.display());
     }
+    if let Some(path) = &a.json_out {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -466,6 +469,9 @@ fn verify(a: &ContendVerifyArgs) -> anyhow::Result<ExitCode> {
     })
     .map_err(protocol_error)?;
     bar.finish_and_clear();
+    if let Some(path) = &a.json_out {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -26,7 +26,17 @@ fn bits(set: &[usize]) -> u128 {
 
 impl Planner {
     /// Validates inputs and builds a planner.
-    pub fn new(file: AgentsFile, pool: GpuPool) -> Result<Planner, PlanError> {
+    pub fn new(mut file: AgentsFile, pool: GpuPool) -> Result<Planner, PlanError> {
+        for a in &mut file.agents {
+            if a.p99_objective_ms <= 0.0 {
+                if let Some(x) = a.objective_x_solo {
+                    if !(x.is_finite() && x > 0.0) {
+                        return Err(PlanError::Invalid(format!("agent `{}`: objective_x_solo must be a positive number", a.name)));
+                    }
+                    a.p99_objective_ms = a.solo_p99_ms * x;
+                }
+            }
+        }
         let model = mig::model(&pool.model).map_err(|e| PlanError::Invalid(e.to_string()))?;
         if file.agents.len() > 128 {
             return Err(PlanError::Invalid("at most 128 agents per plan".into()));
@@ -34,7 +44,7 @@ impl Planner {
         for a in &file.agents {
             if !(a.memory_gb >= 0.0 && a.p99_objective_ms > 0.0 && a.solo_p99_ms > 0.0 && a.mig_scaling >= 0.0) {
                 return Err(PlanError::Invalid(format!(
-                    "agent `{}`: memory_gb ≥ 0, p99_objective_ms > 0, solo_p99_ms > 0 and mig_scaling ≥ 0 required",
+                    "agent `{}`: memory_gb ≥ 0, p99_objective_ms > 0 (or objective_x_solo), solo_p99_ms > 0 (or a --table measuring its kind) and mig_scaling ≥ 0 required",
                     a.name
                 )));
             }

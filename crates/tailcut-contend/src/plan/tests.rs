@@ -3,7 +3,15 @@ use super::*;
 use std::collections::BTreeMap;
 
 fn agent(name: &str, kind: &str, mem: f64, obj: f64, solo: f64) -> AgentNeed {
-    AgentNeed { name: name.into(), kind: kind.into(), memory_gb: mem, p99_objective_ms: obj, solo_p99_ms: solo, mig_scaling: 1.0 }
+    AgentNeed {
+        name: name.into(),
+        kind: kind.into(),
+        memory_gb: mem,
+        p99_objective_ms: obj,
+        objective_x_solo: None,
+        solo_p99_ms: solo,
+        mig_scaling: 1.0,
+    }
 }
 
 fn interference() -> Interference {
@@ -204,8 +212,13 @@ groups_checked = 6
         interference: interference(),
         solo_p99_ms: BTreeMap::new(),
     };
+    file.agents[0].p99_objective_ms = 0.0;
+    file.agents[0].objective_x_solo = Some(3.0);
     file.apply_table(&table);
     assert_eq!(file.agents[0].solo_p99_ms, 1.5);
+    let plan = Planner::new(file.clone(), pool(2)).unwrap().plan().unwrap();
+    let r = plan.gpus.iter().flat_map(|g| &g.seats).find(|s| s.agent == "r").unwrap();
+    assert!((r.objective_ms - 4.5).abs() < 1e-9, "3 × the measured 1.5 ms: {r:?}");
     assert_eq!(file.agents[1].solo_p99_ms, 9.0, "a given solo p99 is kept");
     assert_eq!(file.interference.factor(GroupMode::TimeSlicing, "fft", "gemm"), Some(2.5));
     assert_eq!(file.interference.factor(GroupMode::TimeSlicing, "gemm", "fft"), Some(1.05), "unmeasured keys are kept");

@@ -14,8 +14,13 @@ pub struct AgentNeed {
     pub kind: String,
     /// GPU memory needed, GB.
     pub memory_gb: f64,
-    /// p99 objective, ms.
+    /// p99 objective, ms; 0 or absent: `objective_x_solo` × solo p99.
+    #[serde(default)]
     pub p99_objective_ms: f64,
+    /// The objective as a multiple of the solo p99 (e.g. 2.5), for inputs written before
+    /// the device was measured; used when `p99_objective_ms` is not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objective_x_solo: Option<f64>,
     /// p99 alone on a whole GPU, ms; 0 or absent: taken from a measured table's
     /// `[solo_p99_ms]` for this kind (`contend plan --table`).
     #[serde(default)]

@@ -118,7 +118,7 @@ impl Model {
     /// A model with a key-value cache of `ctx` positions (at least 2).
     pub fn new(ctx: usize) -> Model {
         let ctx = ctx.max(2);
-        let mut seed = 0x7a11_c07u64;
+        let mut seed = 0x07a1_1c07_u64;
         let d = D_MODEL;
         let scale = 1.0 / (d as f32).sqrt();
         let layers = (0..LAYERS)

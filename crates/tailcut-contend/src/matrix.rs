@@ -137,7 +137,7 @@ pub fn groups(n: usize, triples: bool) -> Vec<Vec<usize>> {
 pub fn trial_order(count: usize, trial: u32) -> Vec<usize> {
     let shift = (trial as usize).saturating_sub(1) % count.max(1);
     let mut order: Vec<usize> = (0..count).map(|k| (k + shift) % count).collect();
-    if trial % 2 == 0 {
+    if trial.is_multiple_of(2) {
         order.reverse();
     }
     order

@@ -230,6 +230,12 @@ fn matrix_table_feeds_plan_and_verify_closes_the_loop() {
     let text = std::fs::read_to_string(&table).unwrap();
     assert!(text.contains("[interference.time-slicing]") && text.contains("\"fft:256x4<-gemm:64\""), "{text}");
     assert!(std::fs::read_to_string(&heat).unwrap().contains("solo p99"));
+    // An earlier result renders again without measuring.
+    let saved = dir.path().join("m.json");
+    std::fs::write(&saved, &out.stdout).unwrap();
+    let again = tailcut(&["contend", "matrix", "--from", saved.to_str().unwrap()]);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert!(String::from_utf8_lossy(&again.stdout).contains("victim \\ aggressor"));
 
     // The planner reads the table: solo p99 from it, objectives generous enough to share.
     let agents = dir.path().join("agents.toml");
@@ -300,7 +306,8 @@ fn matrix_and_verify_reject_bad_input_with_exit_2() {
 
 #[test]
 fn expect_share_flags_a_share_that_is_not_enforced() {
-    // Two CPU-bound agents time-slice one core: each gets about half of it, not 0.9.
+    // Two CPU-bound agents time-slice one core: each gets about half of it, far from the
+    // 5% slice it was "configured" (tests running alongside move the half, not this far).
     let args = |share: &str, tol: &str| {
         tailcut(&[
             "contend",
@@ -325,12 +332,12 @@ fn expect_share_flags_a_share_that_is_not_enforced() {
             tol,
         ])
     };
-    let out = args("0.9", "0.1");
+    let out = args("0.05", "0.01");
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("NOT ENFORCED"), "{text}");
-    let out = args("0.5", "1.0");
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let out = args("0.5", "10");
+    assert_eq!(out.status.code(), Some(0), "within any tolerance: {}", String::from_utf8_lossy(&out.stdout));
     let out = args("1.5", "0.1");
     assert_eq!(out.status.code(), Some(2));
 }

@@ -282,8 +282,11 @@ pub fn matrix_heatmap(path: &Path, m: &crate::matrix::MatrixReport) -> Result<()
             let found = m.pairs.iter().find(|c| &c.victim == v && c.aggressors.len() == 1 && &c.aggressors[0] == a);
             let (fill, lines): (RGBColor, Vec<String>) = if i == j {
                 let solo = m.solo.get(v);
-                let p99 = solo.map(|s| s.p99_ms.unwrap_or(s.p95_ms)).unwrap_or(f64::NAN);
-                (RGBColor(240, 240, 240), vec!["solo p99".into(), format!("{} ms", fmt_ms(p99))])
+                let (q, tail) = match solo.and_then(|s| s.p99_ms) {
+                    Some(p) => ("p99", p),
+                    None => ("p95", solo.map_or(f64::NAN, |s| s.p95_ms)),
+                };
+                (RGBColor(240, 240, 240), vec![format!("solo {q}"), format!("{} ms", fmt_ms(tail))])
             } else if let Some(c) = found {
                 let mut l = vec![format!("×{:.2}", c.factor), format!("[{:.2}–{:.2}]", c.ci95[0], c.ci95[1])];
                 if c.quantile != "p99" {

@@ -230,7 +230,7 @@ impl VerifyReport {
                     c.agent.clone(),
                     format!("{} {}", c.gpu, c.mode.name()),
                     c.samples.to_string(),
-                    format!("{:.3}", c.measured_p99_ms),
+                    format!("{:.3}{}", c.measured_p99_ms, if c.samples < 100 { "*" } else { "" }),
                     format!("{:.3}", c.objective_ms),
                     if c.met { "met".into() } else { "MISSED".into() },
                     format!("{:.3}", c.predicted_p99_ms),
@@ -244,6 +244,9 @@ impl VerifyReport {
             })
             .collect();
         s.push_str(&crate::report::table(&["agent", "device", "n", "p99 ms", "objective", "", "predicted", "error", "expected"], &rows));
+        if self.seats.iter().any(|c| c.samples < 100) {
+            s.push_str("* under 100 samples: the p99 is close to the maximum; give a longer --duration or more --trials\n");
+        }
         if let Some(e) = self.pair_mean_abs_error {
             let _ = writeln!(s, "\nprediction error, agents sharing with one other: mean |error| {:.1}%", e * 100.0);
         }

@@ -102,8 +102,12 @@ pub struct ContendRunArgs {
 pub struct ContendMatrixArgs {
     /// An agent (as for `contend run`: `kind` or `kind:size`). At least two; give one twice
     /// to measure it against itself (`x<-x`).
-    #[arg(long = "agent", required = true)]
+    #[arg(long = "agent", required_unless_present = "from")]
     pub agents: Vec<String>,
+    /// Measure nothing: read an earlier result (`--json` / `--json-out`) and write its text,
+    /// table and heatmap again.
+    #[arg(long, value_name = "FILE", conflicts_with = "agents")]
+    pub from: Option<PathBuf>,
     /// same-core (fills the plan's time-slicing table) or separate-cores (fills mps) on the
     /// CPU; time-slicing or mps on CUDA.
     #[arg(long, default_value = "same-core")]

@@ -362,6 +362,13 @@ fn matrix_names(texts: &[String]) -> Vec<String> {
 }
 
 fn matrix(a: &ContendMatrixArgs) -> anyhow::Result<ExitCode> {
+    if let Some(from) = &a.from {
+        let text = std::fs::read_to_string(from).with_context(|| format!("cannot read {}", from.display()))?;
+        let report: tailcut_contend::matrix::MatrixReport =
+            serde_json::from_str(&text).map_err(|e| BadInput(format!("{}: not a `contend matrix --json` result: {e}", from.display())))?;
+        let command = format!("tailcut contend matrix (read from {})", from.display());
+        return write_matrix(a, &report, &command);
+    }
     let mut agents = a.agents.iter().map(|t| parse_agent(t)).collect::<Result<Vec<_>, _>>()?;
     if let Some(h) = agents.iter().find(|s| s.kind == AgentKind::Http) {
         return Err(BadInput(format!("--agent {}: the matrix measures agents that share this machine's processor", h.kind.name())).into());
@@ -418,19 +425,23 @@ fn matrix(a: &ContendMatrixArgs) -> anyhow::Result<ExitCode> {
         a.trials,
         humantime::format_duration(a.duration)
     );
+    write_matrix(a, &report, &command)
+}
+
+fn write_matrix(a: &ContendMatrixArgs, report: &tailcut_contend::matrix::MatrixReport, command: &str) -> anyhow::Result<ExitCode> {
     if let Some(path) = &a.table {
-        std::fs::write(path, report.table_toml(&command)?).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(path, report.table_toml(command)?).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("tailcut: wrote {}", path.display());
     }
     if let Some(path) = &a.heatmap {
-        tailcut_contend::plot::matrix_heatmap(path, &report)?;
+        tailcut_contend::plot::matrix_heatmap(path, report)?;
         eprintln!("tailcut: wrote {}", path.display());
     }
     if let Some(path) = &a.json_out {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(path, serde_json::to_string_pretty(report)?).with_context(|| format!("cannot write {}", path.display()))?;
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", serde_json::to_string_pretty(report)?);
     } else {
         print!("{}", report.render());
     }

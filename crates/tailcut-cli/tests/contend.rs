@@ -191,3 +191,179 @@ fn plan_example_places_every_agent_within_objective() {
     }
     assert!(std::fs::read_to_string(&k8s).unwrap().contains("version: v1"));
 }
+
+#[test]
+fn matrix_table_feeds_plan_and_verify_closes_the_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("m.toml");
+    let heat = dir.path().join("m.svg");
+    let out = tailcut(&[
+        "contend",
+        "matrix",
+        "--agent",
+        "fft:256x4",
+        "--agent",
+        "gemm:64",
+        "--agent",
+        "llm-decode:64",
+        "--triples",
+        "--trials",
+        "1",
+        "--warmup",
+        "20ms",
+        "--duration",
+        "150ms",
+        "--bootstrap",
+        "30",
+        "--table",
+        table.to_str().unwrap(),
+        "--heatmap",
+        heat.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["pairs"].as_array().unwrap().len(), 6, "every ordered pair of three agents");
+    assert_eq!(v["triples"].as_array().unwrap().len(), 3);
+    assert_eq!(v["table_mode"], "time-slicing");
+    assert!(v["composition"]["group_error"].is_f64(), "triples check the composition: {}", v["composition"]);
+    let text = std::fs::read_to_string(&table).unwrap();
+    assert!(text.contains("[interference.time-slicing]") && text.contains("\"fft:256x4<-gemm:64\""), "{text}");
+    assert!(std::fs::read_to_string(&heat).unwrap().contains("solo p99"));
+    // An earlier result renders again without measuring.
+    let saved = dir.path().join("m.json");
+    std::fs::write(&saved, &out.stdout).unwrap();
+    let again = tailcut(&["contend", "matrix", "--from", saved.to_str().unwrap()]);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert!(String::from_utf8_lossy(&again.stdout).contains("victim \\ aggressor"));
+
+    // The planner reads the table: solo p99 from it, objectives generous enough to share.
+    let agents = dir.path().join("agents.toml");
+    std::fs::write(
+        &agents,
+        "[[agents]]\nname = \"router\"\nkind = \"fft:256x4\"\nmemory_gb = 0\np99_objective_ms = 10000\n\n\
+         [[agents]]\nname = \"decoder\"\nkind = \"llm-decode:64\"\nmemory_gb = 0\np99_objective_ms = 10000\n",
+    )
+    .unwrap();
+    let pool = dir.path().join("pool.toml");
+    std::fs::write(&pool, "model = \"h100-80gb\"\ncount = 2\nmodes = [\"dedicated\", \"time-slicing\"]\nmax_share = 3\n").unwrap();
+    let out = tailcut(&[
+        "contend",
+        "plan",
+        "--agents",
+        agents.to_str().unwrap(),
+        "--gpus",
+        pool.to_str().unwrap(),
+        "--table",
+        table.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["gpus_used"], 1, "{plan}");
+    assert_eq!(plan["gpus"][0]["mode"], "time-slicing");
+    let seat = &plan["gpus"][0]["seats"][0];
+    assert!(seat["expected_error"].is_f64(), "a measured pair carries its error: {seat}");
+    let plan_path = dir.path().join("plan.json");
+    std::fs::write(&plan_path, &out.stdout).unwrap();
+    let out =
+        tailcut(&["contend", "verify", plan_path.to_str().unwrap(), "--trials", "1", "--warmup", "20ms", "--duration", "150ms", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["seats"].as_array().unwrap().len(), 2);
+    for s in r["seats"].as_array().unwrap() {
+        assert!(s["measured_p99_ms"].as_f64().unwrap() > 0.0 && s["met"] == true, "{s}");
+    }
+    assert!(r["pair_mean_abs_error"].is_f64());
+
+    // The same plan with an objective nobody can meet: verify exits 1 and names the agent.
+    let strict = String::from_utf8(std::fs::read(&plan_path).unwrap()).unwrap().replace("10000.0", "0.000001");
+    assert!(strict.contains("0.000001"), "{strict}");
+    std::fs::write(&plan_path, strict).unwrap();
+    let out = tailcut(&["contend", "verify", plan_path.to_str().unwrap(), "--trials", "1", "--warmup", "20ms", "--duration", "100ms"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("objective MISSED: router, decoder"), "{text}");
+}
+
+#[test]
+fn matrix_and_verify_reject_bad_input_with_exit_2() {
+    let out = tailcut(&["contend", "matrix", "--agent", "fft"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least two"));
+    let out = tailcut(&["contend", "matrix", "--agent", "fft", "--agent", "tpu"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown kind"));
+    let out = tailcut(&["contend", "matrix", "--agent", "fft", "--agent", "gemm", "--table", "/nonexistent-dir/t.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("plan.json");
+    std::fs::write(&p, "{}").unwrap();
+    let out = tailcut(&["contend", "verify", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a `contend plan --json` result"));
+}
+
+#[test]
+fn expect_share_flags_a_share_that_is_not_enforced() {
+    // Two CPU-bound agents time-slice one core: each gets about half of it, far from the
+    // 5% slice it was "configured" (tests running alongside move the half, not this far).
+    let args = |share: &str, tol: &str| {
+        tailcut(&[
+            "contend",
+            "run",
+            "--agent",
+            "fft:1024x8",
+            "--agent",
+            "gemm:128",
+            "--mode",
+            "same-core",
+            "--trials",
+            "1",
+            "--warmup",
+            "20ms",
+            "--duration",
+            "300ms",
+            "--bootstrap",
+            "20",
+            "--expect-share",
+            share,
+            "--share-tolerance",
+            tol,
+        ])
+    };
+    let out = args("0.05", "0.01");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("NOT ENFORCED"), "{text}");
+    let out = args("0.5", "10");
+    assert_eq!(out.status.code(), Some(0), "within any tolerance: {}", String::from_utf8_lossy(&out.stdout));
+    let out = args("1.5", "0.1");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn agent_loop_reports_ttft_and_tpot_per_call() {
+    let out = tailcut(&[
+        "contend",
+        "agent",
+        "--kind",
+        "agent-loop",
+        "--size",
+        "4",
+        "--think-ms",
+        "1",
+        "--warmup-ms",
+        "0",
+        "--duration-ms",
+        "60000",
+        "--iterations",
+        "3",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["samples_ns"].as_array().unwrap().len(), 3);
+    assert_eq!(v["ttft_ns"].as_array().unwrap().len(), 3);
+    assert_eq!(v["tpot_ns"].as_array().unwrap().len(), 3);
+    assert_eq!(v["spec"]["think_ms"], 1);
+}

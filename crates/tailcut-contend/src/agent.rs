@@ -19,12 +19,25 @@ pub enum AgentKind {
     CudaFft,
     /// Square SGEMM on a CUDA device (cuBLAS), timed with CUDA events.
     CudaGemm,
-    /// Requests to an OpenAI-compatible endpoint at a fixed rate (latency and TTFT).
+    /// Requests to an OpenAI-compatible endpoint at a fixed rate (latency, TTFT, TPOT).
     Http,
+    /// A tiny transformer's prefill over a prompt: compute-bound bursts (one iteration is
+    /// one prompt, i.e. a time to first token).
+    LlmPrefill,
+    /// The same transformer's token loop over a growing key-value cache: bound by memory
+    /// bandwidth (one iteration is one output token, i.e. a time per output token).
+    LlmDecode,
+    /// Model calls (a prefill, then output tokens) separated by think time; records time
+    /// to first token and time per output token of every call.
+    AgentLoop,
 }
 
 impl AgentKind {
-    /// Parses `fft`, `gemm`, `membw`, `cuda-fft`, `cuda-gemm`, `http`.
+    /// Every kind's name, in the order `--help` lists them.
+    pub const NAMES: &'static str = "fft, gemm, membw, llm-prefill, llm-decode, agent-loop, cuda-fft, cuda-gemm or http";
+
+    /// Parses `fft`, `gemm`, `membw`, `llm-prefill`, `llm-decode`, `agent-loop`,
+    /// `cuda-fft`, `cuda-gemm`, `http`.
     pub fn parse(s: &str) -> Option<AgentKind> {
         Some(match s {
             "fft" => AgentKind::Fft,
@@ -33,6 +46,9 @@ impl AgentKind {
             "cuda-fft" => AgentKind::CudaFft,
             "cuda-gemm" => AgentKind::CudaGemm,
             "http" => AgentKind::Http,
+            "llm-prefill" => AgentKind::LlmPrefill,
+            "llm-decode" => AgentKind::LlmDecode,
+            "agent-loop" => AgentKind::AgentLoop,
             _ => return None,
         })
     }
@@ -46,10 +62,14 @@ impl AgentKind {
             AgentKind::CudaFft => "cuda-fft",
             AgentKind::CudaGemm => "cuda-gemm",
             AgentKind::Http => "http",
+            AgentKind::LlmPrefill => "llm-prefill",
+            AgentKind::LlmDecode => "llm-decode",
+            AgentKind::AgentLoop => "agent-loop",
         }
     }
 
-    /// Default problem size: FFT points, matrix side, MiB copied, or 0.
+    /// Default problem size: FFT points, matrix side, MiB copied, prompt tokens
+    /// (llm-prefill), context length (llm-decode), output tokens per call (agent-loop), or 0.
     pub fn default_size(self) -> usize {
         match self {
             AgentKind::Fft => 4096,
@@ -58,6 +78,9 @@ impl AgentKind {
             AgentKind::CudaFft => 4096,
             AgentKind::CudaGemm => 8192,
             AgentKind::Http => 0,
+            AgentKind::LlmPrefill => 32,
+            AgentKind::LlmDecode => 512,
+            AgentKind::AgentLoop => 16,
         }
     }
 
@@ -84,6 +107,9 @@ pub struct AgentSpec {
     pub model: Option<String>,
     /// Requests per second (http).
     pub rate_per_s: f64,
+    /// Think time between model calls, ms (agent-loop).
+    #[serde(default)]
+    pub think_ms: u64,
 }
 
 impl AgentSpec {
@@ -97,7 +123,24 @@ impl AgentSpec {
             url: None,
             model: None,
             rate_per_s: 5.0,
+            think_ms: if kind == AgentKind::AgentLoop { 10 } else { 0 },
         }
+    }
+
+    /// Parses `kind`, `kind:size` or `kind:size x batch` (e.g. `gemm:512`, `fft:4096x8`).
+    pub fn parse(text: &str) -> Result<AgentSpec, AgentError> {
+        let (kind, rest) = text.split_once(':').map_or((text, None), |(k, r)| (k, Some(r)));
+        let kind = AgentKind::parse(kind.trim())
+            .ok_or_else(|| AgentError::Invalid(format!("agent `{text}`: unknown kind (expected {})", AgentKind::NAMES)))?;
+        let mut spec = AgentSpec::new(kind);
+        if let Some(rest) = rest {
+            let (size, batch) = rest.split_once('x').map_or((rest, None), |(s, b)| (s, Some(b)));
+            spec.size = size.trim().parse().map_err(|_| AgentError::Invalid(format!("agent `{text}`: size must be a whole number")))?;
+            if let Some(b) = batch {
+                spec.batch = b.trim().parse().map_err(|_| AgentError::Invalid(format!("agent `{text}`: batch must be a whole number")))?;
+            }
+        }
+        Ok(spec)
     }
 }
 
@@ -129,6 +172,10 @@ pub struct Samples {
     /// Time to first token per request, ns (http only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ttft_ns: Vec<u64>,
+    /// Time per output token per model call, ns: (call latency − TTFT) / (tokens − 1)
+    /// (http, agent-loop).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tpot_ns: Vec<u64>,
     /// Length of the measurement window actually covered, ns.
     pub window_ns: u64,
     /// Failed iterations (http errors).

@@ -1,6 +1,6 @@
 //! The HTTP agent: an OpenAI-compatible endpoint driven at a fixed request rate,
-//! recording each request's latency and time to first token (for vLLM pods sharing a
-//! GPU). Requests follow an open-loop schedule and latency is measured from each
+//! recording each request's latency, time to first token and time per output token (for
+//! vLLM pods sharing a GPU). Requests follow an open-loop schedule and latency is measured from each
 //! request's *scheduled* send time, so a slow server cannot hide its queueing
 //! (no coordinated omission).
 
@@ -15,6 +15,9 @@ pub struct HttpSamples {
     pub latency_ns: Vec<u64>,
     /// Time to the first content token per successful request, ns.
     pub ttft_ns: Vec<u64>,
+    /// Time per output token per successful request with at least two content chunks, ns:
+    /// (latency − TTFT) / (chunks − 1), each streamed content chunk counted as a token.
+    pub tpot_ns: Vec<u64>,
     /// Window covered, ns.
     pub window_ns: u64,
     /// Failed requests.
@@ -33,8 +36,9 @@ fn has_content_delta(line: &str) -> bool {
     })
 }
 
-/// One streamed chat completion: (latency, ttft) from `scheduled`.
-fn one(agent: &ureq::Agent, url: &str, model: &str, scheduled: Instant) -> Result<(Duration, Duration), String> {
+/// One streamed chat completion: (latency, ttft) from `scheduled`, and the number of
+/// content chunks.
+fn one(agent: &ureq::Agent, url: &str, model: &str, scheduled: Instant) -> Result<(Duration, Duration, u64), String> {
     let body = serde_json::json!({
         "model": model,
         "messages": [{"role": "user", "content": "Reply with one short sentence."}],
@@ -43,17 +47,21 @@ fn one(agent: &ureq::Agent, url: &str, model: &str, scheduled: Instant) -> Resul
     });
     let resp = agent.post(url).set("content-type", "application/json").send_string(&body.to_string()).map_err(|e| e.to_string())?;
     let mut ttft = None;
+    let mut chunks = 0u64;
     for line in BufReader::new(resp.into_reader()).lines() {
         let line = line.map_err(|e| e.to_string())?;
-        if ttft.is_none() && has_content_delta(&line) {
-            ttft = Some(scheduled.elapsed());
+        if has_content_delta(&line) {
+            chunks += 1;
+            if ttft.is_none() {
+                ttft = Some(scheduled.elapsed());
+            }
         }
         if line.trim() == "data: [DONE]" {
             break;
         }
     }
     let total = scheduled.elapsed();
-    Ok((total, ttft.unwrap_or(total)))
+    Ok((total, ttft.unwrap_or(total), chunks))
 }
 
 /// Drives the endpoint for the window.
@@ -88,9 +96,12 @@ pub fn run(spec: &AgentSpec, window: &Window) -> Result<HttpSamples, AgentError>
             std::thread::sleep(wait);
         }
         match one(&agent, &url, &model, scheduled) {
-            Ok((total, ttft)) => {
+            Ok((total, ttft, chunks)) => {
                 out.latency_ns.push(total.as_nanos() as u64);
                 out.ttft_ns.push(ttft.as_nanos() as u64);
+                if chunks >= 2 {
+                    out.tpot_ns.push((total - ttft).as_nanos() as u64 / (chunks - 1));
+                }
             }
             Err(_) => out.errors += 1,
         }
@@ -109,6 +120,11 @@ mod tests {
     /// A tiny OpenAI-compatible streaming server on 127.0.0.1 that pauses before its
     /// first token.
     fn serve(first_token_delay: Duration) -> String {
+        serve_tokens(first_token_delay, 1, Duration::ZERO)
+    }
+
+    /// The same server streaming `tokens` content chunks, `gap` apart.
+    fn serve_tokens(first_token_delay: Duration, tokens: usize, gap: Duration) -> String {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         std::thread::spawn(move || {
@@ -120,7 +136,14 @@ mod tests {
                 let _ = s.write_all(b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n");
                 let _ = s.flush();
                 std::thread::sleep(first_token_delay);
-                let _ = s.write_all(b"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n");
+                for t in 0..tokens {
+                    if t > 0 {
+                        std::thread::sleep(gap);
+                    }
+                    let _ = s.write_all(b"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n");
+                    let _ = s.flush();
+                }
+                let _ = s.write_all(b"data: [DONE]\n\n");
             }
         });
         format!("http://{addr}")
@@ -135,6 +158,20 @@ mod tests {
         assert!(r.latency_ns.len() >= 3, "{r:?}");
         assert_eq!(r.errors, 0);
         assert!(r.ttft_ns.iter().all(|&t| t >= 30_000_000), "{:?}", r.ttft_ns);
+    }
+
+    #[test]
+    fn measures_time_per_output_token() {
+        let url = serve_tokens(Duration::from_millis(5), 5, Duration::from_millis(10));
+        let spec = AgentSpec { url: Some(url), rate_per_s: 10.0, ..AgentSpec::new(crate::agent::AgentKind::Http) };
+        let w = Window { start_at_unix_ms: 0, warmup: Duration::ZERO, duration: Duration::from_secs(60), max_iterations: Some(3) };
+        let r = run(&spec, &w).unwrap();
+        assert_eq!(r.tpot_ns.len(), 3, "{r:?}");
+        // Four 10 ms gaps between five tokens: at least 10 ms per output token.
+        assert!(r.tpot_ns.iter().all(|&t| t >= 10_000_000), "{:?}", r.tpot_ns);
+        let single = serve(Duration::from_millis(1));
+        let spec = AgentSpec { url: Some(single), rate_per_s: 10.0, ..AgentSpec::new(crate::agent::AgentKind::Http) };
+        assert!(run(&spec, &w).unwrap().tpot_ns.is_empty(), "one token has no time per output token");
     }
 
     #[test]

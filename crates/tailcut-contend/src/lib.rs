@@ -4,13 +4,18 @@
 //! configuration to run the same experiment on GPUs, and plans placements.
 //!
 //! - [`agent`]: what an agent is (kind, settings, window, samples);
-//! - [`workload`]: the agents — CPU `fft`, `gemm`, `membw`; CUDA `cuda-fft`, `cuda-gemm`
+//! - [`workload`]: the agents — CPU `fft`, `gemm`, `membw`; LLM-like `llm-prefill`,
+//!   `llm-decode`, `agent-loop` ([`llm`]: a tiny random transformer); CUDA `cuda-fft`, `cuda-gemm`
 //!   (feature `cuda`); `http` (an OpenAI-compatible endpoint at a fixed rate) — each
 //!   timing every iteration;
 //! - [`protocol`]: the coordinator — warm-up, each agent solo, then all together,
 //!   repeated over interleaved trials, every agent in its own OS process;
 //! - [`stats`]: p50/p95/p99/p99.9, jitter, throughput, degradation factors with
 //!   bootstrap intervals, the "hidden tail damage" verdict;
+//! - [`matrix`]: the interference matrix — every agent solo, every ordered pair (and
+//!   triple), bootstrap intervals, the planner's table and the fitted composition model;
+//! - [`verify`]: runs a plan's co-locations and checks measured p99 against objective
+//!   and prediction;
 //! - [`report`]: tables, JSON and side-by-side comparison of runs;
 //! - [`plot`]: SVG ECDFs (solo vs shared) and degradation bars;
 //! - [`mig`]: MIG profiles and placement rules for A100 40/80 GB, H100 80 GB, H200 141 GB;
@@ -24,10 +29,13 @@ pub mod agent;
 pub mod cuda;
 pub mod http;
 pub mod k8s;
+pub mod llm;
+pub mod matrix;
 pub mod mig;
 pub mod plan;
 pub mod plot;
 pub mod protocol;
 pub mod report;
 pub mod stats;
+pub mod verify;
 pub mod workload;

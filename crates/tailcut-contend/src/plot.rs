@@ -1,4 +1,4 @@
-//! SVG for a contention run: one row per agent — on the left the latency tail solo vs
+//! SVG for a contention run (and [`matrix_heatmap`] for an interference matrix): one row per agent — on the left the latency tail solo vs
 //! shared as a complementary CDF, P(latency > x), with both axes logarithmic (so p99 and
 //! p99.9 are a decade apart and a tail that stretches is visible), ticked on a 1-2-5
 //! sequence that stays labelled below 1 ms; on the right the degradation factors per
@@ -221,6 +221,112 @@ pub fn contention_svg(path: &Path, report: &RunReport) -> Result<(), PlotError> 
             ))
             .map_err(|e| err(&e))?;
     }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// Colour of a factor on a log scale from ×1 (white) through orange to ×`top` (dark red);
+/// factors below 1 (the victim got faster) are pale blue.
+fn heat(f: f64, top: f64) -> RGBColor {
+    if !f.is_finite() {
+        return RGBColor(220, 220, 220);
+    }
+    if f < 1.0 {
+        return RGBColor(222, 235, 247);
+    }
+    let t = (f.ln() / top.max(1.01).ln()).clamp(0.0, 1.0);
+    let lerp = |a: u8, b: u8, t: f64| (f64::from(a) + (f64::from(b) - f64::from(a)) * t).round() as u8;
+    if t < 0.5 {
+        let u = t * 2.0;
+        RGBColor(255, lerp(255, 170, u), lerp(255, 60, u))
+    } else {
+        let u = (t - 0.5) * 2.0;
+        RGBColor(lerp(255, 150, u), lerp(170, 0, u), lerp(60, 20, u))
+    }
+}
+
+/// The interference matrix as a heatmap: victims down, aggressors across, each cell the
+/// victim's p99 factor with its bootstrap interval; the diagonal gives each agent's solo
+/// p99.
+pub fn matrix_heatmap(path: &Path, m: &crate::matrix::MatrixReport) -> Result<(), PlotError> {
+    let err = |e: &dyn std::fmt::Display| PlotError { path: path.display().to_string(), message: e.to_string() };
+    let n = m.agents.len().max(1);
+    let cell = 130i32;
+    let (left, top_margin) = (150i32, 110i32);
+    let width = ((left + cell * n as i32 + 40) as u32).max(760);
+    let height = (top_margin + cell * n as i32 + 90) as u32;
+    let root = SVGBackend::new(path, (width, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let title = format!("tailcut contend matrix — {} (fills the planner's {})", m.mode, m.table_mode);
+    root.draw(&Text::new(title, (20, 15), ("sans-serif", 20))).map_err(|e| err(&e))?;
+    let sub = format!(
+        "victim's p99 shared / solo [bootstrap 95% interval]; {} trial(s) × {:.2} s per run, {:.0} s in all",
+        m.trials, m.duration_s, m.run_time_s
+    );
+    root.draw(&Text::new(sub, (20, 42), ("sans-serif", 13).into_font().color(&RGBColor(90, 90, 90)))).map_err(|e| err(&e))?;
+    let top = m.pairs.iter().map(|c| c.factor).filter(|f| f.is_finite()).fold(2.0f64, f64::max);
+    let centre = |s: u32| {
+        TextStyle::from(("sans-serif", s).into_font()).pos(text_anchor::Pos::new(text_anchor::HPos::Center, text_anchor::VPos::Center))
+    };
+    for (j, a) in m.agents.iter().enumerate() {
+        let x = left + cell * j as i32 + cell / 2;
+        root.draw(&Text::new(a.clone(), (x, top_margin - 18), centre(14))).map_err(|e| err(&e))?;
+    }
+    root.draw(&Text::new("aggressor →", (left, top_margin - 45), ("sans-serif", 13))).map_err(|e| err(&e))?;
+    root.draw(&Text::new("victim ↓", (20, top_margin - 18), ("sans-serif", 13))).map_err(|e| err(&e))?;
+    for (i, v) in m.agents.iter().enumerate() {
+        let y0 = top_margin + cell * i as i32;
+        root.draw(&Text::new(v.clone(), (20, y0 + cell / 2 - 7), ("sans-serif", 14))).map_err(|e| err(&e))?;
+        for (j, a) in m.agents.iter().enumerate() {
+            let x0 = left + cell * j as i32;
+            let found = m.pairs.iter().find(|c| &c.victim == v && c.aggressors.len() == 1 && &c.aggressors[0] == a);
+            let (fill, lines): (RGBColor, Vec<String>) = if i == j {
+                let solo = m.solo.get(v);
+                let (q, tail) = match solo.and_then(|s| s.p99_ms) {
+                    Some(p) => ("p99", p),
+                    None => ("p95", solo.map_or(f64::NAN, |s| s.p95_ms)),
+                };
+                (RGBColor(240, 240, 240), vec![format!("solo {q}"), format!("{} ms", fmt_ms(tail))])
+            } else if let Some(c) = found {
+                let mut l = vec![format!("×{:.2}", c.factor), format!("[{:.2}–{:.2}]", c.ci95[0], c.ci95[1])];
+                if c.quantile != "p99" {
+                    l.push(format!("({})", c.quantile));
+                }
+                (heat(c.factor, top), l)
+            } else {
+                (RGBColor(220, 220, 220), vec!["not measured".into()])
+            };
+            root.draw(&Rectangle::new([(x0, y0), (x0 + cell - 2, y0 + cell - 2)], ShapeStyle::from(&fill).filled()))
+                .map_err(|e| err(&e))?;
+            let dark = found.is_some_and(|c| heat(c.factor, top).1 < 90);
+            for (k, line) in lines.iter().enumerate() {
+                let size = if k == 0 { 20 } else { 13 };
+                let style = centre(size).color(if dark { &WHITE } else { &BLACK });
+                let y = y0 + cell / 2 - 14 + 26 * k as i32;
+                root.draw(&Text::new(line.clone(), (x0 + cell / 2, y), style)).map_err(|e| err(&e))?;
+            }
+        }
+    }
+    // Legend: the colour scale.
+    let ly = top_margin + cell * n as i32 + 25;
+    let steps = 40;
+    let lw = (cell * n as i32).min(500);
+    for k in 0..steps {
+        let f = top.powf(f64::from(k) / f64::from(steps - 1));
+        let x = left + lw * k / steps;
+        root.draw(&Rectangle::new([(x, ly), (x + lw / steps + 1, ly + 16)], ShapeStyle::from(&heat(f, top)).filled()))
+            .map_err(|e| err(&e))?;
+    }
+    root.draw(&Text::new("×1".to_string(), (left - 28, ly + 2), ("sans-serif", 13))).map_err(|e| err(&e))?;
+    root.draw(&Text::new(format!("×{top:.1}"), (left + lw + 6, ly + 2), ("sans-serif", 13))).map_err(|e| err(&e))?;
+    let c = &m.composition;
+    let note = format!(
+        "composition {} — expected p99 error: pairs {}, three or more {}",
+        c.model.name(),
+        c.pair_error.map_or("unknown".into(), |e| format!("±{:.0}%", e * 100.0)),
+        c.group_error.map_or("unknown (no triples measured)".into(), |e| format!("±{:.0}%", e * 100.0))
+    );
+    root.draw(&Text::new(note, (left, ly + 30), ("sans-serif", 13))).map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))?;
     Ok(())
 }

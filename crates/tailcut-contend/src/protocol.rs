@@ -3,7 +3,7 @@
 //! thermal, frequency, background load — hits both arms), and assembles the report.
 
 use crate::agent::{unix_ms, AgentSpec, Samples};
-use crate::report::{AgentReport, Placement, RunReport};
+use crate::report::{AgentReport, Placement, RunReport, TokenArm, TokenStats};
 use crate::stats::{arm_stats, degradation, verdict, VerdictThresholds};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -143,7 +143,7 @@ fn placement(settings: &RunSettings, i: usize, cpus: usize) -> Placement {
     Placement { cpu, device }
 }
 
-fn validate(settings: &RunSettings, cpus: usize) -> Result<(), ProtocolError> {
+pub(crate) fn validate(settings: &RunSettings, cpus: usize) -> Result<(), ProtocolError> {
     if settings.agents.is_empty() {
         return Err(ProtocolError::Invalid("give at least one --agent".into()));
     }
@@ -181,20 +181,20 @@ fn validate(settings: &RunSettings, cpus: usize) -> Result<(), ProtocolError> {
     Ok(())
 }
 
-/// Starts the given agents together (each in its own process) and collects their samples.
-fn run_together(
+/// Starts the given agents together (each in its own process, at `places[k]` for
+/// `which[k]`) and collects their samples, labelled with `arm`.
+pub(crate) fn run_placed(
     settings: &RunSettings,
     names: &[String],
     which: &[usize],
+    places: &[Placement],
     arm: &str,
     trial: u32,
-    cpus: usize,
 ) -> Result<Vec<Samples>, ProtocolError> {
     let start_at = unix_ms() + 250;
     let mut children = Vec::new();
-    for &i in which {
+    for (&i, place) in which.iter().zip(places) {
         let spec = &settings.agents[i];
-        let place = placement(settings, i, cpus);
         let mut cmd = Command::new(&settings.program);
         cmd.args(["contend", "agent", "--kind", spec.kind.name()])
             .args(["--size", &spec.size.to_string(), "--batch", &spec.batch.to_string()])
@@ -219,6 +219,9 @@ fn run_together(
         if let Some(model) = &spec.model {
             cmd.args(["--model", model]);
         }
+        if spec.think_ms > 0 {
+            cmd.args(["--think-ms", &spec.think_ms.to_string()]);
+        }
         let child =
             cmd.spawn().map_err(|e| ProtocolError::Agent { agent: names[i].clone(), arm: arm.into(), trial, message: e.to_string() })?;
         children.push((i, child));
@@ -234,6 +237,19 @@ fn run_together(
         out.push(samples);
     }
     Ok(out)
+}
+
+/// Starts the given agents together at their run placements.
+fn run_together(
+    settings: &RunSettings,
+    names: &[String],
+    which: &[usize],
+    arm: &str,
+    trial: u32,
+    cpus: usize,
+) -> Result<Vec<Samples>, ProtocolError> {
+    let places: Vec<Placement> = which.iter().map(|&i| placement(settings, i, cpus)).collect();
+    run_placed(settings, names, which, &places, arm, trial)
 }
 
 /// Runs the whole protocol. `progress` receives a line per step.
@@ -323,6 +339,7 @@ pub fn assemble(
             .map(|sh| degradation(&solo_ms, &shared_ms, &solo, sh, rounds, seed ^ idx as u64));
         let verdict_line = deg.as_ref().map(|d| verdict(d, thresholds));
         let spec = specs.get(idx).cloned().or_else(|| samples.iter().find(|s| s.name.as_deref() == Some(name)).map(|s| s.spec.clone()));
+        let tokens = token_stats(&mine("solo"), &mine("shared"));
         report.agents.push(AgentReport {
             agent: name.clone(),
             spec,
@@ -331,6 +348,7 @@ pub fn assemble(
             shared,
             degradation: deg,
             verdict: verdict_line,
+            tokens,
         });
         report.samples.insert((name.clone(), "solo".into()), solo_ms);
         if !shared_ms.is_empty() {
@@ -338,4 +356,31 @@ pub fn assemble(
         }
     }
     report
+}
+
+/// TTFT and TPOT quantiles of the runs that recorded them.
+fn token_arm(runs: &[&Samples]) -> Option<TokenArm> {
+    let ms = |pick: fn(&Samples) -> &Vec<u64>| {
+        let mut v: Vec<f64> = runs.iter().flat_map(|s| pick(s).iter().map(|&x| x as f64 / 1e6)).collect();
+        tailcut_stats::sort_latencies(&mut v);
+        v
+    };
+    let ttft = ms(|s| &s.ttft_ns);
+    if ttft.is_empty() {
+        return None;
+    }
+    let tpot = ms(|s| &s.tpot_ns);
+    let q = |v: &[f64], q: f64| if v.is_empty() { f64::NAN } else { tailcut_stats::quantile_linear(v, q) };
+    Some(TokenArm {
+        calls: ttft.len(),
+        ttft_p50_ms: q(&ttft, 0.5),
+        ttft_p99_ms: q(&ttft, 0.99),
+        tpot_p50_ms: q(&tpot, 0.5),
+        tpot_p99_ms: q(&tpot, 0.99),
+    })
+}
+
+fn token_stats(solo: &[&Samples], shared: &[&Samples]) -> Option<TokenStats> {
+    let (a, b) = (token_arm(solo), token_arm(shared));
+    (a.is_some() || b.is_some()).then_some(TokenStats { solo: a, shared: b })
 }

@@ -32,6 +32,48 @@ pub struct AgentReport {
     pub degradation: Option<Degradation>,
     /// One-line reading.
     pub verdict: Option<String>,
+    /// TTFT and TPOT per arm (agents that make model calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokenStats>,
+}
+
+/// One agent's measured share of the device against its configured share.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShareCheck {
+    /// Agent.
+    pub agent: String,
+    /// Configured share (0–1).
+    pub expected: f64,
+    /// Measured: shared throughput / solo throughput.
+    pub measured: f64,
+    /// Allowed absolute difference.
+    pub tolerance: f64,
+    /// Within tolerance.
+    pub ok: bool,
+}
+
+/// Time to first token and time per output token of one arm, ms.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokenArm {
+    /// Model calls.
+    pub calls: usize,
+    /// TTFT median.
+    pub ttft_p50_ms: f64,
+    /// TTFT p99.
+    pub ttft_p99_ms: f64,
+    /// TPOT median.
+    pub tpot_p50_ms: f64,
+    /// TPOT p99.
+    pub tpot_p99_ms: f64,
+}
+
+/// Token timings of an agent that makes model calls (agent-loop, http).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokenStats {
+    /// Alone.
+    pub solo: Option<TokenArm>,
+    /// Shared.
+    pub shared: Option<TokenArm>,
 }
 
 /// Pooled samples (ms) keyed by (agent, arm).
@@ -64,6 +106,9 @@ pub struct RunReport {
     pub thresholds: VerdictThresholds,
     /// Per agent.
     pub agents: Vec<AgentReport>,
+    /// The share checks of `contend run --expect-share`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shares: Vec<ShareCheck>,
     /// Pooled samples (ms) by (agent, arm), kept for plots; written only with `--include-samples`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default, with = "samples_map")]
     pub samples: SamplesByArm,
@@ -105,8 +150,33 @@ impl RunReport {
             timer_overhead_ok: true,
             thresholds: VerdictThresholds::default(),
             agents: Vec::new(),
+            shares: Vec::new(),
             samples: BTreeMap::new(),
         }
+    }
+
+    /// Checks each agent's measured share of the device against the share it was
+    /// configured (`expected`: one for all agents, or one per agent in order). The
+    /// measured share is the agent's shared throughput over its solo throughput: the
+    /// fraction of the device's work rate it actually got. A share off by more than
+    /// `tolerance` (absolute: 0.1 = 10 points) is flagged; this is the silent failure of
+    /// sharing configurations that are not enforced.
+    pub fn check_shares(&mut self, expected: &[f64], tolerance: f64) {
+        self.shares = self
+            .agents
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| {
+                let want = if expected.len() == 1 { expected[0] } else { *expected.get(i)? };
+                let got = a.degradation.as_ref().map(|d| d.throughput)?;
+                Some(ShareCheck { agent: a.agent.clone(), expected: want, measured: got, ok: (got - want).abs() <= tolerance, tolerance })
+            })
+            .collect();
+    }
+
+    /// Whether every share check passed (true without checks).
+    pub fn shares_ok(&self) -> bool {
+        self.shares.iter().all(|s| s.ok)
     }
 
     /// Computes the timer's share of the fastest solo median.
@@ -189,6 +259,46 @@ impl RunReport {
                 if let Some(v) = &a.verdict {
                     let _ = writeln!(s, "{}: {v}", a.agent);
                 }
+            }
+        }
+        let tokens: Vec<&AgentReport> = self.agents.iter().filter(|a| a.tokens.is_some()).collect();
+        if !tokens.is_empty() {
+            s.push_str(
+                "
+Model calls: time to first token and time per output token, p50 / p99 ms
+",
+            );
+            let header = ["agent", "arm", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99"];
+            let mut rows = Vec::new();
+            for a in tokens {
+                let Some(t) = &a.tokens else { continue };
+                for (arm, x) in [("solo", &t.solo), ("shared", &t.shared)] {
+                    let Some(x) = x else { continue };
+                    let f = |v: f64| if v.is_finite() { format!("{v:.3}") } else { "-".into() };
+                    rows.push(vec![a.agent.clone(), arm.into(), f(x.ttft_p50_ms), f(x.ttft_p99_ms), f(x.tpot_p50_ms), f(x.tpot_p99_ms)]);
+                }
+            }
+            s.push_str(&table(&header, &rows));
+        }
+        if !self.shares.is_empty() {
+            s.push_str(
+                "
+Share of the device: shared throughput / solo throughput
+",
+            );
+            for c in &self.shares {
+                let _ = writeln!(
+                    s,
+                    "{}: configured {:.2}, measured {:.2} — {}",
+                    c.agent,
+                    c.expected,
+                    c.measured,
+                    if c.ok {
+                        format!("within ±{:.2}", c.tolerance)
+                    } else {
+                        format!("NOT ENFORCED: off by {:+.2} (tolerance ±{:.2})", c.measured - c.expected, c.tolerance)
+                    }
+                );
             }
         }
         s

@@ -1,5 +1,6 @@
 //! The agents' workloads, timing every iteration, and the dispatcher that runs an agent of
-//! any kind (CPU here, `http` and the CUDA agents in their own modules).
+//! any kind (CPU kernels here; the LLM-like agents, `http` and the CUDA agents in their
+//! own modules).
 //!
 //! Each agent runs in its own OS process (so sharing is real), optionally pinned to a
 //! CPU, waits for a common start instant, runs a warm-up whose samples are discarded,
@@ -114,6 +115,7 @@ pub fn run(spec: &AgentSpec, window: &Window, cpu: Option<usize>) -> Result<Samp
         }
     }
     let mut ttft_ns = Vec::new();
+    let mut tpot_ns = Vec::new();
     let mut errors = 0;
     let (samples_ns, window_ns) = match spec.kind {
         AgentKind::Fft | AgentKind::Gemm | AgentKind::Membw => run_cpu(spec, window)?,
@@ -121,11 +123,30 @@ pub fn run(spec: &AgentSpec, window: &Window, cpu: Option<usize>) -> Result<Samp
         AgentKind::Http => {
             let r = crate::http::run(spec, window)?;
             ttft_ns = r.ttft_ns;
+            tpot_ns = r.tpot_ns;
             errors = r.errors;
             (r.latency_ns, r.window_ns)
         }
+        AgentKind::LlmPrefill | AgentKind::LlmDecode | AgentKind::AgentLoop => {
+            let r = crate::llm::run(spec, window)?;
+            ttft_ns = r.ttft_ns;
+            tpot_ns = r.tpot_ns;
+            (r.samples_ns, r.window_ns)
+        }
     };
-    Ok(Samples { kind: spec.kind, spec: spec.clone(), cpu, samples_ns, ttft_ns, window_ns, errors, name: None, arm: None, trial: None })
+    Ok(Samples {
+        kind: spec.kind,
+        spec: spec.clone(),
+        cpu,
+        samples_ns,
+        ttft_ns,
+        tpot_ns,
+        window_ns,
+        errors,
+        name: None,
+        arm: None,
+        trial: None,
+    })
 }
 
 #[cfg(feature = "cuda")]

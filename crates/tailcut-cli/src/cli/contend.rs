@@ -20,13 +20,19 @@ pub enum ContendCommand {
     K8s(ContendK8sArgs),
     /// Plan placements meeting every agent's p99 objective with the fewest GPUs.
     Plan(ContendPlanArgs),
+    /// Measure the interference matrix: every agent solo, every ordered pair (victim <- aggressor), optionally every triple; writes the table `contend plan --table` reads.
+    Matrix(ContendMatrixArgs),
+    /// Run a plan's co-locations (CPU: each planned device is a core) and check measured p99 against objective and prediction; exits 1 when an objective is missed.
+    Verify(ContendVerifyArgs),
 }
 
 /// Options of `tailcut contend run`.
 #[derive(Debug, Args)]
 pub struct ContendRunArgs {
-    /// An agent: fft, gemm, membw, cuda-fft, cuda-gemm or http, optionally `kind:size` or
-    /// `fft:size x batch` (e.g. `gemm:512`, `fft:4096x8`). Repeat for each agent.
+    /// An agent: fft, gemm, membw, llm-prefill, llm-decode, agent-loop, cuda-fft, cuda-gemm or
+    /// http, optionally `kind:size` or `fft:size x batch` (e.g. `gemm:512`, `fft:4096x8`,
+    /// `llm-prefill:32` prompt tokens, `llm-decode:512` context, `agent-loop:16` output tokens
+    /// per call). Repeat for each agent.
     #[arg(long = "agent", required = true)]
     pub agents: Vec<String>,
     /// same-core, separate-cores or solo (CPU); time-slicing, mps, mig or dedicated (CUDA).
@@ -77,15 +83,113 @@ pub struct ContendRunArgs {
     /// Write an SVG: per-agent latency tails (P(latency > x), log axes) solo vs shared and degradation bars.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// Think time between model calls of agent-loop agents, ms.
+    #[arg(long, default_value_t = 10)]
+    pub think_ms: u64,
+    /// The share of the device each agent was configured (e.g. 0.3 for a 30% slice): one
+    /// for every agent, or one per agent in --agent order. The run then checks each
+    /// agent's measured share (shared throughput / solo throughput) against it and exits 1
+    /// when one is off by more than --share-tolerance: a share that is not enforced.
+    #[arg(long, value_delimiter = ',', value_parser = positive)]
+    pub expect_share: Vec<f64>,
+    /// Allowed absolute difference between measured and configured share.
+    #[arg(long, default_value_t = 0.1, value_parser = non_negative)]
+    pub share_tolerance: f64,
+}
+
+/// Options of `tailcut contend matrix`.
+#[derive(Debug, Args)]
+pub struct ContendMatrixArgs {
+    /// An agent (as for `contend run`: `kind` or `kind:size`). At least two; give one twice
+    /// to measure it against itself (`x<-x`).
+    #[arg(long = "agent", required_unless_present = "from")]
+    pub agents: Vec<String>,
+    /// Measure nothing: read an earlier result (`--json` / `--json-out`) and write its text,
+    /// table and heatmap again.
+    #[arg(long, value_name = "FILE", conflicts_with = "agents")]
+    pub from: Option<PathBuf>,
+    /// same-core (fills the plan's time-slicing table) or separate-cores (fills mps) on the
+    /// CPU; time-slicing or mps on CUDA.
+    #[arg(long, default_value = "same-core")]
+    pub mode: String,
+    /// Also measure every agent with every two others, fit the composition model on them
+    /// and state its error (adds one run per triple per trial).
+    #[arg(long)]
+    pub triples: bool,
+    /// Trials; each runs every solo, pair (and triple) once, in a rotating order.
+    #[arg(long, default_value_t = 2)]
+    pub trials: u32,
+    /// Warm-up per run (samples discarded).
+    #[arg(long, default_value = "150ms", value_parser = humantime::parse_duration)]
+    pub warmup: Duration,
+    /// Measurement window per run.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// CUDA device shared by the agents (time-slicing, mps).
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Vec<String>,
+    /// Think time of agent-loop agents, ms.
+    #[arg(long, default_value_t = 10)]
+    pub think_ms: u64,
+    /// Bootstrap resamples per cell.
+    #[arg(long, default_value_t = 200)]
+    pub bootstrap: usize,
+    /// Seed of the bootstrap.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the interference table (TOML, the schema `contend plan --table` reads) here.
+    #[arg(long, value_name = "FILE")]
+    pub table: Option<PathBuf>,
+    /// Write an SVG heatmap of the p99 factors here.
+    #[arg(long, value_name = "FILE")]
+    pub heatmap: Option<PathBuf>,
+    /// Print the whole result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON result to this file (with the text report on standard output).
+    #[arg(long, value_name = "FILE")]
+    pub json_out: Option<PathBuf>,
+}
+
+/// Options of `tailcut contend verify`.
+#[derive(Debug, Args)]
+pub struct ContendVerifyArgs {
+    /// A plan: the output of `contend plan --json`.
+    pub plan: PathBuf,
+    /// Run CUDA agents on CUDA devices (device g of the plan = --devices[g], or g).
+    #[arg(long)]
+    pub gpu: bool,
+    /// CUDA devices, one per planned device (with --gpu).
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Vec<String>,
+    /// Trials; each runs every planned device once, in a rotating order.
+    #[arg(long, default_value_t = 3)]
+    pub trials: u32,
+    /// Warm-up per run.
+    #[arg(long, default_value = "150ms", value_parser = humantime::parse_duration)]
+    pub warmup: Duration,
+    /// Measurement window per run.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// Think time of agent-loop agents, ms.
+    #[arg(long, default_value_t = 10)]
+    pub think_ms: u64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON result to this file (with the text report on standard output).
+    #[arg(long, value_name = "FILE")]
+    pub json_out: Option<PathBuf>,
 }
 
 /// Options of `tailcut contend agent`.
 #[derive(Debug, Args)]
 pub struct ContendAgentArgs {
-    /// fft, gemm, membw, cuda-fft, cuda-gemm or http.
+    /// fft, gemm, membw, llm-prefill, llm-decode, agent-loop, cuda-fft, cuda-gemm or http.
     #[arg(long)]
     pub kind: String,
-    /// Problem size (FFT points / FFT side, matrix side, MiB copied); default per kind.
+    /// Problem size (FFT points / FFT side, matrix side, MiB copied, prompt tokens, context
+    /// length, output tokens per call); default per kind.
     #[arg(long)]
     pub size: Option<usize>,
     /// FFTs per iteration (fft; default 64).
@@ -130,6 +234,9 @@ pub struct ContendAgentArgs {
     /// Requests per second (http).
     #[arg(long, default_value_t = 5.0, value_parser = positive)]
     pub rate: f64,
+    /// Think time between model calls, ms (agent-loop).
+    #[arg(long)]
+    pub think_ms: Option<u64>,
 }
 
 /// Options of `tailcut contend report`.
@@ -216,6 +323,10 @@ pub struct ContendPlanArgs {
     /// Fill interference factors from a `contend run --json` result of a GPU mode (repeatable).
     #[arg(long)]
     pub measured: Vec<PathBuf>,
+    /// Overlay a measured interference table written by `contend matrix --table`: its factors,
+    /// composition model and expected errors, and solo p99 for agents that give none (repeatable).
+    #[arg(long)]
+    pub table: Vec<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

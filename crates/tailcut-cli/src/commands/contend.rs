@@ -2,7 +2,8 @@
 //! Kubernetes manifests and placement plans.
 
 use crate::cli::{
-    ContendAgentArgs, ContendCommand, ContendCompareArgs, ContendK8sArgs, ContendPlanArgs, ContendReportArgs, ContendRunArgs,
+    ContendAgentArgs, ContendCommand, ContendCompareArgs, ContendK8sArgs, ContendMatrixArgs, ContendPlanArgs, ContendReportArgs,
+    ContendRunArgs, ContendVerifyArgs,
 };
 use crate::commands::BadInput;
 use anyhow::Context;
@@ -11,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 use tailcut_contend::agent::{unix_ms, AgentError, AgentKind, AgentSpec, Samples, Window};
-use tailcut_contend::plan::{plan_k8s, AgentsFile, GpuPool, GroupMode, Planner};
+use tailcut_contend::plan::{plan_k8s, AgentsFile, GpuPool, GroupMode, Plan, Planner};
 use tailcut_contend::protocol::{self, Mode, RunSettings};
 use tailcut_contend::report::{compare, RunReport};
 use tailcut_contend::stats::VerdictThresholds;
@@ -25,23 +26,25 @@ pub fn run(cmd: &ContendCommand) -> anyhow::Result<ExitCode> {
         ContendCommand::Compare(a) => compare_cmd(a),
         ContendCommand::K8s(a) => k8s(a),
         ContendCommand::Plan(a) => plan(a),
+        ContendCommand::Matrix(a) => matrix(a),
+        ContendCommand::Verify(a) => verify(a),
     }
 }
 
 /// Parses `kind`, `kind:size` or `kind:size x batch`.
 fn parse_agent(text: &str) -> Result<AgentSpec, BadInput> {
-    let (kind, rest) = text.split_once(':').map_or((text, None), |(k, r)| (k, Some(r)));
-    let kind = AgentKind::parse(kind.trim())
-        .ok_or_else(|| BadInput(format!("--agent `{text}`: unknown kind (expected fft, gemm, membw, cuda-fft, cuda-gemm or http)")))?;
-    let mut spec = AgentSpec::new(kind);
-    if let Some(rest) = rest {
-        let (size, batch) = rest.split_once('x').map_or((rest, None), |(s, b)| (s, Some(b)));
-        spec.size = size.trim().parse().map_err(|_| BadInput(format!("--agent `{text}`: size must be a whole number")))?;
-        if let Some(b) = batch {
-            spec.batch = b.trim().parse().map_err(|_| BadInput(format!("--agent `{text}`: batch must be a whole number")))?;
+    AgentSpec::parse(text).map_err(|e| BadInput(format!("--{}", e.to_string().trim_start_matches("invalid agent settings: "))))
+}
+
+/// A coordinator failure: bad settings and missing CUDA exit 2, the rest 1.
+fn protocol_error(e: protocol::ProtocolError) -> anyhow::Error {
+    match e {
+        protocol::ProtocolError::Invalid(m) => anyhow::Error::new(BadInput(m)),
+        protocol::ProtocolError::Agent { ref message, .. } if message.contains("no CUDA device") || message.contains("--features cuda") => {
+            anyhow::Error::new(BadInput(e.to_string()))
         }
+        other => anyhow::Error::new(other),
     }
-    Ok(spec)
 }
 
 fn mode(text: &str) -> Result<Mode, BadInput> {
@@ -62,6 +65,21 @@ fn run_cmd(a: &ContendRunArgs) -> anyhow::Result<ExitCode> {
         spec.url.clone_from(&a.url);
         spec.model.clone_from(&a.model);
         spec.rate_per_s = a.rate;
+    }
+    set_think(&mut agents, a.think_ms);
+    if let Some(bad) = a.expect_share.iter().find(|s| **s > 1.0) {
+        return Err(BadInput(format!("--expect-share {bad}: a share of the device is between 0 and 1")).into());
+    }
+    if a.expect_share.len() > 1 && a.expect_share.len() != agents.len() {
+        return Err(BadInput(format!(
+            "--expect-share: give one share for every agent or one per agent ({} agents, {} shares)",
+            agents.len(),
+            a.expect_share.len()
+        ))
+        .into());
+    }
+    if !a.expect_share.is_empty() && a.mode == "solo" {
+        return Err(BadInput("--expect-share compares the shared arm with the solo arm: use a sharing --mode".into()).into());
     }
     let settings = RunSettings {
         agents,
@@ -90,14 +108,11 @@ fn run_cmd(a: &ContendRunArgs) -> anyhow::Result<ExitCode> {
             bar.inc(1);
         }
     })
-    .map_err(|e| match e {
-        protocol::ProtocolError::Invalid(m) => anyhow::Error::new(BadInput(m)),
-        protocol::ProtocolError::Agent { ref message, .. } if message.contains("no CUDA device") || message.contains("--features cuda") => {
-            anyhow::Error::new(BadInput(e.to_string()))
-        }
-        other => anyhow::Error::new(other),
-    })?;
+    .map_err(protocol_error)?;
     bar.finish_and_clear();
+    if !a.expect_share.is_empty() {
+        report.check_shares(&a.expect_share, a.share_tolerance);
+    }
     if let Some(path) = &a.plot {
         tailcut_contend::plot::contention_svg(path, &report)?;
         eprintln!("tailcut: wrote {}", path.display());
@@ -110,7 +125,18 @@ fn run_cmd(a: &ContendRunArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", report.render());
     }
+    if !report.shares_ok() {
+        let off: Vec<&str> = report.shares.iter().filter(|s| !s.ok).map(|s| s.agent.as_str()).collect();
+        eprintln!("tailcut: measured share differs from the configured share for {}: the share is not enforced", off.join(", "));
+        return Ok(ExitCode::from(1));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+fn set_think(agents: &mut [AgentSpec], think_ms: u64) {
+    for spec in agents.iter_mut().filter(|s| s.kind == AgentKind::AgentLoop) {
+        spec.think_ms = think_ms;
+    }
 }
 
 fn agent(a: &ContendAgentArgs) -> anyhow::Result<ExitCode> {
@@ -126,6 +152,9 @@ fn agent(a: &ContendAgentArgs) -> anyhow::Result<ExitCode> {
     spec.url.clone_from(&a.url);
     spec.model.clone_from(&a.model);
     spec.rate_per_s = a.rate;
+    if let Some(t) = a.think_ms {
+        spec.think_ms = t;
+    }
     let window = Window {
         start_at_unix_ms: a.start_at_ms.unwrap_or_else(unix_ms),
         warmup: Duration::from_millis(a.warmup_ms),
@@ -250,6 +279,13 @@ fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
 fn plan(a: &ContendPlanArgs) -> anyhow::Result<ExitCode> {
     let mut agents: AgentsFile = read_toml(&a.agents)?;
     let gpus: GpuPool = read_toml(&a.gpus)?;
+    for t in &a.table {
+        let table: AgentsFile = read_toml(t)?;
+        if !table.agents.is_empty() {
+            return Err(BadInput(format!("{}: a --table holds interference factors, not [[agents]]", t.display())).into());
+        }
+        agents.apply_table(&table);
+    }
     for m in &a.measured {
         let r = read_report(m)?;
         let mode = match r.mode.as_str() {
@@ -290,10 +326,11 @@ fn plan(a: &ContendPlanArgs) -> anyhow::Result<ExitCode> {
         println!("\nGPU {} — {}", g.gpu, g.mode.name());
         for s in &g.seats {
             println!(
-                "  {:<20} {:<10} p99 {:>8.2} ms ≤ {:>8.2} ms   {:>6.1} GB",
+                "  {:<20} {:<10} p99 {:>8.2} ms{} ≤ {:>8.2} ms   {:>6.1} GB",
                 s.agent,
                 s.profile.clone().unwrap_or_default(),
                 s.predicted_p99_ms,
+                s.expected_error.map_or("      ".to_string(), |e| format!(" ±{:>3.0}%", e * 100.0)),
                 s.objective_ms,
                 s.memory_gb
             );
@@ -304,4 +341,152 @@ fn plan(a: &ContendPlanArgs) -> anyhow::Result<ExitCode> {
         println!("  {e}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Unique names for matrix agents: the text given to `--agent`, then `#2`, `#3` for
+/// copies (the interference class is the part before `#`).
+fn matrix_names(texts: &[String]) -> Vec<String> {
+    let mut seen: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    texts
+        .iter()
+        .map(|t| {
+            let n = seen.entry(t.trim()).or_insert(0);
+            *n += 1;
+            if *n == 1 {
+                t.trim().to_string()
+            } else {
+                format!("{}#{n}", t.trim())
+            }
+        })
+        .collect()
+}
+
+fn matrix(a: &ContendMatrixArgs) -> anyhow::Result<ExitCode> {
+    if let Some(from) = &a.from {
+        let text = std::fs::read_to_string(from).with_context(|| format!("cannot read {}", from.display()))?;
+        let report: tailcut_contend::matrix::MatrixReport =
+            serde_json::from_str(&text).map_err(|e| BadInput(format!("{}: not a `contend matrix --json` result: {e}", from.display())))?;
+        let command = format!("tailcut contend matrix (read from {})", from.display());
+        return write_matrix(a, &report, &command);
+    }
+    let mut agents = a.agents.iter().map(|t| parse_agent(t)).collect::<Result<Vec<_>, _>>()?;
+    if let Some(h) = agents.iter().find(|s| s.kind == AgentKind::Http) {
+        return Err(BadInput(format!("--agent {}: the matrix measures agents that share this machine's processor", h.kind.name())).into());
+    }
+    set_think(&mut agents, a.think_ms);
+    // Check the outputs before a run that takes minutes, not after.
+    for path in [&a.table, &a.heatmap, &a.json_out].into_iter().flatten() {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !dir.is_dir() {
+            return Err(BadInput(format!("{}: directory {} does not exist", path.display(), dir.display())).into());
+        }
+    }
+    let names = matrix_names(&a.agents);
+    let n = agents.len();
+    let settings = tailcut_contend::matrix::MatrixSettings {
+        run: RunSettings {
+            agents,
+            mode: mode(&a.mode)?,
+            trials: a.trials,
+            warmup: a.warmup,
+            duration: a.duration,
+            iterations: None,
+            bootstrap_rounds: a.bootstrap,
+            thresholds: VerdictThresholds::default(),
+            devices: a.devices.clone(),
+            program: std::env::current_exe().context("cannot find the tailcut executable to start agents")?,
+            seed: a.seed,
+        },
+        names,
+        triples: a.triples,
+    };
+    if a.trials == 0 {
+        return Err(BadInput("--trials must be at least 1".into()).into());
+    }
+    let groups = tailcut_contend::matrix::groups(n, a.triples).len() as u64;
+    let bar = crate::commands::progress(u64::from(a.trials) * groups, "interference matrix", a.json);
+    let report = tailcut_contend::matrix::run(&settings, &|line| {
+        if bar.is_hidden() {
+            if !a.json {
+                eprintln!("  {line}");
+            }
+        } else {
+            bar.set_message(line.to_string());
+            bar.inc(1);
+        }
+    })
+    .map_err(protocol_error)?;
+    bar.finish_and_clear();
+    let command = format!(
+        "tailcut contend matrix {} --mode {}{} --trials {} --duration {}",
+        a.agents.iter().map(|x| format!("--agent {x}")).collect::<Vec<_>>().join(" "),
+        a.mode,
+        if a.triples { " --triples" } else { "" },
+        a.trials,
+        humantime::format_duration(a.duration)
+    );
+    write_matrix(a, &report, &command)
+}
+
+fn write_matrix(a: &ContendMatrixArgs, report: &tailcut_contend::matrix::MatrixReport, command: &str) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &a.table {
+        std::fs::write(path, report.table_toml(command)?).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("tailcut: wrote {}", path.display());
+    }
+    if let Some(path) = &a.heatmap {
+        tailcut_contend::plot::matrix_heatmap(path, report)?;
+        eprintln!("tailcut: wrote {}", path.display());
+    }
+    if let Some(path) = &a.json_out {
+        std::fs::write(path, serde_json::to_string_pretty(report)?).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        print!("{}", report.render());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify(a: &ContendVerifyArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&a.plan).with_context(|| format!("cannot read {}", a.plan.display()))?;
+    let plan: Plan =
+        serde_json::from_str(&text).map_err(|e| BadInput(format!("{}: not a `contend plan --json` result: {e}", a.plan.display())))?;
+    let template = RunSettings {
+        agents: Vec::new(),
+        mode: if a.gpu { Mode::TimeSlicing } else { Mode::SameCore },
+        trials: a.trials,
+        warmup: a.warmup,
+        duration: a.duration,
+        iterations: None,
+        bootstrap_rounds: 0,
+        thresholds: VerdictThresholds::default(),
+        devices: a.devices.clone(),
+        program: std::env::current_exe().context("cannot find the tailcut executable to start agents")?,
+        seed: 1,
+    };
+    let settings = tailcut_contend::verify::VerifySettings { plan, run: template, gpu: a.gpu, think_ms: a.think_ms };
+    let runs = u64::from(a.trials) * settings.plan.gpus.len() as u64;
+    let bar = crate::commands::progress(runs, "verifying the plan", a.json);
+    let report = tailcut_contend::verify::run(&settings, &|line| {
+        if bar.is_hidden() {
+            if !a.json {
+                eprintln!("  {line}");
+            }
+        } else {
+            bar.set_message(line.to_string());
+            bar.inc(1);
+        }
+    })
+    .map_err(protocol_error)?;
+    bar.finish_and_clear();
+    if let Some(path) = &a.json_out {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render());
+    }
+    Ok(if report.all_met { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

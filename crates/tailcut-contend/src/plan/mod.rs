@@ -6,10 +6,14 @@
 //! - dedicated: the agent's solo p99;
 //! - MIG: solo p99 × (GPU SMs / instance SMs)^`mig_scaling` (1 = compute-bound, 0 =
 //!   insensitive to SM count), and the agent's memory must fit the instance;
-//! - time-slicing / MPS: solo p99 × the product of the interference factors of every
-//!   co-located agent (`victim<-aggressor`, measured with `tailcut contend run` or
-//!   given), and memory must fit (MPS: each agent within total / group size, the pinned
-//!   limit the device plugin sets).
+//! - time-slicing / MPS: solo p99 × the pairwise interference factors of every
+//!   co-located agent (`victim<-aggressor`, measured with `tailcut contend matrix` or
+//!   given) composed by the mode's model — multiplicative (Π fᵢ, the default) or additive
+//!   (1 + Σ (fᵢ − 1)), as `contend matrix --triples` fitted it on measured triples — and
+//!   memory must fit (MPS: each agent within total / group size, the pinned limit the
+//!   device plugin sets). Each shared seat carries the table's expected error for its
+//!   group size (pairs: the factors' bootstrap half-width; three or more: the model's
+//!   error on the measured triples).
 //!
 //! Small instances (≤ `exact_limit` agents) are solved exactly by branch and bound over
 //! set partitions; larger ones by first-fit decreasing plus a pass that tries to empty
@@ -25,7 +29,7 @@ mod types;
 
 pub use hints::plan_k8s;
 pub use planner::Planner;
-pub use types::{AgentNeed, AgentsFile, GpuPlan, GpuPool, GroupMode, Interference, Plan, PlanError, Seat};
+pub use types::{AgentNeed, AgentsFile, Composition, CompositionModel, GpuPlan, GpuPool, GroupMode, Interference, Plan, PlanError, Seat};
 
 #[cfg(test)]
 mod tests;

@@ -26,7 +26,17 @@ fn bits(set: &[usize]) -> u128 {
 
 impl Planner {
     /// Validates inputs and builds a planner.
-    pub fn new(file: AgentsFile, pool: GpuPool) -> Result<Planner, PlanError> {
+    pub fn new(mut file: AgentsFile, pool: GpuPool) -> Result<Planner, PlanError> {
+        for a in &mut file.agents {
+            if a.p99_objective_ms <= 0.0 {
+                if let Some(x) = a.objective_x_solo {
+                    if !(x.is_finite() && x > 0.0) {
+                        return Err(PlanError::Invalid(format!("agent `{}`: objective_x_solo must be a positive number", a.name)));
+                    }
+                    a.p99_objective_ms = a.solo_p99_ms * x;
+                }
+            }
+        }
         let model = mig::model(&pool.model).map_err(|e| PlanError::Invalid(e.to_string()))?;
         if file.agents.len() > 128 {
             return Err(PlanError::Invalid("at most 128 agents per plan".into()));
@@ -34,7 +44,7 @@ impl Planner {
         for a in &file.agents {
             if !(a.memory_gb >= 0.0 && a.p99_objective_ms > 0.0 && a.solo_p99_ms > 0.0 && a.mig_scaling >= 0.0) {
                 return Err(PlanError::Invalid(format!(
-                    "agent `{}`: memory_gb ≥ 0, p99_objective_ms > 0, solo_p99_ms > 0 and mig_scaling ≥ 0 required",
+                    "agent `{}`: memory_gb ≥ 0, p99_objective_ms > 0 (or objective_x_solo), solo_p99_ms > 0 (or a --table measuring its kind) and mig_scaling ≥ 0 required",
                     a.name
                 )));
             }
@@ -71,6 +81,8 @@ impl Planner {
         let a = &self.agents[i];
         Seat {
             agent: a.name.clone(),
+            kind: a.kind.clone(),
+            expected_error: None,
             profile: profile.map(str::to_string),
             predicted_p99_ms: p99,
             objective_ms: a.p99_objective_ms,
@@ -102,19 +114,22 @@ impl Planner {
                 }
                 let mut seats = Vec::new();
                 let mut ok = true;
+                let composition = self.interference.composition(mode);
+                let error = if group.len() == 2 { composition.pair_error } else { composition.group_error };
                 for &i in group {
                     let a = &self.agents[i];
-                    let mut p99 = a.solo_p99_ms;
+                    let mut factors = Vec::new();
                     for &j in group.iter().filter(|&&j| j != i) {
                         match self.interference.factor(mode, &a.kind, &self.agents[j].kind) {
-                            Some(f) => p99 *= f,
+                            Some(f) => factors.push(f),
                             None => ok = false,
                         }
                     }
+                    let p99 = a.solo_p99_ms * composition.model.combine(&factors);
                     if p99 > a.p99_objective_ms {
                         ok = false;
                     }
-                    seats.push(self.seat(i, None, p99));
+                    seats.push(Seat { expected_error: error, ..self.seat(i, None, p99) });
                 }
                 if ok {
                     return Some((mode, seats));
@@ -204,8 +219,20 @@ impl Planner {
             for s in &seats {
                 let partners: Vec<&str> = seats.iter().filter(|o| o.agent != s.agent).map(|o| o.agent.as_str()).collect();
                 let with = if partners.is_empty() { String::new() } else { format!(" with {}", partners.join(", ")) };
+                let error = match (mode, s.expected_error) {
+                    (GroupMode::Mps | GroupMode::TimeSlicing, Some(e)) => {
+                        format!(" (±{:.0}% expected, {} composition)", e * 100.0, self.interference.composition(mode).model.name())
+                    }
+                    (GroupMode::Mps | GroupMode::TimeSlicing, None) => {
+                        format!(
+                            " (error unknown: {} composition, not checked on measured groups)",
+                            self.interference.composition(mode).model.name()
+                        )
+                    }
+                    _ => String::new(),
+                };
                 explanations.push(format!(
-                    "{}: GPU {} ({}{}){with} — predicted p99 {:.2} ms ≤ objective {:.2} ms; {}",
+                    "{}: GPU {} ({}{}){with} — predicted p99 {:.2} ms{error} ≤ objective {:.2} ms; {}",
                     s.agent,
                     g,
                     mode.name(),

@@ -3,7 +3,15 @@ use super::*;
 use std::collections::BTreeMap;
 
 fn agent(name: &str, kind: &str, mem: f64, obj: f64, solo: f64) -> AgentNeed {
-    AgentNeed { name: name.into(), kind: kind.into(), memory_gb: mem, p99_objective_ms: obj, solo_p99_ms: solo, mig_scaling: 1.0 }
+    AgentNeed {
+        name: name.into(),
+        kind: kind.into(),
+        memory_gb: mem,
+        p99_objective_ms: obj,
+        objective_x_solo: None,
+        solo_p99_ms: solo,
+        mig_scaling: 1.0,
+    }
 }
 
 fn interference() -> Interference {
@@ -16,7 +24,7 @@ fn interference() -> Interference {
     let mut modes = BTreeMap::new();
     modes.insert("time-slicing".to_string(), ts);
     modes.insert("mps".to_string(), mps);
-    Interference { modes }
+    Interference { modes, composition: BTreeMap::new() }
 }
 
 fn pool(count: usize) -> GpuPool {
@@ -70,9 +78,11 @@ fn exact_plans_match_brute_force_on_small_instances() {
     for case in 0..40 {
         let n = 2 + case % 6;
         let agents = random_agents(&mut seed, n);
-        let mut planner = Planner::new(AgentsFile { agents: agents.clone(), interference: interference() }, pool(64)).unwrap();
+        let mut planner =
+            Planner::new(AgentsFile { agents: agents.clone(), interference: interference(), solo_p99_ms: BTreeMap::new() }, pool(64))
+                .unwrap();
         let plan = planner.plan().unwrap();
-        let mut fresh = Planner::new(AgentsFile { agents, interference: interference() }, pool(64)).unwrap();
+        let mut fresh = Planner::new(AgentsFile { agents, interference: interference(), solo_p99_ms: BTreeMap::new() }, pool(64)).unwrap();
         let best = brute_force(&mut fresh, n);
         assert_eq!(plan.gpus_used, best, "case {case}: planner {} vs brute force {best}", plan.gpus_used);
         assert!(plan.optimal);
@@ -89,7 +99,7 @@ fn hundred_agents_plan_fast_and_feasibly() {
     let mut seed = 7u64;
     let agents = random_agents(&mut seed, 100);
     let t = std::time::Instant::now();
-    let mut planner = Planner::new(AgentsFile { agents, interference: interference() }, pool(200)).unwrap();
+    let mut planner = Planner::new(AgentsFile { agents, interference: interference(), solo_p99_ms: BTreeMap::new() }, pool(200)).unwrap();
     let plan = planner.plan().unwrap();
     let elapsed = t.elapsed();
     assert!(elapsed.as_secs_f64() < 1.0, "took {elapsed:?}");
@@ -113,10 +123,14 @@ fn the_published_pair_is_split_under_time_slicing_but_fits_mig() {
         AgentNeed { mig_scaling: 0.5, ..agent("gemm", "gemm", 20.0, 40.0, 20.0) },
     ];
     let only_ts = GpuPool { modes: vec![GroupMode::Dedicated, GroupMode::TimeSlicing], ..pool(4) };
-    let plan = Planner::new(AgentsFile { agents: agents.clone(), interference: interference() }, only_ts).unwrap().plan().unwrap();
+    let plan = Planner::new(AgentsFile { agents: agents.clone(), interference: interference(), solo_p99_ms: BTreeMap::new() }, only_ts)
+        .unwrap()
+        .plan()
+        .unwrap();
     assert_eq!(plan.gpus_used, 2, "time-slicing would push fft's p99 to 6.1 ms");
     assert!(plan.explanations.iter().any(|e| e.contains("fft") && e.contains("dedicated")));
-    let plan = Planner::new(AgentsFile { agents, interference: interference() }, pool(4)).unwrap().plan().unwrap();
+    let plan =
+        Planner::new(AgentsFile { agents, interference: interference(), solo_p99_ms: BTreeMap::new() }, pool(4)).unwrap().plan().unwrap();
     assert_eq!(plan.gpus_used, 1);
     assert_eq!(plan.gpus[0].mode, GroupMode::Mig);
     let k8s = plan_k8s(&plan).unwrap();
@@ -125,12 +139,91 @@ fn the_published_pair_is_split_under_time_slicing_but_fits_mig() {
 
 #[test]
 fn infeasible_agents_and_pool_limits_are_errors() {
-    let e = Planner::new(AgentsFile { agents: vec![agent("big", "llm", 200.0, 10.0, 5.0)], interference: interference() }, pool(4))
+    let e = Planner::new(
+        AgentsFile { agents: vec![agent("big", "llm", 200.0, 10.0, 5.0)], interference: interference(), solo_p99_ms: BTreeMap::new() },
+        pool(4),
+    )
+    .unwrap()
+    .plan()
+    .unwrap_err();
+    assert!(e.to_string().contains("needs 200 GB"), "{e}");
+    let agents: Vec<AgentNeed> = (0..3).map(|i| agent(&format!("a{i}"), "llm", 70.0, 10.0, 5.0)).collect();
+    let e = Planner::new(AgentsFile { agents, interference: interference(), solo_p99_ms: BTreeMap::new() }, pool(2))
         .unwrap()
         .plan()
         .unwrap_err();
-    assert!(e.to_string().contains("needs 200 GB"), "{e}");
-    let agents: Vec<AgentNeed> = (0..3).map(|i| agent(&format!("a{i}"), "llm", 70.0, 10.0, 5.0)).collect();
-    let e = Planner::new(AgentsFile { agents, interference: interference() }, pool(2)).unwrap().plan().unwrap_err();
     assert!(matches!(e, PlanError::NotEnoughGpus { needed: 3, available: 2 }), "{e}");
+}
+
+#[test]
+fn compositions_differ_for_three_agents_and_carry_their_error() {
+    // Three agents on one core-like device, each ×1.5 from each partner: multiplicative
+    // predicts ×2.25, additive ×2.0. An objective of 2.1× solo separates the two.
+    let mut ts = BTreeMap::new();
+    ts.insert("default".to_string(), 1.5);
+    let mut modes = BTreeMap::new();
+    modes.insert("time-slicing".to_string(), ts);
+    let agents: Vec<AgentNeed> = (0..3).map(|i| agent(&format!("a{i}"), "x", 0.0, 2.1, 1.0)).collect();
+    let only_ts = GpuPool { modes: vec![GroupMode::Dedicated, GroupMode::TimeSlicing], max_share: 3, ..pool(3) };
+    let file = |model, pair, group| {
+        let mut composition = BTreeMap::new();
+        composition
+            .insert("time-slicing".to_string(), Composition { model, pair_error: Some(pair), group_error: Some(group), groups_checked: 3 });
+        AgentsFile {
+            agents: agents.clone(),
+            interference: Interference { modes: modes.clone(), composition },
+            solo_p99_ms: BTreeMap::new(),
+        }
+    };
+    let mult = Planner::new(file(CompositionModel::Multiplicative, 0.05, 0.2), only_ts.clone()).unwrap().plan().unwrap();
+    assert_eq!(mult.gpus_used, 2, "×2.25 breaks 2.1: a pair (×1.5) and one alone");
+    let add = Planner::new(file(CompositionModel::Additive, 0.05, 0.2), only_ts).unwrap().plan().unwrap();
+    assert_eq!(add.gpus_used, 1);
+    for s in &add.gpus[0].seats {
+        assert!((s.predicted_p99_ms - 2.0).abs() < 1e-9, "{s:?}");
+        assert_eq!(s.expected_error, Some(0.2), "three agents: the group error");
+        assert_eq!(s.kind, "x");
+    }
+    let pair = mult.gpus.iter().find(|g| g.seats.len() == 2).unwrap();
+    assert!(pair.seats.iter().all(|s| s.expected_error == Some(0.05)), "two agents: the pair error");
+    assert!(add.explanations[0].contains("±20% expected, additive"), "{}", add.explanations[0]);
+}
+
+#[test]
+fn a_measured_table_overlays_factors_and_fills_solo_p99() {
+    let table: AgentsFile = toml::from_str(
+        r#"
+[solo_p99_ms]
+fft = 1.5
+
+[interference.time-slicing]
+"fft<-gemm" = 2.5
+
+[interference.composition.time-slicing]
+model = "additive"
+pair_error = 0.04
+group_error = 0.12
+groups_checked = 6
+"#,
+    )
+    .unwrap();
+    let mut file = AgentsFile {
+        agents: vec![AgentNeed { solo_p99_ms: 0.0, ..agent("r", "fft", 1.0, 5.0, 0.0) }, agent("g", "gemm", 1.0, 50.0, 9.0)],
+        interference: interference(),
+        solo_p99_ms: BTreeMap::new(),
+    };
+    file.agents[0].p99_objective_ms = 0.0;
+    file.agents[0].objective_x_solo = Some(3.0);
+    file.apply_table(&table);
+    assert_eq!(file.agents[0].solo_p99_ms, 1.5);
+    let plan = Planner::new(file.clone(), pool(2)).unwrap().plan().unwrap();
+    let r = plan.gpus.iter().flat_map(|g| &g.seats).find(|s| s.agent == "r").unwrap();
+    assert!((r.objective_ms - 4.5).abs() < 1e-9, "3 × the measured 1.5 ms: {r:?}");
+    assert_eq!(file.agents[1].solo_p99_ms, 9.0, "a given solo p99 is kept");
+    assert_eq!(file.interference.factor(GroupMode::TimeSlicing, "fft", "gemm"), Some(2.5));
+    assert_eq!(file.interference.factor(GroupMode::TimeSlicing, "gemm", "fft"), Some(1.05), "unmeasured keys are kept");
+    assert_eq!(file.interference.composition(GroupMode::TimeSlicing).model, CompositionModel::Additive);
+    assert_eq!(file.interference.composition(GroupMode::Mps).model, CompositionModel::Multiplicative);
+    let back: AgentsFile = toml::from_str(&toml::to_string(&file).unwrap()).unwrap();
+    assert_eq!(back, file, "the table round-trips through TOML");
 }

@@ -14,9 +14,16 @@ pub struct AgentNeed {
     pub kind: String,
     /// GPU memory needed, GB.
     pub memory_gb: f64,
-    /// p99 objective, ms.
+    /// p99 objective, ms; 0 or absent: `objective_x_solo` × solo p99.
+    #[serde(default)]
     pub p99_objective_ms: f64,
-    /// p99 alone on a whole GPU, ms.
+    /// The objective as a multiple of the solo p99 (e.g. 2.5), for inputs written before
+    /// the device was measured; used when `p99_objective_ms` is not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objective_x_solo: Option<f64>,
+    /// p99 alone on a whole GPU, ms; 0 or absent: taken from a measured table's
+    /// `[solo_p99_ms]` for this kind (`contend plan --table`).
+    #[serde(default)]
     pub solo_p99_ms: f64,
     /// Exponent of the MIG slowdown model.
     #[serde(default = "one")]
@@ -77,9 +84,68 @@ fn four() -> usize {
     4
 }
 
-/// Interference factors per mode: `victim<-aggressor` → p99 factor, plus `default`.
+/// How one agent's pairwise factors compose when several aggressors share its GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CompositionModel {
+    /// p99 × Π fᵢ: each aggressor slows what the others left (the default when nothing was
+    /// measured: the pessimistic choice).
+    #[default]
+    Multiplicative,
+    /// p99 × (1 + Σ (fᵢ − 1)): each aggressor adds its own delay (a time-sliced processor
+    /// hands each co-runner its slice in turn).
+    Additive,
+}
+
+impl CompositionModel {
+    /// Both models, in the order `contend matrix` fits them.
+    pub const ALL: [CompositionModel; 2] = [CompositionModel::Multiplicative, CompositionModel::Additive];
+
+    /// The victim's p99 factor from the factors of each co-located aggressor.
+    pub fn combine(self, factors: &[f64]) -> f64 {
+        match self {
+            CompositionModel::Multiplicative => factors.iter().product(),
+            CompositionModel::Additive => 1.0 + factors.iter().map(|f| f - 1.0).sum::<f64>(),
+        }
+    }
+
+    /// Kebab-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            CompositionModel::Multiplicative => "multiplicative",
+            CompositionModel::Additive => "additive",
+        }
+    }
+}
+
+/// A mode's composition model and the expected error of its predictions, as fitted and
+/// checked by `contend matrix --triples` (relative errors on p99: 0.1 = ±10%).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Composition {
+    /// The model.
+    #[serde(default)]
+    pub model: CompositionModel,
+    /// Expected relative error of a pair's p99 prediction (the measured factors' median
+    /// bootstrap 95% half-width).
+    #[serde(default)]
+    pub pair_error: Option<f64>,
+    /// Expected relative error of a prediction for three or more agents (the model's mean
+    /// absolute error on the measured triples).
+    #[serde(default)]
+    pub group_error: Option<f64>,
+    /// How many (victim, two aggressors) cells the model was checked on.
+    #[serde(default)]
+    pub groups_checked: usize,
+}
+
+/// Interference factors per mode: `victim<-aggressor` → p99 factor, plus `default`; and
+/// per mode, how factors compose (`[interference.composition.<mode>]`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Interference {
+    /// Composition per mode name; absent: multiplicative, errors unknown.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub composition: BTreeMap<String, Composition>,
     /// Per mode name (`time-slicing`, `mps`).
     #[serde(flatten)]
     pub modes: BTreeMap<String, BTreeMap<String, f64>>,
@@ -92,24 +158,60 @@ impl Interference {
         let m = self.modes.get(mode.name())?;
         m.get(&format!("{victim}<-{aggressor}")).or_else(|| m.get("default")).copied()
     }
+
+    /// The mode's composition (multiplicative, errors unknown, when none was given).
+    pub fn composition(&self, mode: GroupMode) -> Composition {
+        self.composition.get(mode.name()).cloned().unwrap_or_default()
+    }
+
+    /// Overlays a measured table: its factors and compositions replace these.
+    pub fn merge(&mut self, other: &Interference) {
+        for (mode, table) in &other.modes {
+            self.modes.entry(mode.clone()).or_default().extend(table.iter().map(|(k, v)| (k.clone(), *v)));
+        }
+        self.composition.extend(other.composition.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
 }
 
 /// The planner's input file (`agents.toml`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentsFile {
-    /// The agents.
+    /// The agents (none in a measured table written by `contend matrix`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<AgentNeed>,
     /// Interference factors.
     #[serde(default)]
     pub interference: Interference,
+    /// Solo p99 per kind, ms, for agents that give none (written by `contend matrix`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub solo_p99_ms: BTreeMap<String, f64>,
+}
+
+impl AgentsFile {
+    /// Overlays a measured table (`contend matrix --table`): its interference factors and
+    /// compositions replace these, and its solo p99s fill agents that give none.
+    pub fn apply_table(&mut self, table: &AgentsFile) {
+        self.interference.merge(&table.interference);
+        self.solo_p99_ms.extend(table.solo_p99_ms.iter().map(|(k, v)| (k.clone(), *v)));
+        for a in &mut self.agents {
+            if a.solo_p99_ms <= 0.0 {
+                if let Some(v) = self.solo_p99_ms.get(&a.kind) {
+                    a.solo_p99_ms = *v;
+                }
+            }
+        }
+    }
 }
 
 /// An agent's seat.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Seat {
     /// Agent.
     pub agent: String,
+    /// Its kind (interference class; on the CPU, the agent `contend verify` runs).
+    #[serde(default)]
+    pub kind: String,
     /// MIG profile, when in a MIG group.
     pub profile: Option<String>,
     /// Predicted p99, ms.
@@ -118,10 +220,14 @@ pub struct Seat {
     pub objective_ms: f64,
     /// Memory, GB.
     pub memory_gb: f64,
+    /// Expected relative error of the prediction (0.1 = ±10%), when a measured table states
+    /// one for this group size.
+    #[serde(default)]
+    pub expected_error: Option<f64>,
 }
 
 /// One GPU of the plan.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GpuPlan {
     /// GPU number in the plan.
     pub gpu: usize,
@@ -133,8 +239,8 @@ pub struct GpuPlan {
     pub why: String,
 }
 
-/// The whole plan.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// The whole plan (`contend plan --json`, the input of `contend verify`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     /// GPU model.
     pub model: String,

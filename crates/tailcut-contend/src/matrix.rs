@@ -1,0 +1,569 @@
+//! The interference matrix (`tailcut contend matrix`): every agent solo, every unordered
+//! pair together (one run measures both ordered cells `a<-b` and `b<-a`), and optionally
+//! every triple, each run in its own processes, over trials whose cell order rotates and
+//! reverses (so drift hits every cell alike). Each cell's factor is the victim's p99
+//! shared / solo with a bootstrap 95% interval (p95 when a cell has under 100 samples).
+//!
+//! From the cells it writes the interference table `contend plan --table` reads
+//! ([`MatrixReport::table`]), fits the composition model on the triples (the one with the
+//! smaller mean absolute error) and states the expected error of pair and group
+//! predictions.
+//!
+//! CPU modes map onto the planner's GPU modes: `same-core` (the OS time-slices one core)
+//! fills `time-slicing`, `separate-cores` (concurrent, sharing caches and the memory bus)
+//! fills `mps`; the CUDA modes `time-slicing` and `mps` fill themselves.
+
+use crate::agent::Samples;
+use crate::plan::{AgentsFile, Composition, CompositionModel, Interference};
+use crate::protocol::{run_placed, validate, Mode, ProtocolError, RunSettings};
+use crate::report::Placement;
+use crate::stats::{arm_stats, degradation, ArmStats, Degradation};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// One matrix cell: a victim's p99 next to one or more aggressors.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    /// The agent measured.
+    pub victim: String,
+    /// The agents running with it.
+    pub aggressors: Vec<String>,
+    /// The victim next to them.
+    pub shared: ArmStats,
+    /// Shared / solo factors with bootstrap intervals.
+    pub degradation: Degradation,
+    /// The tail quantile the factor uses: `p99`, or `p95` under 100 samples in an arm.
+    pub quantile: String,
+    /// The factor on that quantile.
+    pub factor: f64,
+    /// Its bootstrap 95% interval.
+    pub ci95: [f64; 2],
+}
+
+/// How well one composition model predicts the measured triples.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompositionCheck {
+    /// The model.
+    pub model: CompositionModel,
+    /// Mean |predicted / measured − 1| over the triple cells.
+    pub mean_abs_error: f64,
+    /// Largest such error.
+    pub max_abs_error: f64,
+}
+
+/// A whole matrix run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MatrixReport {
+    /// Always `tailcut contend matrix`.
+    pub tool: String,
+    /// Measurement mode.
+    pub mode: String,
+    /// The planner mode the table fills.
+    pub table_mode: String,
+    /// Trials.
+    pub trials: u32,
+    /// Warm-up per run, s.
+    pub warmup_s: f64,
+    /// Measurement window per run, s.
+    pub duration_s: f64,
+    /// CPUs on the host.
+    pub host_cpus: usize,
+    /// Wall time of the whole matrix, s.
+    pub run_time_s: f64,
+    /// Agent names (the interference classes of the table).
+    pub agents: Vec<String>,
+    /// Each agent alone.
+    pub solo: BTreeMap<String, ArmStats>,
+    /// Ordered pairs.
+    pub pairs: Vec<Cell>,
+    /// Victims with two aggressors (`--triples`).
+    pub triples: Vec<Cell>,
+    /// Each composition model's error on the triples (empty without them).
+    pub checks: Vec<CompositionCheck>,
+    /// The composition the table states.
+    pub composition: Composition,
+}
+
+/// Matrix settings: the run settings (agents, mode, trials, windows, bootstrap, devices,
+/// program, seed) plus whether to measure triples.
+#[derive(Clone, Debug)]
+pub struct MatrixSettings {
+    /// As for `contend run` (the verdict thresholds are unused).
+    pub run: RunSettings,
+    /// Agent names (unique), one per agent.
+    pub names: Vec<String>,
+    /// Also measure every victim with every two others.
+    pub triples: bool,
+}
+
+/// The planner mode a measurement mode fills.
+pub fn table_mode(mode: Mode) -> Option<&'static str> {
+    match mode {
+        Mode::SameCore | Mode::TimeSlicing => Some("time-slicing"),
+        Mode::SeparateCores | Mode::Mps => Some("mps"),
+        _ => None,
+    }
+}
+
+/// The interference class of an agent name: `fft#2` → `fft` (a second copy of an agent
+/// measures the agent against itself).
+pub fn class(name: &str) -> &str {
+    name.split('#').next().unwrap_or(name)
+}
+
+/// The groups run per trial: solos, pairs, then triples.
+pub fn groups(n: usize, triples: bool) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = (0..n).map(|i| vec![i]).collect();
+    for i in 0..n {
+        for j in i + 1..n {
+            out.push(vec![i, j]);
+        }
+    }
+    if triples {
+        for i in 0..n {
+            for j in i + 1..n {
+                for k in j + 1..n {
+                    out.push(vec![i, j, k]);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The order of the groups in a trial: rotated by the trial number, reversed every
+/// other trial.
+pub fn trial_order(count: usize, trial: u32) -> Vec<usize> {
+    let shift = (trial as usize).saturating_sub(1) % count.max(1);
+    let mut order: Vec<usize> = (0..count).map(|k| (k + shift) % count).collect();
+    if trial.is_multiple_of(2) {
+        order.reverse();
+    }
+    order
+}
+
+fn arm_label(group: &[usize], victim: usize, names: &[String]) -> String {
+    if group.len() == 1 {
+        return "solo".into();
+    }
+    let others: Vec<&str> = group.iter().filter(|&&j| j != victim).map(|&j| names[j].as_str()).collect();
+    format!("with:{}", others.join("+"))
+}
+
+fn placements(run: &RunSettings, group: &[usize], cpus: usize) -> Vec<Placement> {
+    (0..group.len())
+        .map(|pos| match run.mode {
+            Mode::SameCore => Placement { cpu: Some(0), device: None },
+            Mode::SeparateCores => Placement { cpu: Some(pos % cpus.max(1)), device: None },
+            _ => Placement { cpu: None, device: run.devices.first().cloned().or_else(|| Some("0".into())) },
+        })
+        .collect()
+}
+
+/// Runs the matrix. `progress` receives a line per run.
+pub fn run(settings: &MatrixSettings, progress: &dyn Fn(&str)) -> Result<MatrixReport, ProtocolError> {
+    let run = &settings.run;
+    let cpus = core_affinity::get_core_ids().map_or(1, |c| c.len());
+    let Some(table) = table_mode(run.mode) else {
+        return Err(ProtocolError::Invalid(format!(
+            "--mode {}: the matrix measures same-core or separate-cores (CPU), time-slicing or mps (CUDA)",
+            run.mode.name()
+        )));
+    };
+    if run.agents.len() < 2 {
+        return Err(ProtocolError::Invalid("the matrix needs at least two --agent".into()));
+    }
+    if settings.names.len() != run.agents.len() {
+        return Err(ProtocolError::Invalid("one name per agent".into()));
+    }
+    if settings.triples && run.agents.len() < 3 {
+        return Err(ProtocolError::Invalid("--triples needs at least three --agent".into()));
+    }
+    // Only groups of up to three run at once: separate-cores needs that many cores.
+    let widest = if settings.triples { 3 } else { 2 };
+    let probe = RunSettings { agents: run.agents[..widest].to_vec(), ..run.clone() };
+    validate(&probe, cpus)?;
+    let started = Instant::now();
+    let groups = groups(run.agents.len(), settings.triples);
+    let mut collected: Vec<Samples> = Vec::new();
+    for trial in 1..=run.trials {
+        for g in trial_order(groups.len(), trial) {
+            let group = &groups[g];
+            let label: Vec<&str> = group.iter().map(|&i| settings.names[i].as_str()).collect();
+            progress(&format!("trial {trial}/{}: {}", run.trials, label.join(" + ")));
+            let places = placements(run, group, cpus);
+            let mut got = run_placed(run, &settings.names, group, &places, "matrix", trial)?;
+            for (s, &victim) in got.iter_mut().zip(group) {
+                s.arm = Some(arm_label(group, victim, &settings.names));
+            }
+            collected.extend(got);
+        }
+    }
+    let mut report = assemble(&collected, &settings.names, &groups, run.bootstrap_rounds, run.seed);
+    report.mode = run.mode.name().into();
+    report.table_mode = table.into();
+    report.trials = run.trials;
+    report.warmup_s = run.warmup.as_secs_f64();
+    report.duration_s = run.duration.as_secs_f64();
+    report.host_cpus = cpus;
+    report.run_time_s = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+fn pooled(samples: &[Samples], name: &str, arm: &str) -> (Vec<f64>, f64, Vec<f64>) {
+    let runs: Vec<&Samples> = samples.iter().filter(|s| s.name.as_deref() == Some(name) && s.arm.as_deref() == Some(arm)).collect();
+    let ms: Vec<f64> = runs.iter().flat_map(|s| s.samples_ns.iter().map(|&x| x as f64 / 1e6)).collect();
+    let window = runs.iter().map(|s| s.window_ns as f64 / 1e9).sum();
+    let trial_p99 = runs
+        .iter()
+        .filter(|s| s.samples_ns.len() >= 100)
+        .map(|s| {
+            let mut v: Vec<f64> = s.samples_ns.iter().map(|&x| x as f64 / 1e6).collect();
+            tailcut_stats::sort_latencies(&mut v);
+            tailcut_stats::quantile_linear(&v, 0.99)
+        })
+        .collect();
+    (ms, window, trial_p99)
+}
+
+/// Builds the report from samples labelled `solo` / `with:<others>` (public so tests and
+/// sample files can feed it).
+pub fn assemble(samples: &[Samples], names: &[String], groups: &[Vec<usize>], rounds: usize, seed: u64) -> MatrixReport {
+    let mut solo = BTreeMap::new();
+    let mut solo_ms: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for name in names {
+        let (ms, w, t) = pooled(samples, name, "solo");
+        solo.insert(name.clone(), arm_stats(&ms, w, t));
+        solo_ms.insert(name.clone(), ms);
+    }
+    let mut pairs = Vec::new();
+    let mut triples = Vec::new();
+    for (gi, group) in groups.iter().enumerate().filter(|(_, g)| g.len() > 1) {
+        for &victim in group {
+            let name = &names[victim];
+            let arm = arm_label(group, victim, names);
+            let (ms, w, t) = pooled(samples, name, &arm);
+            let base = &solo_ms[name];
+            if ms.is_empty() || base.is_empty() {
+                continue;
+            }
+            let shared = arm_stats(&ms, w, t);
+            let d = degradation(base, &ms, &solo[name], &shared, rounds, seed ^ ((gi as u64) << 8) ^ victim as u64);
+            let (quantile, factor) = match d.p99 {
+                Some(f) => ("p99", f),
+                None => ("p95", d.p95),
+            };
+            let ci95 = d.ci95.get(quantile).copied().unwrap_or([f64::NAN, f64::NAN]);
+            let cell = Cell {
+                victim: name.clone(),
+                aggressors: group.iter().filter(|&&j| j != victim).map(|&j| names[j].clone()).collect(),
+                shared,
+                degradation: d,
+                quantile: quantile.into(),
+                factor,
+                ci95,
+            };
+            if group.len() == 2 {
+                pairs.push(cell);
+            } else {
+                triples.push(cell);
+            }
+        }
+    }
+    let (checks, composition) = fit(&pairs, &triples);
+    MatrixReport {
+        tool: "tailcut contend matrix".into(),
+        mode: String::new(),
+        table_mode: String::new(),
+        trials: 0,
+        warmup_s: 0.0,
+        duration_s: 0.0,
+        host_cpus: 0,
+        run_time_s: 0.0,
+        agents: names.to_vec(),
+        solo,
+        pairs,
+        triples,
+        checks,
+        composition,
+    }
+}
+
+/// The pair factor of `victim<-aggressor`, if measured.
+pub fn pair_factor(pairs: &[Cell], victim: &str, aggressor: &str) -> Option<f64> {
+    pairs.iter().find(|c| c.victim == victim && c.aggressors.len() == 1 && c.aggressors[0] == aggressor).map(|c| c.factor)
+}
+
+/// Fits the composition: each model's error on the triples; the one with the smaller mean
+/// error wins (multiplicative without triples). The pair error is the median relative
+/// half-width of the pair factors' bootstrap intervals.
+pub fn fit(pairs: &[Cell], triples: &[Cell]) -> (Vec<CompositionCheck>, Composition) {
+    let mut widths: Vec<f64> = pairs
+        .iter()
+        .filter(|c| c.ci95[0].is_finite() && c.ci95[1].is_finite() && c.factor > 0.0)
+        .map(|c| (c.ci95[1] - c.ci95[0]) / 2.0 / c.factor)
+        .collect();
+    widths.sort_by(f64::total_cmp);
+    let pair_error = (!widths.is_empty()).then(|| widths[widths.len() / 2]);
+    let mut checks = Vec::new();
+    for model in CompositionModel::ALL {
+        let errors: Vec<f64> = triples
+            .iter()
+            .filter_map(|c| {
+                let fs: Option<Vec<f64>> = c.aggressors.iter().map(|a| pair_factor(pairs, &c.victim, a)).collect();
+                fs.map(|fs| (model.combine(&fs) / c.factor - 1.0).abs())
+            })
+            .collect();
+        if errors.is_empty() {
+            continue;
+        }
+        checks.push(CompositionCheck {
+            model,
+            mean_abs_error: errors.iter().sum::<f64>() / errors.len() as f64,
+            max_abs_error: errors.iter().copied().fold(0.0, f64::max),
+        });
+    }
+    let best = checks.iter().min_by(|a, b| a.mean_abs_error.total_cmp(&b.mean_abs_error));
+    let composition = Composition {
+        model: best.map_or(CompositionModel::default(), |c| c.model),
+        pair_error,
+        group_error: best.map(|c| c.mean_abs_error),
+        groups_checked: if best.is_some() { triples.len() } else { 0 },
+    };
+    (checks, composition)
+}
+
+impl MatrixReport {
+    /// The interference table in the schema `contend plan` reads (an agents file without
+    /// agents): solo p99 per class, `victim<-aggressor` factors (copies of one agent
+    /// averaged into `x<-x`), and the composition with its errors.
+    pub fn table(&self) -> AgentsFile {
+        let mut sums: BTreeMap<String, (f64, u32)> = BTreeMap::new();
+        for c in &self.pairs {
+            let key = format!("{}<-{}", class(&c.victim), class(&c.aggressors[0]));
+            let e = sums.entry(key).or_insert((0.0, 0));
+            e.0 += c.factor;
+            e.1 += 1;
+        }
+        let factors: BTreeMap<String, f64> = sums.into_iter().map(|(k, (s, n))| (k, round4(s / f64::from(n)))).collect();
+        let mut modes = BTreeMap::new();
+        modes.insert(self.table_mode.clone(), factors);
+        let mut composition = BTreeMap::new();
+        let mut c = self.composition.clone();
+        c.pair_error = c.pair_error.map(round4);
+        c.group_error = c.group_error.map(round4);
+        composition.insert(self.table_mode.clone(), c);
+        let mut solo_p99_ms = BTreeMap::new();
+        for (name, st) in &self.solo {
+            solo_p99_ms.entry(class(name).to_string()).or_insert(round4(st.p99_ms.unwrap_or(st.p95_ms)));
+        }
+        AgentsFile { agents: Vec::new(), interference: Interference { modes, composition }, solo_p99_ms }
+    }
+
+    /// The table as TOML with a header saying how it was measured.
+    pub fn table_toml(&self, command: &str) -> Result<String, toml::ser::Error> {
+        let body = toml::to_string(&self.table())?;
+        Ok(format!(
+            "# Interference table measured by `{command}`\n\
+             # mode {} (fills the planner's {}), {} trial(s) × {:.2} s per run, {} CPU(s), {:.1} s in all.\n\
+             # Feed it to `tailcut contend plan --table <this file>`.\n\n{body}",
+            self.mode, self.table_mode, self.trials, self.duration_s, self.host_cpus, self.run_time_s
+        ))
+    }
+
+    /// Text: solo tails, the victim × aggressor grid, triples and the composition check.
+    pub fn render(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "tailcut contend matrix — mode {} (table for {}), {} trial(s) × ({:.2} s warm-up + {:.2} s measured) per run, {} CPU(s), {:.1} s in all",
+            self.mode, self.table_mode, self.trials, self.warmup_s, self.duration_s, self.host_cpus, self.run_time_s
+        );
+        s.push('\n');
+        let rows: Vec<Vec<String>> = self
+            .agents
+            .iter()
+            .map(|a| {
+                let st = &self.solo[a];
+                vec![a.clone(), st.samples.to_string(), format!("{:.3}", st.p50_ms), st.p99_ms.map_or("-".into(), |x| format!("{x:.3}"))]
+            })
+            .collect();
+        s.push_str(&crate::report::table(&["solo", "n", "p50 ms", "p99 ms"], &rows));
+        s.push_str("\np99 factor of the victim (row) next to the aggressor (column), bootstrap 95% interval\n");
+        let mut header = vec!["victim \\ aggressor"];
+        header.extend(self.agents.iter().map(String::as_str));
+        let rows: Vec<Vec<String>> = self
+            .agents
+            .iter()
+            .map(|v| {
+                let mut r = vec![v.clone()];
+                for a in &self.agents {
+                    r.push(match self.pairs.iter().find(|c| &c.victim == v && c.aggressors[0] == *a) {
+                        Some(c) => {
+                            format!("×{:.2} ({:.2}–{:.2}){}", c.factor, c.ci95[0], c.ci95[1], if c.quantile == "p99" { "" } else { " p95" })
+                        }
+                        None => "·".into(),
+                    });
+                }
+                r
+            })
+            .collect();
+        s.push_str(&crate::report::table(&header, &rows));
+        if !self.triples.is_empty() {
+            s.push_str("\nTriples: measured p99 factor vs each composition of the pair factors\n");
+            let mut header = vec!["victim", "aggressors", "measured"];
+            let names: Vec<&str> = self.checks.iter().map(|c| c.model.name()).collect();
+            header.extend(names.iter().copied());
+            let rows: Vec<Vec<String>> = self
+                .triples
+                .iter()
+                .map(|c| {
+                    let mut r = vec![c.victim.clone(), c.aggressors.join(" + "), format!("×{:.2}", c.factor)];
+                    let fs: Option<Vec<f64>> = c.aggressors.iter().map(|a| pair_factor(&self.pairs, &c.victim, a)).collect();
+                    for check in &self.checks {
+                        r.push(fs.as_ref().map_or("-".into(), |fs| {
+                            let p = check.model.combine(fs);
+                            format!("×{p:.2} ({:+.0}%)", (p / c.factor - 1.0) * 100.0)
+                        }));
+                    }
+                    r
+                })
+                .collect();
+            s.push_str(&crate::report::table(&header, &rows));
+            for c in &self.checks {
+                let _ =
+                    writeln!(s, "{}: mean |error| {:.1}%, max {:.1}%", c.model.name(), c.mean_abs_error * 100.0, c.max_abs_error * 100.0);
+            }
+        }
+        let pct = |x: Option<f64>| x.map_or("unknown".to_string(), |e| format!("±{:.1}%", e * 100.0));
+        let _ = writeln!(
+            s,
+            "\ncomposition: {} — expected p99 error: pairs {} (bootstrap half-width), three or more {}{}",
+            self.composition.model.name(),
+            pct(self.composition.pair_error),
+            pct(self.composition.group_error),
+            if self.composition.groups_checked == 0 { " (measure --triples to check)" } else { "" }
+        );
+        s
+    }
+}
+
+fn round4(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::{AgentKind, AgentSpec};
+
+    #[test]
+    fn groups_cover_solos_pairs_and_triples_once() {
+        let g = groups(4, false);
+        assert_eq!(g.len(), 4 + 6);
+        let t = groups(4, true);
+        assert_eq!(t.len(), 4 + 6 + 4);
+        let mut seen = std::collections::BTreeSet::new();
+        for x in &t {
+            assert!(seen.insert(x.clone()), "{x:?} twice");
+        }
+    }
+
+    #[test]
+    fn trial_orders_are_permutations_that_differ() {
+        let a = trial_order(7, 1);
+        let b = trial_order(7, 2);
+        for o in [&a, &b] {
+            let mut s = o.clone();
+            s.sort_unstable();
+            assert_eq!(s, (0..7).collect::<Vec<_>>());
+        }
+        assert_ne!(a, b);
+        assert_eq!(a[0], 0);
+    }
+
+    fn samples(name: &str, arm: &str, ms: impl Iterator<Item = f64>) -> Samples {
+        let v: Vec<u64> = ms.map(|x| (x * 1e6) as u64).collect();
+        Samples {
+            kind: AgentKind::Fft,
+            spec: AgentSpec::new(AgentKind::Fft),
+            cpu: None,
+            window_ns: 1_000_000_000,
+            samples_ns: v,
+            ttft_ns: vec![],
+            tpot_ns: vec![],
+            errors: 0,
+            name: Some(name.into()),
+            arm: Some(arm.into()),
+            trial: Some(1),
+        }
+    }
+
+    /// Synthetic matrix: each victim's tail is scaled by 1 + Σ extra over its aggressors
+    /// (an additive world), so the fit must pick additive with near-zero error.
+    #[test]
+    fn fit_picks_the_model_that_generated_the_triples() {
+        let names: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        let extra = |v: usize, a: usize| 0.2 + 0.3 * ((v * 3 + a) % 4) as f64;
+        let base = |i: usize| (0..1000).map(move |k| 1.0 + k as f64 / 1000.0 + i as f64);
+        let g = groups(3, true);
+        let mut all = Vec::new();
+        for (i, n) in names.iter().enumerate() {
+            all.push(samples(n, "solo", base(i)));
+        }
+        for group in g.iter().filter(|g| g.len() > 1) {
+            for &v in group {
+                let f = 1.0 + group.iter().filter(|&&a| a != v).map(|&a| extra(v, a)).sum::<f64>();
+                all.push(samples(&names[v], &arm_label(group, v, &names), base(v).map(move |x| x * f)));
+            }
+        }
+        let r = assemble(&all, &names, &g, 100, 1);
+        assert_eq!(r.pairs.len(), 6);
+        assert_eq!(r.triples.len(), 3);
+        let ab = pair_factor(&r.pairs, "a", "b").unwrap();
+        assert!((ab - (1.0 + extra(0, 1))).abs() < 1e-6, "{ab}");
+        assert_eq!(r.composition.model, CompositionModel::Additive, "{:?}", r.checks);
+        assert!(r.composition.group_error.unwrap() < 1e-6);
+        let mult = r.checks.iter().find(|c| c.model == CompositionModel::Multiplicative).unwrap();
+        assert!(mult.mean_abs_error > 0.05, "{mult:?}");
+        assert_eq!(r.composition.groups_checked, 3);
+        let pe = r.composition.pair_error.unwrap();
+        assert!((0.0..0.05).contains(&pe), "scaled copies have tight intervals: {pe}");
+    }
+
+    #[test]
+    fn table_speaks_the_planner_schema_and_averages_copies() {
+        let names: Vec<String> = ["fft", "fft#2", "gemm"].iter().map(|s| s.to_string()).collect();
+        let g = groups(3, false);
+        let mut all = Vec::new();
+        for n in &names {
+            all.push(samples(n, "solo", (0..500).map(|k| 1.0 + k as f64 / 500.0)));
+        }
+        let f = |v: &str, a: &str| match (v, a) {
+            ("fft", "fft#2") => 1.4,
+            ("fft#2", "fft") => 1.6,
+            ("fft" | "fft#2", "gemm") => 2.0,
+            _ => 1.1,
+        };
+        for group in g.iter().filter(|g| g.len() == 2) {
+            for &v in group {
+                let a = group.iter().find(|&&j| j != v).copied().unwrap();
+                let factor = f(&names[v], &names[a]);
+                all.push(samples(&names[v], &arm_label(group, v, &names), (0..500).map(move |k| (1.0 + k as f64 / 500.0) * factor)));
+            }
+        }
+        let mut r = assemble(&all, &names, &g, 50, 1);
+        r.table_mode = "time-slicing".into();
+        let t = r.table();
+        let ts = &t.interference.modes["time-slicing"];
+        assert!((ts["fft<-fft"] - 1.5).abs() < 1e-3, "{ts:?}");
+        assert!((ts["fft<-gemm"] - 2.0).abs() < 1e-3, "{ts:?}");
+        assert!(t.solo_p99_ms.contains_key("fft") && t.solo_p99_ms.contains_key("gemm"));
+        let text = r.table_toml("tailcut contend matrix --agent fft").unwrap();
+        let back: AgentsFile = toml::from_str(&text).unwrap();
+        assert_eq!(back.interference.factor(crate::plan::GroupMode::TimeSlicing, "fft", "gemm"), Some(ts["fft<-gemm"]));
+        assert!(r.render().contains("victim \\ aggressor"));
+    }
+}

@@ -1,0 +1,336 @@
+//! `tailcut contend verify PLAN`: runs a plan's co-locations and checks each agent's
+//! measured p99 against its objective and against the plan's prediction.
+//!
+//! On the CPU each planned device is a core: a `dedicated` device is one agent alone on
+//! its core, a `time-slicing` device is its agents pinned together to one core (what
+//! `contend matrix --mode same-core` measured), an `mps` device runs its agents
+//! concurrently on separate cores (what `separate-cores` measured). Devices run one at a
+//! time, device `g` on core `g mod cores`, over interleaved trials. With `gpu`, the seats
+//! must be CUDA agents and device `g` is CUDA device `devices[g]` (or `g`).
+
+use crate::agent::{AgentSpec, Samples};
+use crate::matrix::trial_order;
+use crate::plan::{GroupMode, Plan};
+use crate::protocol::{run_placed, ProtocolError, RunSettings};
+use crate::report::Placement;
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// One agent's check.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SeatCheck {
+    /// Agent.
+    pub agent: String,
+    /// Kind run.
+    pub kind: String,
+    /// Planned device.
+    pub gpu: usize,
+    /// Its mode.
+    pub mode: GroupMode,
+    /// Iterations measured.
+    pub samples: usize,
+    /// Measured p99, ms (pooled over trials).
+    pub measured_p99_ms: f64,
+    /// Objective, ms.
+    pub objective_ms: f64,
+    /// The plan's prediction, ms.
+    pub predicted_p99_ms: f64,
+    /// measured / predicted − 1.
+    pub prediction_error: f64,
+    /// The plan's expected error, if it stated one.
+    pub expected_error: Option<f64>,
+    /// Whether |prediction error| is within the expected error.
+    pub within_expected: Option<bool>,
+    /// Whether the objective was met.
+    pub met: bool,
+}
+
+/// The whole check.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VerifyReport {
+    /// Always `tailcut contend verify`.
+    pub tool: String,
+    /// `cpu` or `gpu`.
+    pub target: String,
+    /// Trials.
+    pub trials: u32,
+    /// Measurement window per run, s.
+    pub duration_s: f64,
+    /// Wall time, s.
+    pub run_time_s: f64,
+    /// Per agent.
+    pub seats: Vec<SeatCheck>,
+    /// Every objective met.
+    pub all_met: bool,
+    /// Mean |prediction error| over agents sharing with one other.
+    pub pair_mean_abs_error: Option<f64>,
+    /// Mean |prediction error| over agents sharing with two or more others.
+    pub group_mean_abs_error: Option<f64>,
+}
+
+/// What to verify and how.
+#[derive(Clone, Debug)]
+pub struct VerifySettings {
+    /// The plan (`contend plan --json`).
+    pub plan: Plan,
+    /// Template for the runs: trials, warm-up, duration, iterations, devices, program (the
+    /// agents and mode are set per device).
+    pub run: RunSettings,
+    /// Run on CUDA devices instead of CPU cores.
+    pub gpu: bool,
+    /// Think time of agent-loop agents, ms.
+    pub think_ms: u64,
+}
+
+/// Runs the check. `progress` receives a line per run.
+pub fn run(settings: &VerifySettings, progress: &dyn Fn(&str)) -> Result<VerifyReport, ProtocolError> {
+    let cpus = core_affinity::get_core_ids().map_or(1, |c| c.len());
+    let mut agents: Vec<AgentSpec> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    // Per device: (gpu, mode, indices into agents, placements).
+    let mut devices: Vec<(usize, GroupMode, Vec<usize>, Vec<Placement>)> = Vec::new();
+    for (k, g) in settings.plan.gpus.iter().enumerate() {
+        let mut which = Vec::new();
+        let mut places = Vec::new();
+        for (pos, seat) in g.seats.iter().enumerate() {
+            let kind = if seat.kind.is_empty() { seat.agent.as_str() } else { seat.kind.as_str() };
+            let mut spec = AgentSpec::parse(kind).map_err(|e| {
+                ProtocolError::Invalid(format!("plan seat `{}`: kind `{kind}` is not an agent tailcut can run: {e}", seat.agent))
+            })?;
+            if spec.kind == crate::agent::AgentKind::AgentLoop {
+                spec.think_ms = settings.think_ms;
+            }
+            if spec.kind.is_cuda() != settings.gpu {
+                return Err(ProtocolError::Invalid(format!(
+                    "plan seat `{}` is a {} agent: {}",
+                    seat.agent,
+                    spec.kind.name(),
+                    if settings.gpu { "--gpu verifies CUDA agents only" } else { "CUDA agents need --gpu" }
+                )));
+            }
+            let place = if settings.gpu {
+                let dev = settings.run.devices.get(k).cloned().unwrap_or_else(|| k.to_string());
+                if g.mode == GroupMode::Mig {
+                    return Err(ProtocolError::Invalid(format!(
+                        "GPU {}: MIG groups need one MIG UUID per seat; verify them with `contend run --mode mig`",
+                        g.gpu
+                    )));
+                }
+                Placement { cpu: None, device: Some(dev) }
+            } else {
+                let core = match g.mode {
+                    GroupMode::Dedicated | GroupMode::TimeSlicing => k % cpus,
+                    GroupMode::Mps => {
+                        if g.seats.len() > cpus {
+                            return Err(ProtocolError::Invalid(format!(
+                                "GPU {} (mps) runs its {} agents on separate cores: this machine has {cpus}",
+                                g.gpu,
+                                g.seats.len()
+                            )));
+                        }
+                        (k + pos) % cpus
+                    }
+                    GroupMode::Mig => {
+                        return Err(ProtocolError::Invalid(format!("GPU {}: a MIG group has no CPU analogue to verify", g.gpu)));
+                    }
+                };
+                Placement { cpu: Some(core), device: None }
+            };
+            which.push(agents.len());
+            agents.push(spec);
+            names.push(seat.agent.clone());
+            places.push(place);
+        }
+        devices.push((g.gpu, g.mode, which, places));
+    }
+    if agents.is_empty() {
+        return Err(ProtocolError::Invalid("the plan places no agents".into()));
+    }
+    let run = RunSettings { agents, ..settings.run.clone() };
+    if run.trials == 0 {
+        return Err(ProtocolError::Invalid("--trials must be at least 1".into()));
+    }
+    let started = Instant::now();
+    let mut collected: Vec<Samples> = Vec::new();
+    for trial in 1..=run.trials {
+        for d in trial_order(devices.len(), trial) {
+            let (gpu, mode, which, places) = &devices[d];
+            let label: Vec<&str> = which.iter().map(|&i| names[i].as_str()).collect();
+            progress(&format!("trial {trial}/{}: device {gpu} ({}): {}", run.trials, mode.name(), label.join(" + ")));
+            collected.extend(run_placed(&run, &names, which, places, "verify", trial)?);
+        }
+    }
+    let mut seats = Vec::new();
+    for g in &settings.plan.gpus {
+        for seat in &g.seats {
+            let mut ms: Vec<f64> = collected
+                .iter()
+                .filter(|s| s.name.as_deref() == Some(seat.agent.as_str()))
+                .flat_map(|s| s.samples_ns.iter().map(|&x| x as f64 / 1e6))
+                .collect();
+            tailcut_stats::sort_latencies(&mut ms);
+            let p99 = tailcut_stats::quantile_linear(&ms, 0.99);
+            let err = p99 / seat.predicted_p99_ms - 1.0;
+            seats.push(SeatCheck {
+                agent: seat.agent.clone(),
+                kind: seat.kind.clone(),
+                gpu: g.gpu,
+                mode: g.mode,
+                samples: ms.len(),
+                measured_p99_ms: p99,
+                objective_ms: seat.objective_ms,
+                predicted_p99_ms: seat.predicted_p99_ms,
+                prediction_error: err,
+                expected_error: seat.expected_error,
+                within_expected: seat.expected_error.map(|e| err.abs() <= e),
+                met: p99 <= seat.objective_ms,
+            });
+        }
+    }
+    Ok(summarise(&settings.plan, seats, run.trials, run.duration.as_secs_f64(), started.elapsed().as_secs_f64(), settings.gpu))
+}
+
+/// Builds the report from the per-seat checks.
+pub fn summarise(plan: &Plan, seats: Vec<SeatCheck>, trials: u32, duration_s: f64, run_time_s: f64, gpu: bool) -> VerifyReport {
+    let size = |s: &SeatCheck| plan.gpus.iter().find(|g| g.gpu == s.gpu).map_or(1, |g| g.seats.len());
+    let mean = |pick: &dyn Fn(usize) -> bool| {
+        let v: Vec<f64> = seats
+            .iter()
+            .filter(|s| matches!(s.mode, GroupMode::TimeSlicing | GroupMode::Mps) && pick(size(s)))
+            .map(|s| s.prediction_error.abs())
+            .collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    VerifyReport {
+        tool: "tailcut contend verify".into(),
+        target: if gpu { "gpu" } else { "cpu" }.into(),
+        trials,
+        duration_s,
+        run_time_s,
+        all_met: seats.iter().all(|s| s.met),
+        pair_mean_abs_error: mean(&|n| n == 2),
+        group_mean_abs_error: mean(&|n| n >= 3),
+        seats,
+    }
+}
+
+impl VerifyReport {
+    /// Text: one row per agent and the summary.
+    pub fn render(&self) -> String {
+        use std::fmt::Write;
+        let mut s = format!(
+            "tailcut contend verify — on the {} ({} trial(s) × {:.2} s per device, {:.1} s in all)\n\n",
+            self.target, self.trials, self.duration_s, self.run_time_s
+        );
+        let rows: Vec<Vec<String>> = self
+            .seats
+            .iter()
+            .map(|c| {
+                vec![
+                    c.agent.clone(),
+                    format!("{} {}", c.gpu, c.mode.name()),
+                    c.samples.to_string(),
+                    format!("{:.3}{}", c.measured_p99_ms, if c.samples < 100 { "*" } else { "" }),
+                    format!("{:.3}", c.objective_ms),
+                    if c.met { "met".into() } else { "MISSED".into() },
+                    format!("{:.3}", c.predicted_p99_ms),
+                    format!("{:+.1}%", c.prediction_error * 100.0),
+                    match (c.expected_error, c.within_expected) {
+                        (Some(e), Some(true)) => format!("within ±{:.0}%", e * 100.0),
+                        (Some(e), _) => format!("OUTSIDE ±{:.0}%", e * 100.0),
+                        _ => "-".into(),
+                    },
+                ]
+            })
+            .collect();
+        s.push_str(&crate::report::table(&["agent", "device", "n", "p99 ms", "objective", "", "predicted", "error", "expected"], &rows));
+        if self.seats.iter().any(|c| c.samples < 100) {
+            s.push_str("* under 100 samples: the p99 is close to the maximum; give a longer --duration or more --trials\n");
+        }
+        if let Some(e) = self.pair_mean_abs_error {
+            let _ = writeln!(s, "\nprediction error, agents sharing with one other: mean |error| {:.1}%", e * 100.0);
+        }
+        if let Some(e) = self.group_mean_abs_error {
+            let _ = writeln!(s, "prediction error, agents sharing with two or more: mean |error| {:.1}%", e * 100.0);
+        }
+        let missed: Vec<&str> = self.seats.iter().filter(|c| !c.met).map(|c| c.agent.as_str()).collect();
+        if missed.is_empty() {
+            s.push_str("\nevery objective met\n");
+        } else {
+            let _ = writeln!(s, "\nobjective MISSED: {}", missed.join(", "));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{GpuPlan, Seat};
+
+    fn seat(agent: &str, predicted: f64, objective: f64) -> Seat {
+        Seat {
+            agent: agent.into(),
+            kind: "fft".into(),
+            profile: None,
+            predicted_p99_ms: predicted,
+            objective_ms: objective,
+            memory_gb: 0.0,
+            expected_error: Some(0.1),
+        }
+    }
+
+    fn check(agent: &str, gpu: usize, mode: GroupMode, measured: f64, predicted: f64, objective: f64) -> SeatCheck {
+        let err = measured / predicted - 1.0;
+        SeatCheck {
+            agent: agent.into(),
+            kind: "fft".into(),
+            gpu,
+            mode,
+            samples: 500,
+            measured_p99_ms: measured,
+            objective_ms: objective,
+            predicted_p99_ms: predicted,
+            prediction_error: err,
+            expected_error: Some(0.1),
+            within_expected: Some(err.abs() <= 0.1),
+            met: measured <= objective,
+        }
+    }
+
+    #[test]
+    fn summary_separates_pairs_from_groups_and_flags_a_miss() {
+        let plan = Plan {
+            model: "h100-80gb".into(),
+            gpus_used: 2,
+            lower_bound: 1,
+            method: "exact".into(),
+            optimal: true,
+            gpus: vec![
+                GpuPlan { gpu: 0, mode: GroupMode::TimeSlicing, seats: vec![seat("a", 2.0, 3.0), seat("b", 2.0, 3.0)], why: String::new() },
+                GpuPlan {
+                    gpu: 1,
+                    mode: GroupMode::TimeSlicing,
+                    seats: vec![seat("c", 2.0, 3.0), seat("d", 2.0, 3.0), seat("e", 2.0, 3.0)],
+                    why: String::new(),
+                },
+            ],
+            explanations: vec![],
+        };
+        let ts = GroupMode::TimeSlicing;
+        let seats = vec![
+            check("a", 0, ts, 2.2, 2.0, 3.0),
+            check("b", 0, ts, 1.8, 2.0, 3.0),
+            check("c", 1, ts, 3.0, 2.0, 3.0),
+            check("d", 1, ts, 2.0, 2.0, 3.0),
+            check("e", 1, ts, 3.5, 2.0, 3.0),
+        ];
+        let r = summarise(&plan, seats, 2, 1.0, 10.0, false);
+        assert!((r.pair_mean_abs_error.unwrap() - 0.1).abs() < 1e-9);
+        assert!((r.group_mean_abs_error.unwrap() - (0.5 + 0.0 + 0.75) / 3.0).abs() < 1e-9);
+        assert!(!r.all_met);
+        let text = r.render();
+        assert!(text.contains("objective MISSED: e"), "{text}");
+        assert!(text.contains("OUTSIDE ±10%"), "{text}");
+    }
+}

@@ -280,23 +280,7 @@ impl PolicyState {
                 Some(p) => p.refresh(model),
                 None => self.predictor = Some(Predictor::new(model, a)),
             },
-            LearnedKind::Singler(s) => {
-                self.singler = fit_singler(model, &s);
-                if std::env::var("TC_DIAG").is_ok() {
-                    let pm = &model.providers[s.primary];
-                    let t = pm.tail_latency();
-                    eprintln!(
-                        "DIAG B={} n={} fit={:?} S(1.2)={:.4} S(2.5)={:.4} dep={:.3} bad={:.4}",
-                        s.budget,
-                        pm.latency.samples(),
-                        self.singler,
-                        1.0 - t.cdf(1.2),
-                        1.0 - t.cdf(2.5),
-                        model.dependence(s.primary, s.hedge),
-                        pm.p_bad()
-                    );
-                }
-            }
+            LearnedKind::Singler(s) => self.singler = fit_singler(model, &s),
             LearnedKind::Adaptive(a) => {
                 let pm = model.providers.get(a.primary);
                 let n = pm.map_or(0, |p| p.latency.samples());

@@ -71,6 +71,27 @@ pub struct DecayedSketch {
     /// values are taken to sit at its middle.
     #[serde(default, with = "sparse_opt", skip_serializing_if = "Vec::is_empty")]
     sums: Vec<f64>,
+    /// Per bucket, the decayed weight of the observations censored there (known only to
+    /// exceed a value in the bucket). The distribution is their Kaplan–Meier estimate,
+    /// computed when read ([`DecayedSketch::masses`]). Absent in files saved before it
+    /// existed, whose censored weight was already spread into `buckets`.
+    #[serde(default = "zero_buckets", with = "sparse_opt", skip_serializing_if = "all_zero")]
+    censored: Vec<f64>,
+    /// Sum of `censored`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    censored_total: f64,
+}
+
+fn zero_buckets() -> Vec<f64> {
+    vec![0.0; bucket_count()]
+}
+
+fn all_zero(v: &[f64]) -> bool {
+    v.iter().all(|w| *w == 0.0)
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 mod sparse_opt {
@@ -120,7 +141,54 @@ impl DecayedSketch {
             n: 0,
             buckets: vec![0.0; bucket_count()],
             sums: vec![0.0; bucket_count()],
+            censored: vec![0.0; bucket_count()],
+            censored_total: 0.0,
         }
+    }
+
+    /// The probability mass of each bucket: the events' weights over their total when
+    /// nothing was censored, else the Kaplan–Meier product-limit estimate over the
+    /// decayed event and censoring weights (an observation censored in a bucket is at
+    /// risk through that bucket), with the survival left after the last event (the
+    /// censored observations beyond every event) placed at twice the highest censoring
+    /// bucket's value: pessimistic on purpose, since a tail seen only through
+    /// cancellations would otherwise end where the policy cancels. Sums to 1 (empty when
+    /// nothing was observed).
+    ///
+    /// Read-time, not insert-time: spreading each censored weight over the buckets above
+    /// it as it arrives gave the values seen *first* a share compounded by every later
+    /// cancellation (weight ∝ (n/i)^(censored share) for the i-th of n values), so a
+    /// hedge target cancelled at a few milliseconds in 5 of 6 requests was learned as
+    /// its first few latencies (a uniform 0.8–1.2 s read as S(1.0 s) = 0.23).
+    pub fn masses(&self) -> Vec<f64> {
+        let n = self.buckets.len();
+        if self.is_empty() {
+            return Vec::new();
+        }
+        if self.censored_total <= 0.0 || self.censored.len() != n {
+            return self.buckets.iter().map(|w| w / self.total).collect();
+        }
+        let mut at_risk: f64 = self.total + self.censored_total;
+        let mut surv = 1.0;
+        let mut out = vec![0.0; n];
+        let mut last_censored = None;
+        for k in 0..n {
+            let (e, c) = (self.buckets[k], self.censored[k]);
+            if c > 0.0 {
+                last_censored = Some(k);
+            }
+            if e > 0.0 && at_risk > 0.0 {
+                let h = (e / at_risk).min(1.0);
+                out[k] = surv * h;
+                surv *= 1.0 - h;
+            }
+            at_risk -= e + c;
+        }
+        if surv > 1e-12 {
+            let at = last_censored.map_or(MAX_S, |k| (2.0 * bucket_value(k)).min(MAX_S));
+            out[bucket_of(at)] += surv;
+        }
+        out
     }
 
     /// The value sums, filled from the bucket middles when a file saved without them
@@ -141,15 +209,21 @@ impl DecayedSketch {
         }
     }
 
-    fn advance(&mut self) {
-        self.total += self.scale;
+    fn advance(&mut self, event: bool) {
+        if event {
+            self.total += self.scale;
+        } else {
+            self.censored_total += self.scale;
+        }
         self.n += 1;
         self.scale *= 2f64.powf(1.0 / self.half_life);
         if self.scale > 1e100 {
             let inv = 1.0 / self.scale;
             self.buckets.iter_mut().for_each(|w| *w *= inv);
             self.sums.iter_mut().for_each(|w| *w *= inv);
+            self.censored.iter_mut().for_each(|w| *w *= inv);
             self.total *= inv;
+            self.censored_total *= inv;
             self.scale = 1.0;
         }
     }
@@ -163,7 +237,7 @@ impl DecayedSketch {
         let w = self.scale;
         self.buckets[k] += w;
         self.sums_mut()[k] += w * x.min(MAX_S);
-        self.advance();
+        self.advance(true);
     }
 
     /// Inserts ever made.
@@ -173,12 +247,12 @@ impl DecayedSketch {
 
     /// Effective (decayed) sample count: total weight relative to the newest insert.
     pub fn effective(&self) -> f64 {
-        self.total / self.scale * 2f64.powf(1.0 / self.half_life)
+        (self.total + self.censored_total) / self.scale * 2f64.powf(1.0 / self.half_life)
     }
 
     /// Whether nothing was inserted.
     pub fn is_empty(&self) -> bool {
-        self.total <= 0.0
+        self.total + self.censored_total <= 0.0
     }
 
     /// P(X ≤ x) under the decayed weights (0 when empty).
@@ -187,8 +261,11 @@ impl DecayedSketch {
             return 0.0;
         }
         let k = bucket_of(x);
-        let below: f64 = self.buckets[..=k].iter().sum();
-        (below / self.total).min(1.0)
+        if self.censored_total <= 0.0 {
+            let below: f64 = self.buckets[..=k].iter().sum();
+            return (below / self.total).min(1.0);
+        }
+        self.masses()[..=k].iter().sum::<f64>().min(1.0)
     }
 
     /// Fills `out[i] = P(X ≤ grid[i])` for an ascending grid in one pass.
@@ -197,15 +274,16 @@ impl DecayedSketch {
             out.iter_mut().for_each(|v| *v = 0.0);
             return;
         }
+        let m = self.masses();
         let mut acc = 0.0;
         let mut k = 0usize;
         for (t, o) in grid.iter().zip(out.iter_mut()) {
             let last = bucket_of(*t);
-            while k <= last && k < self.buckets.len() {
-                acc += self.buckets[k];
+            while k <= last && k < m.len() {
+                acc += m[k];
                 k += 1;
             }
-            *o = (acc / self.total).min(1.0);
+            *o = acc.min(1.0);
         }
     }
 
@@ -219,20 +297,11 @@ impl DecayedSketch {
         if !(c.is_finite() && c >= 0.0) {
             return;
         }
-        let k = bucket_of(c);
-        let above: f64 = self.buckets[k + 1..].iter().sum();
-        self.sums_mut();
-        if above > 0.0 {
-            // Each bucket above grows in proportion, its values' mean unchanged.
-            let f = self.scale / above;
-            self.buckets[k + 1..].iter_mut().for_each(|w| *w += *w * f);
-            self.sums[k + 1..].iter_mut().for_each(|s| *s += *s * f);
-        } else {
-            let at = (2.0 * c).min(MAX_S);
-            self.buckets[bucket_of(at)] += self.scale;
-            self.sums[bucket_of(at)] += self.scale * at;
+        if self.censored.len() != self.buckets.len() {
+            self.censored = vec![0.0; self.buckets.len()];
         }
-        self.advance();
+        self.censored[bucket_of(c.min(MAX_S))] += self.scale;
+        self.advance(false);
     }
 
     /// Records an observation known only to exceed `c`, distributing its weight like
@@ -243,21 +312,22 @@ impl DecayedSketch {
             return;
         }
         let k = bucket_of(c);
-        let above: f64 = shape.buckets[k + 1..].iter().sum();
+        let m = shape.masses();
+        let above: f64 = m.get(k + 1..).map_or(0.0, |v| v.iter().sum());
         if above <= 0.0 {
             self.insert_censored(c);
             return;
         }
         let f = self.scale / above;
         self.sums_mut();
-        for (j, (w, s)) in self.buckets[k + 1..].iter_mut().zip(&shape.buckets[k + 1..]).enumerate() {
+        for (j, (w, s)) in self.buckets[k + 1..].iter_mut().zip(&m[k + 1..]).enumerate() {
             if *s > 0.0 {
                 *w += s * f;
                 // Placed at the mean of `shape`'s values in the bucket.
                 self.sums[k + 1 + j] += s * f * shape.bucket_mean(k + 1 + j);
             }
         }
-        self.advance();
+        self.advance(true);
     }
 
     /// Mean of `min(X, cap) − h` over the values above `h`, and the share of weight above
@@ -267,14 +337,15 @@ impl DecayedSketch {
             return None;
         }
         let k0 = bucket_of(h) + 1;
+        let m = self.masses();
         let (mut w, mut acc) = (0.0, 0.0);
-        for (k, b) in self.buckets.iter().enumerate().skip(k0) {
+        for (k, b) in m.iter().enumerate().skip(k0) {
             if *b > 0.0 {
                 w += b;
                 acc += b * (bucket_value(k).min(cap) - h).max(0.0);
             }
         }
-        (w > 0.0).then(|| (acc / w, w / self.total))
+        (w > 0.0).then(|| (acc / w, w))
     }
 
     /// The q-quantile (`None` when empty).
@@ -282,15 +353,26 @@ impl DecayedSketch {
         if self.is_empty() {
             return None;
         }
-        let target = q.clamp(0.0, 1.0) * self.total;
-        let mut acc = 0.0;
-        for (k, w) in self.buckets.iter().enumerate() {
-            acc += w;
-            if acc >= target && *w > 0.0 {
-                return Some(bucket_value(k));
+        let target = q.clamp(0.0, 1.0);
+        let scan = |m: &mut dyn Iterator<Item = f64>, norm: f64| {
+            let mut acc = 0.0;
+            let mut last = None;
+            for (k, w) in m.enumerate() {
+                if w > 0.0 {
+                    last = Some(k);
+                    acc += w / norm;
+                    if acc >= target - 1e-12 {
+                        return Some(bucket_value(k));
+                    }
+                }
             }
+            last.map(bucket_value)
+        };
+        if self.censored_total <= 0.0 {
+            scan(&mut self.buckets.iter().copied(), self.total)
+        } else {
+            scan(&mut self.masses().into_iter(), 1.0)
         }
-        self.buckets.iter().rposition(|w| *w > 0.0).map(bucket_value)
     }
 }
 
@@ -325,19 +407,19 @@ impl CdfTable {
         if s.is_empty() {
             return None;
         }
+        let m = s.masses();
         let mut acc = 0.0;
-        let cum = s
-            .buckets
+        let cum = m
             .iter()
             .map(|w| {
                 acc += w;
-                (acc / s.total).min(1.0)
+                acc.min(1.0)
             })
             .collect();
-        let span = (0..s.buckets.len())
+        let span = (0..m.len())
             .map(|k| {
                 let (lo, hi) = (bucket_lower(k), bucket_upper(k));
-                if s.buckets[k] <= 0.0 {
+                if m[k] <= 0.0 {
                     return (lo, hi);
                 }
                 let m = s.bucket_mean(k);
@@ -595,6 +677,33 @@ mod tests {
         assert!((mid / 6.0 - 1.0).abs() < 0.03, "{mid}");
         back.insert(6.0);
         assert!(back.quantile(0.5).is_some());
+    }
+
+    #[test]
+    fn early_cancels_do_not_weigh_the_first_values_more() {
+        // A hedge target cancelled within 40 ms in 5 requests of 6 and finishing in
+        // 0.8-1.2 s in the sixth: the cancels say nothing about its latency, which stays
+        // uniform (S(1.0 s) = 0.5). Spreading each cancel over the values seen so far gave
+        // the first values a compounded share (S(1.0 s) read 0.23).
+        let mut s = DecayedSketch::new(1024.0);
+        let mut x: u64 = 7;
+        let mut u = || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for i in 0..3000 {
+            if i % 6 == 0 {
+                s.insert(0.8 + 0.4 * u());
+            } else {
+                s.insert_censored(0.04 * u());
+            }
+        }
+        let t = CdfTable::new(&s).unwrap();
+        for (v, want) in [(0.9, 0.75), (1.0, 0.5), (1.1, 0.25)] {
+            assert!((1.0 - t.cdf(v) - want).abs() < 0.06, "S({v}) = {}", 1.0 - t.cdf(v));
+            // The sketch's own cdf counts the whole bucket of `v` (up to 4 % above it).
+            assert!((1.0 - s.cdf(v) - want).abs() < 0.12, "sketch S({v}) = {}", 1.0 - s.cdf(v));
+        }
     }
 
     #[test]

@@ -172,14 +172,13 @@ impl DecayedSketch {
         let mut surv = 1.0;
         let mut out = vec![0.0; n];
         let mut last_censored = None;
-        for k in 0..n {
-            let (e, c) = (self.buckets[k], self.censored[k]);
+        for (k, ((o, &e), &c)) in out.iter_mut().zip(&self.buckets).zip(&self.censored).enumerate() {
             if c > 0.0 {
                 last_censored = Some(k);
             }
             if e > 0.0 && at_risk > 0.0 {
                 let h = (e / at_risk).min(1.0);
-                out[k] = surv * h;
+                *o = surv * h;
                 surv *= 1.0 - h;
             }
             at_risk -= e + c;

@@ -161,33 +161,50 @@ impl DecayedSketch {
     /// hedge target cancelled at a few milliseconds in 5 of 6 requests was learned as
     /// its first few latencies (a uniform 0.8–1.2 s read as S(1.0 s) = 0.23).
     pub fn masses(&self) -> Vec<f64> {
-        let n = self.buckets.len();
         if self.is_empty() {
             return Vec::new();
         }
-        if self.censored_total <= 0.0 || self.censored.len() != n {
-            return self.buckets.iter().map(|w| w / self.total).collect();
+        let mut out = vec![0.0; self.buckets.len()];
+        self.scan_masses(|k, m| {
+            out[k] += m;
+            false
+        });
+        out
+    }
+
+    /// Streams `(bucket, mass)` of [`DecayedSketch::masses`] in ascending order, without
+    /// allocating, until `f` returns true (the final mass beyond the last event comes
+    /// last). Returns whether `f` stopped it.
+    fn scan_masses(&self, mut f: impl FnMut(usize, f64) -> bool) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        if self.censored_total <= 0.0 || self.censored.len() != self.buckets.len() {
+            let t = self.total;
+            return self.buckets.iter().enumerate().any(|(k, w)| *w > 0.0 && f(k, w / t));
         }
         let mut at_risk: f64 = self.total + self.censored_total;
         let mut surv = 1.0;
-        let mut out = vec![0.0; n];
         let mut last_censored = None;
-        for (k, ((o, &e), &c)) in out.iter_mut().zip(&self.buckets).zip(&self.censored).enumerate() {
+        for (k, (&e, &c)) in self.buckets.iter().zip(&self.censored).enumerate() {
             if c > 0.0 {
                 last_censored = Some(k);
             }
             if e > 0.0 && at_risk > 0.0 {
                 let h = (e / at_risk).min(1.0);
-                *o = surv * h;
+                let m = surv * h;
                 surv *= 1.0 - h;
+                if f(k, m) {
+                    return true;
+                }
             }
             at_risk -= e + c;
         }
         if surv > 1e-12 {
             let at = last_censored.map_or(MAX_S, |k| (2.0 * bucket_value(k)).min(MAX_S));
-            out[bucket_of(at)] += surv;
+            return f(bucket_of(at), surv);
         }
-        out
+        false
     }
 
     /// The value sums, filled from the bucket middles when a file saved without them
@@ -264,7 +281,15 @@ impl DecayedSketch {
             let below: f64 = self.buckets[..=k].iter().sum();
             return (below / self.total).min(1.0);
         }
-        self.masses()[..=k].iter().sum::<f64>().min(1.0)
+        let mut acc = 0.0;
+        self.scan_masses(|j, m| {
+            if j > k {
+                return true;
+            }
+            acc += m;
+            false
+        });
+        acc.min(1.0)
     }
 
     /// Fills `out[i] = P(X ≤ grid[i])` for an ascending grid in one pass.
@@ -352,26 +377,18 @@ impl DecayedSketch {
         if self.is_empty() {
             return None;
         }
-        let target = q.clamp(0.0, 1.0);
-        let scan = |m: &mut dyn Iterator<Item = f64>, norm: f64| {
-            let mut acc = 0.0;
-            let mut last = None;
-            for (k, w) in m.enumerate() {
-                if w > 0.0 {
-                    last = Some(k);
-                    acc += w / norm;
-                    if acc >= target - 1e-12 {
-                        return Some(bucket_value(k));
-                    }
-                }
+        let target = q.clamp(0.0, 1.0) - 1e-12;
+        let (mut acc, mut last, mut hit) = (0.0, None, None);
+        self.scan_masses(|k, m| {
+            last = Some(k);
+            acc += m;
+            if acc >= target {
+                hit = Some(k);
+                return true;
             }
-            last.map(bucket_value)
-        };
-        if self.censored_total <= 0.0 {
-            scan(&mut self.buckets.iter().copied(), self.total)
-        } else {
-            scan(&mut self.masses().into_iter(), 1.0)
-        }
+            false
+        });
+        hit.or(last).map(bucket_value)
     }
 }
 

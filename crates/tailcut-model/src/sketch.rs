@@ -11,6 +11,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod cdf;
+pub use cdf::{CdfTable, GAP_BUCKETS, TAIL_MODE_SHARE};
+
 /// Smallest distinguished value, s; smaller values share bucket 0.
 pub const MIN_S: f64 = 1e-3;
 /// Largest distinguished value, s; larger values share the last bucket.
@@ -49,6 +52,15 @@ pub fn bucket_upper(k: usize) -> f64 {
     static EDGES: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
     let edges = EDGES.get_or_init(|| (0..bucket_count()).map(|k| MIN_S * GAMMA.powf(k as f64)).collect());
     edges.get(k).copied().unwrap_or_else(|| MIN_S * GAMMA.powf(k as f64))
+}
+
+/// Lower edge of bucket `k`.
+pub(crate) fn bucket_lower(k: usize) -> f64 {
+    if k == 0 {
+        0.0
+    } else {
+        bucket_upper(k - 1)
+    }
 }
 
 /// A decayed sketch of non-negative values.
@@ -217,7 +229,7 @@ impl DecayedSketch {
     }
 
     /// Mean of the values in bucket `k` (its middle when unknown), clamped to the bucket.
-    fn bucket_mean(&self, k: usize) -> f64 {
+    pub(crate) fn bucket_mean(&self, k: usize) -> f64 {
         let (lo, hi) = (bucket_lower(k), bucket_upper(k));
         match (self.buckets.get(k), self.sums.get(k)) {
             (Some(w), Some(s)) if *w > 0.0 => (s / w).clamp(lo, hi),
@@ -392,150 +404,6 @@ impl DecayedSketch {
     }
 }
 
-/// A snapshot of a sketch's CDF for fits that need more than the ±2 % buckets (the
-/// SingleR fit and the adaptive delay). Inside each bucket the mass is spread evenly over
-/// the widest range within the bucket whose middle is the mean of the values that fell
-/// in it: the whole bucket when they sat evenly in it, `[lower edge, 2·mean − lower
-/// edge]` when they sat low (the top bucket of a mode that ends inside it). So the upper
-/// edge of a mode is found to within the spread of its values, not the 4 % bucket: a
-/// fast mode that ends at 1.2 s reads 1.2 s, not the bucket's 1.211 s. Built once per
-/// refresh, each lookup is O(1).
-#[derive(Debug, Clone)]
-pub struct CdfTable {
-    /// cum[k] = weight of buckets 0..=k over the total.
-    cum: Vec<f64>,
-    /// Per bucket, the range its mass is spread over.
-    span: Vec<(f64, f64)>,
-}
-
-/// Lower edge of bucket `k`.
-fn bucket_lower(k: usize) -> f64 {
-    if k == 0 {
-        0.0
-    } else {
-        bucket_upper(k - 1)
-    }
-}
-
-impl CdfTable {
-    /// The table of `s` (None when empty).
-    pub fn new(s: &DecayedSketch) -> Option<CdfTable> {
-        if s.is_empty() {
-            return None;
-        }
-        let m = s.masses();
-        let mut acc = 0.0;
-        let cum = m
-            .iter()
-            .map(|w| {
-                acc += w;
-                acc.min(1.0)
-            })
-            .collect();
-        let span = (0..m.len())
-            .map(|k| {
-                let (lo, hi) = (bucket_lower(k), bucket_upper(k));
-                if m[k] <= 0.0 {
-                    return (lo, hi);
-                }
-                let m = s.bucket_mean(k);
-                if m <= 0.5 * (lo + hi) {
-                    (lo, (2.0 * m - lo).max(lo))
-                } else {
-                    ((2.0 * m - hi).min(hi), hi)
-                }
-            })
-            .collect();
-        Some(CdfTable { cum, span })
-    }
-
-    fn below(&self, k: usize) -> f64 {
-        if k == 0 {
-            0.0
-        } else {
-            self.cum[k - 1]
-        }
-    }
-
-    /// P(X ≤ x), linear over the spread of the bucket of `x`.
-    pub fn cdf(&self, x: f64) -> f64 {
-        if x.is_nan() || x < 0.0 {
-            return 0.0;
-        }
-        let k = bucket_of(x);
-        let (lo, hi) = self.span[k];
-        let f = if x >= hi {
-            1.0
-        } else if x < lo {
-            0.0
-        } else {
-            ((x - lo) / (hi - lo)).clamp(0.0, 1.0)
-        };
-        self.below(k) + f * (self.cum[k] - self.below(k))
-    }
-
-    /// The q-quantile, linear over the spread of its bucket.
-    pub fn quantile(&self, q: f64) -> f64 {
-        let q = q.clamp(0.0, 1.0);
-        let k = self.cum.partition_point(|c| *c < q - 1e-12).min(self.cum.len() - 1);
-        let (b, w) = (self.below(k), self.cum[k] - self.below(k));
-        let f = if w > 0.0 { ((q - b) / w).clamp(0.0, 1.0) } else { 1.0 };
-        let (lo, hi) = self.span[k];
-        lo + f * (hi - lo)
-    }
-
-    /// Where to hedge for the q-quantile `x`: `x`, or, when `x` sits in a tail mode above
-    /// a gap (at least [`GAP_BUCKETS`] empty buckets, ~8 %, below it), the top of the
-    /// spread of the last non-empty bucket below the gap, i.e. where the mode below
-    /// ends. Waiting inside the gap sees no more answers than waiting until its start, so
-    /// a hedge there is sooner for the slow requests. The tail mode may be sparse (2 %
-    /// stragglers spread over 8–24 s are a few isolated buckets, with gaps of their
-    /// own), so the gap is the lowest one below `x`, and it is taken only when `x` sits
-    /// in a *tail* mode: the mass
-    /// between the gap and `x` is at most [`TAIL_MODE_SHARE`] times the mass above `x`
-    /// (the hedge then launches at most that many times + 1 as often as at `x`, and only
-    /// for requests of the tail mode, the ones a hedge is for). A bar close to the tail
-    /// mode's own share (at 1× and 2×, p99 and p99.5 of a 2 % straggler mode sat on it)
-    /// flips between the gap and the late quantile from one refresh to the next, and the
-    /// mix of early and late hedges has the load of the early ones and the tail of the
-    /// late ones.
-    pub fn hedge_point(&self, q: f64) -> f64 {
-        let x = self.quantile(q);
-        let k = bucket_of(x);
-        let fx = self.cdf(x);
-        let bar = TAIL_MODE_SHARE * (1.0 - fx) + 1e-12;
-        // Scan down while the mass between stays under the bar; a sparse tail mode has
-        // gaps of its own, so the hedge point is the *lowest* gap found, where the
-        // tail mode starts.
-        let mut best = x;
-        let mut empty = 0usize;
-        let mut j = k;
-        while j > 0 {
-            j -= 1;
-            if self.cum[j] - self.below(j) <= 0.0 {
-                empty += 1;
-                continue;
-            }
-            if fx - self.cum[j] > bar {
-                break;
-            }
-            if empty >= GAP_BUCKETS {
-                // Bucket j ends a mode below a gap: a hedge point where its values end.
-                best = self.span[j].1.min(x);
-            }
-            empty = 0;
-        }
-        best
-    }
-}
-
-/// Empty buckets (4 % each) that make a gap for [`CdfTable::hedge_point`].
-pub const GAP_BUCKETS: usize = 2;
-
-/// Most mass between a gap and the quantile, in units of the mass above the quantile,
-/// for [`CdfTable::hedge_point`] to hedge at the gap.
-pub const TAIL_MODE_SHARE: f64 = 5.0;
-
 /// A decayed success/trial counter: `P(event)` with the same forward decay.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecayedRate {
@@ -587,150 +455,4 @@ impl DecayedRate {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quantiles_are_within_relative_accuracy() {
-        let mut s = DecayedSketch::new(1e9);
-        for i in 1..=1000 {
-            s.insert(i as f64 * 0.1);
-        }
-        for (q, want) in [(0.5, 50.0), (0.9, 90.0), (0.99, 99.0)] {
-            let got = s.quantile(q).unwrap();
-            assert!((got / want - 1.0).abs() < 0.03, "q{q}: {got} vs {want}");
-        }
-        assert!((s.cdf(50.0) - 0.5).abs() < 0.03);
-        let grid = [10.0, 50.0, 90.0];
-        let mut out = [0.0; 3];
-        s.cdf_on(&grid, &mut out);
-        for (g, o) in grid.iter().zip(out) {
-            assert!((o - s.cdf(*g)).abs() < 1e-12);
-        }
-    }
-
-    #[test]
-    fn decay_forgets_old_regime() {
-        let mut s = DecayedSketch::new(20.0);
-        for _ in 0..200 {
-            s.insert(100.0);
-        }
-        for _ in 0..100 {
-            s.insert(5.0);
-        }
-        // The old regime weighs 2^-5 of a fresh one: well under 5 %.
-        assert!(s.cdf(10.0) > 0.95, "{}", s.cdf(10.0));
-        assert!(s.effective() < 40.0 && s.effective() > 20.0, "{}", s.effective());
-    }
-
-    #[test]
-    fn renormalisation_keeps_the_distribution() {
-        let mut s = DecayedSketch::new(1.0);
-        for i in 0..2000 {
-            s.insert(if i % 2 == 0 { 1.0 } else { 2.0 });
-        }
-        // Half-life of one insert: the last value dominates.
-        assert!(s.cdf(1.5) < 0.4);
-        assert!(s.total.is_finite() && s.scale <= 1e100);
-    }
-
-    #[test]
-    fn serde_round_trip_is_sparse() {
-        let mut s = DecayedSketch::new(50.0);
-        s.insert(6.0);
-        s.insert(120.0);
-        let j = serde_json::to_string(&s).unwrap();
-        assert!(j.len() < 200, "{j}");
-        let back: DecayedSketch = serde_json::from_str(&j).unwrap();
-        assert_eq!(back, s);
-    }
-
-    #[test]
-    fn censored_weight_goes_to_the_right() {
-        let mut s = DecayedSketch::new(1e9);
-        for _ in 0..50 {
-            s.insert(1.0);
-        }
-        for _ in 0..50 {
-            s.insert(10.0);
-        }
-        for _ in 0..100 {
-            s.insert_censored(5.0);
-        }
-        // Every censored sample is above 5 s, so 3/4 of the mass is at 10 s.
-        assert!((s.cdf(5.0) - 0.25).abs() < 0.01, "{}", s.cdf(5.0));
-    }
-
-    #[test]
-    fn a_mode_ending_inside_a_bucket_ends_where_its_values_do() {
-        // Uniform on [0.8, 1.2] and 2 % at 10-20x: the fast mode ends at 1.2 s, inside the
-        // bucket [1.165, 1.211].
-        let mut s = DecayedSketch::new(1e9);
-        for i in 0..4900 {
-            s.insert(0.8 + 0.4 * (f64::from(i) + 0.5) / 4900.0);
-        }
-        for i in 0..100 {
-            s.insert(12.0 + 0.1 * f64::from(i));
-        }
-        let t = CdfTable::new(&s).unwrap();
-        let edge = t.hedge_point(0.99);
-        assert!((edge - 1.2).abs() < 0.002, "{edge}");
-        for q in [0.5, 0.9, 0.97] {
-            let want = 0.8 + 0.4 * q / 0.98;
-            assert!((t.quantile(q) - want).abs() < 0.004, "q{q}: {} vs {want}", t.quantile(q));
-        }
-        assert!((t.cdf(1.2) - 0.98).abs() < 1e-3 && (t.cdf(1.205) - 0.98).abs() < 1e-6, "{}", t.cdf(1.205));
-    }
-
-    #[test]
-    fn a_sketch_saved_without_value_sums_reads_bucket_middles() {
-        let mut s = DecayedSketch::new(50.0);
-        s.insert(6.0);
-        let j = serde_json::to_string(&s).unwrap().replace(&format!(",\"sums\":[[{},6.0]]", bucket_of(6.0)), "");
-        assert!(!j.contains("sums"), "{j}");
-        let mut back: DecayedSketch = serde_json::from_str(&j).unwrap();
-        let mid = CdfTable::new(&back).unwrap().quantile(0.5);
-        assert!((mid / 6.0 - 1.0).abs() < 0.03, "{mid}");
-        back.insert(6.0);
-        assert!(back.quantile(0.5).is_some());
-    }
-
-    #[test]
-    fn early_cancels_do_not_weigh_the_first_values_more() {
-        // A hedge target cancelled within 40 ms in 5 requests of 6 and finishing in
-        // 0.8-1.2 s in the sixth: the cancels say nothing about its latency, which stays
-        // uniform (S(1.0 s) = 0.5). Spreading each cancel over the values seen so far gave
-        // the first values a compounded share (S(1.0 s) read 0.23).
-        let mut s = DecayedSketch::new(1024.0);
-        let mut x: u64 = 7;
-        let mut u = || {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (x >> 11) as f64 / (1u64 << 53) as f64
-        };
-        for i in 0..3000 {
-            if i % 6 == 0 {
-                s.insert(0.8 + 0.4 * u());
-            } else {
-                s.insert_censored(0.04 * u());
-            }
-        }
-        let t = CdfTable::new(&s).unwrap();
-        for (v, want) in [(0.9, 0.75), (1.0, 0.5), (1.1, 0.25)] {
-            assert!((1.0 - t.cdf(v) - want).abs() < 0.06, "S({v}) = {}", 1.0 - t.cdf(v));
-            // The sketch's own cdf counts the whole bucket of `v` (up to 4 % above it).
-            assert!((1.0 - s.cdf(v) - want).abs() < 0.12, "sketch S({v}) = {}", 1.0 - s.cdf(v));
-        }
-    }
-
-    #[test]
-    fn rate_shrinks_to_prior() {
-        let mut r = DecayedRate::new(100.0);
-        assert_eq!(r.rate(0.1, 2.0), 0.1);
-        for _ in 0..98 {
-            r.record(false);
-        }
-        r.record(true);
-        r.record(true);
-        assert!((r.rate(0.0, 0.0) - 0.02).abs() < 0.01);
-    }
-}
+mod tests;

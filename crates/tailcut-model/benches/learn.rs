@@ -58,6 +58,36 @@ fn bench(c: &mut Criterion) {
             black_box(st1.decide_plan(&[Some(g), None, Some(g)]))
         })
     });
+    // A policy that cancels its losers: the primary answers, the two others are
+    // censored when it does (their distributions are read by Kaplan-Meier).
+    let censor = |i: u64| {
+        let mut r = round(i);
+        let won = match r[0].outcome {
+            Outcome::Valid { latency_s } => latency_s,
+            _ => 1.0,
+        };
+        for o in &mut r[1..] {
+            o.outcome = Outcome::Censored { after_s: won };
+            o.warm = None;
+        }
+        r
+    };
+    let mut cm = Model::new(&providers(), ModelConfig::default());
+    for i in 0..2000 {
+        cm.observe_request(&censor(i));
+    }
+    let mut cs = PolicyState::new(LearnedKind::Auto(AutoSettings::default()), &cm, 1);
+    let mut k = 2000u64;
+    c.bench_function("update (3 attempts, 2 censored) + auto decision", |b| {
+        b.iter(|| {
+            k += 1;
+            let obs = censor(k);
+            cm.observe_request(&obs);
+            cs.observed(&cm, 3);
+            let g = ((k * 37) % 300) as f64;
+            black_box(cs.decide_plan(&[Some(g), Some(g * 0.5), Some(g * 2.0)]))
+        })
+    });
     let mut cold = PolicyState::new(LearnedKind::Auto(AutoSettings::default()), &model, 1);
     c.bench_function("auto decision with a table refresh (worst case)", |b| {
         b.iter(|| {

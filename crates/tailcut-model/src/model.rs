@@ -115,6 +115,14 @@ pub struct ProviderModel {
     pub idle_s: f64,
     /// Valid latencies (censored attempts redistributed to the right).
     pub latency: DecayedSketch,
+    /// The same latencies with a [`TAIL_MEMORY`]× longer half-life, for the fits of a
+    /// tail (the `adaptive` delay, the SingleR fit): a p99 needs hundreds of samples,
+    /// and `latency` holds about 1.4 half-lives' worth, so with a 64-attempt half-life a
+    /// 2 % straggler mode is one or two samples and the fit follows their noise.
+    /// Absent in files saved before it existed (then it starts empty and the fits read
+    /// `latency` until it has [`TAIL_MEMORY`] attempts).
+    #[serde(default = "empty_long_sketch")]
+    pub latency_long: DecayedSketch,
     /// Valid latencies of attempts known to have found a warm worker.
     pub latency_warm: DecayedSketch,
     /// Valid latencies of attempts known to have started a cold worker.
@@ -148,6 +156,13 @@ fn empty_sketch() -> DecayedSketch {
     DecayedSketch::new(ModelConfig::default().half_life)
 }
 
+fn empty_long_sketch() -> DecayedSketch {
+    DecayedSketch::new(ModelConfig::default().half_life * TAIL_MEMORY as f64)
+}
+
+/// How many times longer the half-life of [`ProviderModel::latency_long`] is.
+pub const TAIL_MEMORY: u64 = 16;
+
 impl ProviderModel {
     fn new(name: &str, rate_usd_per_s: f64, idle_s: f64, hl: f64) -> ProviderModel {
         ProviderModel {
@@ -155,6 +170,7 @@ impl ProviderModel {
             rate_usd_per_s,
             idle_s,
             latency: DecayedSketch::new(hl),
+            latency_long: DecayedSketch::new(hl * TAIL_MEMORY as f64),
             latency_warm: DecayedSketch::new(hl),
             latency_cold: DecayedSketch::new(hl),
             latency_started: DecayedSketch::new(hl),
@@ -172,6 +188,17 @@ impl ProviderModel {
     /// Attempts observed, censored ones included.
     pub fn samples(&self) -> u64 {
         self.attempts
+    }
+
+    /// The latencies a tail fit reads: [`ProviderModel::latency_long`] once it has
+    /// [`TAIL_MEMORY`] attempts (a model saved before it existed starts it empty),
+    /// else `latency`.
+    pub fn tail_latency(&self) -> &DecayedSketch {
+        if self.latency_long.samples() >= TAIL_MEMORY {
+            &self.latency_long
+        } else {
+            &self.latency
+        }
     }
 
     /// P(no valid result): failed or invalid, with a weak prior of 1 %.
@@ -217,6 +244,7 @@ impl ProviderModel {
         match o.outcome {
             Outcome::Valid { latency_s } => {
                 self.latency.insert(latency_s);
+                self.latency_long.insert(latency_s);
                 match label {
                     Some(true) => self.latency_warm.insert(latency_s),
                     Some(false) => self.latency_cold.insert(latency_s),
@@ -243,12 +271,14 @@ impl ProviderModel {
                 // like the finished attempts that also queued past the poll.
                 let shape = self.latency_queued.clone();
                 self.latency.insert_censored_like(after_s, &shape);
+                self.latency_long.insert_censored_like(after_s, &shape);
                 if label == Some(false) {
                     self.latency_cold.insert_censored_like(after_s, &shape);
                 }
             }
             Outcome::Censored { after_s } => {
                 self.latency.insert_censored(after_s);
+                self.latency_long.insert_censored(after_s);
                 match label {
                     Some(true) => self.latency_warm.insert_censored(after_s),
                     Some(false) => self.latency_cold.insert_censored(after_s),

@@ -11,6 +11,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod cdf;
+pub use cdf::{CdfTable, GAP_BUCKETS, TAIL_MODE_SHARE};
+
 /// Smallest distinguished value, s; smaller values share bucket 0.
 pub const MIN_S: f64 = 1e-3;
 /// Largest distinguished value, s; larger values share the last bucket.
@@ -51,6 +54,15 @@ pub fn bucket_upper(k: usize) -> f64 {
     edges.get(k).copied().unwrap_or_else(|| MIN_S * GAMMA.powf(k as f64))
 }
 
+/// Lower edge of bucket `k`.
+pub(crate) fn bucket_lower(k: usize) -> f64 {
+    if k == 0 {
+        0.0
+    } else {
+        bucket_upper(k - 1)
+    }
+}
+
 /// A decayed sketch of non-negative values.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecayedSketch {
@@ -65,6 +77,46 @@ pub struct DecayedSketch {
     /// Sparse-in-practice bucket weights (index → weight), stored dense.
     #[serde(with = "sparse")]
     buckets: Vec<f64>,
+    /// Per bucket, the decayed sum of the values in it (weight × value), so a bucket
+    /// knows where inside it its mass sits ([`CdfTable`] spreads the mass over a range
+    /// with that mean). Absent in files saved before it existed: then every bucket's
+    /// values are taken to sit at its middle.
+    #[serde(default, with = "sparse_opt", skip_serializing_if = "Vec::is_empty")]
+    sums: Vec<f64>,
+    /// Per bucket, the decayed weight of the observations censored there (known only to
+    /// exceed a value in the bucket). The distribution is their Kaplan–Meier estimate,
+    /// computed when read ([`DecayedSketch::masses`]). Absent in files saved before it
+    /// existed, whose censored weight was already spread into `buckets`.
+    #[serde(default = "zero_buckets", with = "sparse_opt", skip_serializing_if = "all_zero")]
+    censored: Vec<f64>,
+    /// Sum of `censored`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    censored_total: f64,
+}
+
+fn zero_buckets() -> Vec<f64> {
+    vec![0.0; bucket_count()]
+}
+
+fn all_zero(v: &[f64]) -> bool {
+    v.iter().all(|w| *w == 0.0)
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
+mod sparse_opt {
+    //! The value sums, sparse like the weights; an absent field stays empty.
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
+        super::sparse::serialize(v, s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+        super::sparse::deserialize(d)
+    }
 }
 
 mod sparse {
@@ -94,7 +146,114 @@ mod sparse {
 impl DecayedSketch {
     /// An empty sketch whose weights halve every `half_life` inserts (≥ 1).
     pub fn new(half_life: f64) -> DecayedSketch {
-        DecayedSketch { half_life: half_life.max(1.0), scale: 1.0, total: 0.0, n: 0, buckets: vec![0.0; bucket_count()] }
+        DecayedSketch {
+            half_life: half_life.max(1.0),
+            scale: 1.0,
+            total: 0.0,
+            n: 0,
+            buckets: vec![0.0; bucket_count()],
+            sums: vec![0.0; bucket_count()],
+            censored: vec![0.0; bucket_count()],
+            censored_total: 0.0,
+        }
+    }
+
+    /// The probability mass of each bucket: the events' weights over their total when
+    /// nothing was censored, else the Kaplan–Meier product-limit estimate over the
+    /// decayed event and censoring weights (an observation censored in a bucket is at
+    /// risk through that bucket), with the survival left after the last event (the
+    /// censored observations beyond every event) placed at twice the highest censoring
+    /// bucket's value: pessimistic on purpose, since a tail seen only through
+    /// cancellations would otherwise end where the policy cancels. Sums to 1 (empty when
+    /// nothing was observed).
+    ///
+    /// Read-time, not insert-time: spreading each censored weight over the buckets above
+    /// it as it arrives gave the values seen *first* a share compounded by every later
+    /// cancellation (weight ∝ (n/i)^(censored share) for the i-th of n values), so a
+    /// hedge target cancelled at a few milliseconds in 5 of 6 requests was learned as
+    /// its first few latencies (a uniform 0.8–1.2 s read as S(1.0 s) = 0.23).
+    pub fn masses(&self) -> Vec<f64> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        let mut out = vec![0.0; self.buckets.len()];
+        self.scan_masses(|k, m| {
+            out[k] += m;
+            false
+        });
+        out
+    }
+
+    /// Streams `(bucket, mass)` of [`DecayedSketch::masses`] in ascending order, without
+    /// allocating, until `f` returns true (the final mass beyond the last event comes
+    /// last). Returns whether `f` stopped it.
+    fn scan_masses(&self, mut f: impl FnMut(usize, f64) -> bool) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        if self.censored_total <= 0.0 || self.censored.len() != self.buckets.len() {
+            let t = self.total;
+            return self.buckets.iter().enumerate().any(|(k, w)| *w > 0.0 && f(k, w / t));
+        }
+        let mut at_risk: f64 = self.total + self.censored_total;
+        let mut surv = 1.0;
+        let mut last_censored = None;
+        for (k, (&e, &c)) in self.buckets.iter().zip(&self.censored).enumerate() {
+            if c > 0.0 {
+                last_censored = Some(k);
+            }
+            if e > 0.0 && at_risk > 0.0 {
+                let h = (e / at_risk).min(1.0);
+                let m = surv * h;
+                surv *= 1.0 - h;
+                if f(k, m) {
+                    return true;
+                }
+            }
+            at_risk -= e + c;
+        }
+        if surv > 1e-12 {
+            let at = last_censored.map_or(MAX_S, |k| (2.0 * bucket_value(k)).min(MAX_S));
+            return f(bucket_of(at), surv);
+        }
+        false
+    }
+
+    /// The value sums, filled from the bucket middles when a file saved without them
+    /// was loaded.
+    fn sums_mut(&mut self) -> &mut Vec<f64> {
+        if self.sums.len() != self.buckets.len() {
+            self.sums = self.buckets.iter().enumerate().map(|(k, w)| w * bucket_value(k)).collect();
+        }
+        &mut self.sums
+    }
+
+    /// Mean of the values in bucket `k` (its middle when unknown), clamped to the bucket.
+    pub(crate) fn bucket_mean(&self, k: usize) -> f64 {
+        let (lo, hi) = (bucket_lower(k), bucket_upper(k));
+        match (self.buckets.get(k), self.sums.get(k)) {
+            (Some(w), Some(s)) if *w > 0.0 => (s / w).clamp(lo, hi),
+            _ => bucket_value(k).clamp(lo, hi),
+        }
+    }
+
+    fn advance(&mut self, event: bool) {
+        if event {
+            self.total += self.scale;
+        } else {
+            self.censored_total += self.scale;
+        }
+        self.n += 1;
+        self.scale *= 2f64.powf(1.0 / self.half_life);
+        if self.scale > 1e100 {
+            let inv = 1.0 / self.scale;
+            self.buckets.iter_mut().for_each(|w| *w *= inv);
+            self.sums.iter_mut().for_each(|w| *w *= inv);
+            self.censored.iter_mut().for_each(|w| *w *= inv);
+            self.total *= inv;
+            self.censored_total *= inv;
+            self.scale = 1.0;
+        }
     }
 
     /// Inserts a value (finite, ≥ 0; others are ignored).
@@ -103,16 +262,10 @@ impl DecayedSketch {
             return;
         }
         let k = bucket_of(x);
-        self.buckets[k] += self.scale;
-        self.total += self.scale;
-        self.n += 1;
-        self.scale *= 2f64.powf(1.0 / self.half_life);
-        if self.scale > 1e100 {
-            let inv = 1.0 / self.scale;
-            self.buckets.iter_mut().for_each(|w| *w *= inv);
-            self.total *= inv;
-            self.scale = 1.0;
-        }
+        let w = self.scale;
+        self.buckets[k] += w;
+        self.sums_mut()[k] += w * x.min(MAX_S);
+        self.advance(true);
     }
 
     /// Inserts ever made.
@@ -122,12 +275,12 @@ impl DecayedSketch {
 
     /// Effective (decayed) sample count: total weight relative to the newest insert.
     pub fn effective(&self) -> f64 {
-        self.total / self.scale * 2f64.powf(1.0 / self.half_life)
+        (self.total + self.censored_total) / self.scale * 2f64.powf(1.0 / self.half_life)
     }
 
     /// Whether nothing was inserted.
     pub fn is_empty(&self) -> bool {
-        self.total <= 0.0
+        self.total + self.censored_total <= 0.0
     }
 
     /// P(X ≤ x) under the decayed weights (0 when empty).
@@ -136,8 +289,19 @@ impl DecayedSketch {
             return 0.0;
         }
         let k = bucket_of(x);
-        let below: f64 = self.buckets[..=k].iter().sum();
-        (below / self.total).min(1.0)
+        if self.censored_total <= 0.0 {
+            let below: f64 = self.buckets[..=k].iter().sum();
+            return (below / self.total).min(1.0);
+        }
+        let mut acc = 0.0;
+        self.scan_masses(|j, m| {
+            if j > k {
+                return true;
+            }
+            acc += m;
+            false
+        });
+        acc.min(1.0)
     }
 
     /// Fills `out[i] = P(X ≤ grid[i])` for an ascending grid in one pass.
@@ -146,15 +310,16 @@ impl DecayedSketch {
             out.iter_mut().for_each(|v| *v = 0.0);
             return;
         }
+        let m = self.masses();
         let mut acc = 0.0;
         let mut k = 0usize;
         for (t, o) in grid.iter().zip(out.iter_mut()) {
             let last = bucket_of(*t);
-            while k <= last && k < self.buckets.len() {
-                acc += self.buckets[k];
+            while k <= last && k < m.len() {
+                acc += m[k];
                 k += 1;
             }
-            *o = (acc / self.total).min(1.0);
+            *o = acc.min(1.0);
         }
     }
 
@@ -168,23 +333,11 @@ impl DecayedSketch {
         if !(c.is_finite() && c >= 0.0) {
             return;
         }
-        let k = bucket_of(c);
-        let above: f64 = self.buckets[k + 1..].iter().sum();
-        if above > 0.0 {
-            let f = self.scale / above;
-            self.buckets[k + 1..].iter_mut().for_each(|w| *w += *w * f);
-        } else {
-            self.buckets[bucket_of(2.0 * c)] += self.scale;
+        if self.censored.len() != self.buckets.len() {
+            self.censored = vec![0.0; self.buckets.len()];
         }
-        self.total += self.scale;
-        self.n += 1;
-        self.scale *= 2f64.powf(1.0 / self.half_life);
-        if self.scale > 1e100 {
-            let inv = 1.0 / self.scale;
-            self.buckets.iter_mut().for_each(|w| *w *= inv);
-            self.total *= inv;
-            self.scale = 1.0;
-        }
+        self.censored[bucket_of(c.min(MAX_S))] += self.scale;
+        self.advance(false);
     }
 
     /// Records an observation known only to exceed `c`, distributing its weight like
@@ -195,24 +348,22 @@ impl DecayedSketch {
             return;
         }
         let k = bucket_of(c);
-        let above: f64 = shape.buckets[k + 1..].iter().sum();
+        let m = shape.masses();
+        let above: f64 = m.get(k + 1..).map_or(0.0, |v| v.iter().sum());
         if above <= 0.0 {
             self.insert_censored(c);
             return;
         }
         let f = self.scale / above;
-        for (w, s) in self.buckets[k + 1..].iter_mut().zip(&shape.buckets[k + 1..]) {
-            *w += s * f;
+        self.sums_mut();
+        for (j, (w, s)) in self.buckets[k + 1..].iter_mut().zip(&m[k + 1..]).enumerate() {
+            if *s > 0.0 {
+                *w += s * f;
+                // Placed at the mean of `shape`'s values in the bucket.
+                self.sums[k + 1 + j] += s * f * shape.bucket_mean(k + 1 + j);
+            }
         }
-        self.total += self.scale;
-        self.n += 1;
-        self.scale *= 2f64.powf(1.0 / self.half_life);
-        if self.scale > 1e100 {
-            let inv = 1.0 / self.scale;
-            self.buckets.iter_mut().for_each(|w| *w *= inv);
-            self.total *= inv;
-            self.scale = 1.0;
-        }
+        self.advance(true);
     }
 
     /// Mean of `min(X, cap) − h` over the values above `h`, and the share of weight above
@@ -222,14 +373,15 @@ impl DecayedSketch {
             return None;
         }
         let k0 = bucket_of(h) + 1;
+        let m = self.masses();
         let (mut w, mut acc) = (0.0, 0.0);
-        for (k, b) in self.buckets.iter().enumerate().skip(k0) {
+        for (k, b) in m.iter().enumerate().skip(k0) {
             if *b > 0.0 {
                 w += b;
                 acc += b * (bucket_value(k).min(cap) - h).max(0.0);
             }
         }
-        (w > 0.0).then(|| (acc / w, w / self.total))
+        (w > 0.0).then(|| (acc / w, w))
     }
 
     /// The q-quantile (`None` when empty).
@@ -237,99 +389,18 @@ impl DecayedSketch {
         if self.is_empty() {
             return None;
         }
-        let target = q.clamp(0.0, 1.0) * self.total;
-        let mut acc = 0.0;
-        for (k, w) in self.buckets.iter().enumerate() {
-            acc += w;
-            if acc >= target && *w > 0.0 {
-                return Some(bucket_value(k));
+        let target = q.clamp(0.0, 1.0) - 1e-12;
+        let (mut acc, mut last, mut hit) = (0.0, None, None);
+        self.scan_masses(|k, m| {
+            last = Some(k);
+            acc += m;
+            if acc >= target {
+                hit = Some(k);
+                return true;
             }
-        }
-        self.buckets.iter().rposition(|w| *w > 0.0).map(bucket_value)
-    }
-}
-
-/// A snapshot of a sketch's CDF with the mass of each bucket spread evenly over the
-/// bucket (linear inside a bucket), for fits that need more than the ±2 % buckets: the
-/// SingleR fit and the adaptive delay. Built once per refresh, each lookup is O(1).
-#[derive(Debug, Clone)]
-pub struct CdfTable {
-    /// cum[k] = weight of buckets 0..=k over the total.
-    cum: Vec<f64>,
-}
-
-/// Lower edge of bucket `k`.
-fn bucket_lower(k: usize) -> f64 {
-    if k == 0 {
-        0.0
-    } else {
-        bucket_upper(k - 1)
-    }
-}
-
-impl CdfTable {
-    /// The table of `s` (None when empty).
-    pub fn new(s: &DecayedSketch) -> Option<CdfTable> {
-        if s.is_empty() {
-            return None;
-        }
-        let mut acc = 0.0;
-        let cum = s
-            .buckets
-            .iter()
-            .map(|w| {
-                acc += w;
-                (acc / s.total).min(1.0)
-            })
-            .collect();
-        Some(CdfTable { cum })
-    }
-
-    fn below(&self, k: usize) -> f64 {
-        if k == 0 {
-            0.0
-        } else {
-            self.cum[k - 1]
-        }
-    }
-
-    /// P(X ≤ x), linear inside the bucket of `x`.
-    pub fn cdf(&self, x: f64) -> f64 {
-        if x.is_nan() || x < 0.0 {
-            return 0.0;
-        }
-        let k = bucket_of(x);
-        let (lo, hi) = (bucket_lower(k), bucket_upper(k));
-        let f = if hi > lo { ((x - lo) / (hi - lo)).clamp(0.0, 1.0) } else { 1.0 };
-        self.below(k) + f * (self.cum[k] - self.below(k))
-    }
-
-    /// The q-quantile, linear inside its bucket.
-    pub fn quantile(&self, q: f64) -> f64 {
-        let q = q.clamp(0.0, 1.0);
-        let k = self.cum.partition_point(|c| *c < q - 1e-12).min(self.cum.len() - 1);
-        let (b, w) = (self.below(k), self.cum[k] - self.below(k));
-        let f = if w > 0.0 { ((q - b) / w).clamp(0.0, 1.0) } else { 1.0 };
-        bucket_lower(k) + f * (bucket_upper(k) - bucket_lower(k))
-    }
-
-    /// The earliest time with the same survival as the q-quantile's bucket when the
-    /// quantile sits above a gap (empty buckets just below its bucket): the upper edge of
-    /// the last non-empty bucket below the gap. Waiting anywhere inside the gap sees no
-    /// more answers than waiting until its start, so a hedge at the start launches as
-    /// often and sooner. Without a gap, the quantile itself.
-    pub fn hedge_point(&self, q: f64) -> f64 {
-        let x = self.quantile(q);
-        let k = bucket_of(x);
-        if k == 0 || self.below(k) <= 0.0 || self.cum[k - 1] - self.below(k - 1) > 0.0 {
-            return x;
-        }
-        // Buckets just below k are empty: find the last non-empty one.
-        let mut j = k - 1;
-        while j > 0 && self.cum[j] - self.below(j) <= 0.0 {
-            j -= 1;
-        }
-        bucket_upper(j).min(x)
+            false
+        });
+        hit.or(last).map(bucket_value)
     }
 }
 
@@ -384,89 +455,4 @@ impl DecayedRate {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quantiles_are_within_relative_accuracy() {
-        let mut s = DecayedSketch::new(1e9);
-        for i in 1..=1000 {
-            s.insert(i as f64 * 0.1);
-        }
-        for (q, want) in [(0.5, 50.0), (0.9, 90.0), (0.99, 99.0)] {
-            let got = s.quantile(q).unwrap();
-            assert!((got / want - 1.0).abs() < 0.03, "q{q}: {got} vs {want}");
-        }
-        assert!((s.cdf(50.0) - 0.5).abs() < 0.03);
-        let grid = [10.0, 50.0, 90.0];
-        let mut out = [0.0; 3];
-        s.cdf_on(&grid, &mut out);
-        for (g, o) in grid.iter().zip(out) {
-            assert!((o - s.cdf(*g)).abs() < 1e-12);
-        }
-    }
-
-    #[test]
-    fn decay_forgets_old_regime() {
-        let mut s = DecayedSketch::new(20.0);
-        for _ in 0..200 {
-            s.insert(100.0);
-        }
-        for _ in 0..100 {
-            s.insert(5.0);
-        }
-        // The old regime weighs 2^-5 of a fresh one: well under 5 %.
-        assert!(s.cdf(10.0) > 0.95, "{}", s.cdf(10.0));
-        assert!(s.effective() < 40.0 && s.effective() > 20.0, "{}", s.effective());
-    }
-
-    #[test]
-    fn renormalisation_keeps_the_distribution() {
-        let mut s = DecayedSketch::new(1.0);
-        for i in 0..2000 {
-            s.insert(if i % 2 == 0 { 1.0 } else { 2.0 });
-        }
-        // Half-life of one insert: the last value dominates.
-        assert!(s.cdf(1.5) < 0.4);
-        assert!(s.total.is_finite() && s.scale <= 1e100);
-    }
-
-    #[test]
-    fn serde_round_trip_is_sparse() {
-        let mut s = DecayedSketch::new(50.0);
-        s.insert(6.0);
-        s.insert(120.0);
-        let j = serde_json::to_string(&s).unwrap();
-        assert!(j.len() < 200, "{j}");
-        let back: DecayedSketch = serde_json::from_str(&j).unwrap();
-        assert_eq!(back, s);
-    }
-
-    #[test]
-    fn censored_weight_goes_to_the_right() {
-        let mut s = DecayedSketch::new(1e9);
-        for _ in 0..50 {
-            s.insert(1.0);
-        }
-        for _ in 0..50 {
-            s.insert(10.0);
-        }
-        for _ in 0..100 {
-            s.insert_censored(5.0);
-        }
-        // Every censored sample is above 5 s, so 3/4 of the mass is at 10 s.
-        assert!((s.cdf(5.0) - 0.25).abs() < 0.01, "{}", s.cdf(5.0));
-    }
-
-    #[test]
-    fn rate_shrinks_to_prior() {
-        let mut r = DecayedRate::new(100.0);
-        assert_eq!(r.rate(0.1, 2.0), 0.1);
-        for _ in 0..98 {
-            r.record(false);
-        }
-        r.record(true);
-        r.record(true);
-        assert!((r.rate(0.0, 0.0) - 0.02).abs() < 0.01);
-    }
-}
+mod tests;

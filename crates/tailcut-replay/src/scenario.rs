@@ -37,7 +37,7 @@ pub const NAMES: [&str; 7] = ["steady-cold", "cadence", "degrade", "correlated",
 pub fn describe(name: &str) -> &'static str {
     match name {
         "steady-cold" => "every request after a scale-to-zero wait (like the 2026-07 benchmark): runpod, modal, cerebrium; deadline 60 s",
-        "cadence" => "Poisson arrivals (mean gap 75 s) straddling the idle windows, so warm and cold requests mix; deadline 30 s",
+        "cadence" => "Poisson arrivals (mean gap 75 s) straddling the idle windows, which differ per platform (runpod 5 s, modal 60 s, cerebrium 300 s), so warm and cold requests mix; deadline 30 s",
         "degrade" => "runpod's cold starts take the slow path 10% of the time, then 75% from 60% into the stream; deadline 60 s",
         "correlated" => "runpod and modal share a slow regime (runs of ~20 requests where both cold-start slowly); deadline 60 s",
         "outage" => "cerebrium fails every request from 60% to 80% into the stream; deadline 60 s",
@@ -119,7 +119,20 @@ impl Scenario {
         let sweep = vec![0.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0];
         let (providers, deadline_s, delays, mean_gap) = match name {
             "steady-cold" | "degrade" | "correlated" | "outage" | "price" => (three(), 60.0, sweep, 600.0),
-            "cadence" => (three(), 30.0, sweep, 75.0),
+            "cadence" => (
+                // Each platform keeps an idle worker for its own window (RunPod's idle
+                // timeout, Modal's scaledown window, Cerebrium's cooldown): RunPod at its
+                // default 5 s, Modal at its default 60 s, Cerebrium at 300 s. RunPod bills
+                // the idle seconds it keeps.
+                vec![
+                    Prov { billed_idle_s: 5.0, ..prov("runpod", SimProfile::runpod(), 5.0) },
+                    prov("modal", SimProfile::modal(), 60.0),
+                    prov("cerebrium", SimProfile::cerebrium(), 300.0),
+                ],
+                30.0,
+                sweep,
+                75.0,
+            ),
             "straggler" => (
                 vec![prov("fast-a", straggler_profile(), 1e9), prov("fast-b", straggler_profile(), 1e9)],
                 5.0,

@@ -148,9 +148,23 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
     }
 }
 
-/// `GET /v1/jobs/{id}`: the caller's job.
-pub(crate) async fn get(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Result<Response, ApiError> {
+/// `GET /v1/jobs/{id}`: the caller's job; with `?wait=SECONDS`, once it has ended (or as
+/// it is after that long). On PostgreSQL any replica answers, whichever runs the job.
+pub(crate) async fn get(
+    State(st): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let q = WaitQuery::parse(query.as_deref())?;
     let row = owned_job(&st, &headers, &id)?;
+    let row = match q.wait {
+        Some(w) if w > 0.0 && row.state == "running" => st
+            .wait_for_job(&id, Duration::from_secs_f64(w.min(3600.0)))
+            .await
+            .ok_or_else(|| ApiError::NotFound(format!("no job `{id}`")))?,
+        _ => row,
+    };
     Ok(Json(row.to_json()).into_response())
 }
 

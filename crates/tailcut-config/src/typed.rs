@@ -118,8 +118,16 @@ impl Config {
             Some("") => return Err(cx.err("budget.ledger", "expected a file path or \":memory:\"")),
             Some(p) => Some(PathBuf::from(p)),
         };
+        let on_postgres = matches!(state.backend, crate::state::StateBackend::Postgres { .. });
+        if on_postgres && raw.budget.ledger.is_some() {
+            return Err(cx.err(
+                "budget.ledger",
+                "no ledger file with state.url on PostgreSQL (the ledger is in the database): remove budget.ledger",
+            ));
+        }
         let ledger = match &state_sqlite {
             Some(p) => p.clone(),
+            None if on_postgres => None,
             None => ledger,
         };
         let budget =
@@ -173,14 +181,24 @@ impl Config {
         let cap = cx.float("replay.cap_s", raw.replay.cap_s, d.cap_s, Lo::Incl(0.0), WEEK_S, "seconds")?;
         let replay = ReplayConfig { deadlines_s, delays_s, calibration_rounds, cap_s: cap };
 
+        let store_explicit = raw.gateway.as_ref().is_some_and(|g| g.contains_key("store"));
         let mut gateway = crate::gateway::gateway(&cx, raw.gateway)?;
         if let Some(p) = state_sqlite {
-            if gateway.store.is_some() {
+            if store_explicit {
                 return Err(
                     cx.err("state.url", "either state.url = \"sqlite:...\" or gateway.store, not both (both name the job store's file)")
                 );
             }
             gateway.store = p;
+        }
+        if on_postgres {
+            if store_explicit {
+                return Err(cx.err(
+                    "gateway.store",
+                    "no job store file with state.url on PostgreSQL (jobs are in the database): remove gateway.store",
+                ));
+            }
+            gateway.store = None;
         }
         let routes = crate::gateway::routes(&cx, raw.routes, &policies, &providers, &gateway)?;
         Ok(Config {

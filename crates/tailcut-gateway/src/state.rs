@@ -203,7 +203,7 @@ impl Shared<'_> {
         let config = self.config;
         let gate = Arc::new(SlidingHedgeGate::new(config.gateway.hedge_budget_percent, config.gateway.hedge_budget_burst));
         // Each submit's provider job id is stored before the race goes on.
-        let entries = crate::replicas::Recorded::wrap(config.live_entries().map_err(|e| e.to_string())?, &self.store);
+        let entries = crate::replicas::Recorded::wrap(config.live_entries().map_err(|e| e.to_string())?, self.store);
         let validator = tailcut_core::validate::ValidatorRegistry::default().build(&config.validator).map_err(|e| e.to_string())?;
         let hedger = Hedger::with_gate(entries, validator, self.budget.clone(), config.race, self.trace.clone(), Some(gate));
         let policy = spec.build(hedger.providers()).map_err(|e| e.to_string())?;
@@ -329,7 +329,7 @@ fn connect_state(config: &Config) -> Result<Option<SharedState>, String> {
         #[cfg(feature = "postgres")]
         tailcut_config::StateBackend::Postgres { url } => {
             let settings = tailcut_core::pg::PgSettings {
-                url: url.expose().to_string(),
+                url: url.resolve()?,
                 pool_size: config.state.pool_size,
                 lease_ttl: config.state.lease_ttl,
                 lease_slice: config.state.lease_slice,

@@ -16,8 +16,8 @@ fn connect(config: &std::path::Path) -> anyhow::Result<(tailcut_config::Config, 
         ))
         .into());
     };
-    let settings =
-        PgSettings { url: url.expose().to_string(), pool_size: 2, lease_ttl: c.state.lease_ttl, lease_slice: c.state.lease_slice };
+    let url = url.resolve().map_err(|e| BadInput(format!("{}: {e}", config.display())))?;
+    let settings = PgSettings { url, pool_size: 2, lease_ttl: c.state.lease_ttl, lease_slice: c.state.lease_slice };
     let pg = PgState::connect(settings).map_err(|e| BadInput(format!("{}: state.url: {e}", config.display())))?;
     Ok((c, pg))
 }

@@ -11,7 +11,8 @@
 //! 2. budget charges per second across three PostgreSQL replicas, closed loop: the
 //!    ledger's charge rows counted by `tailcut state reconcile` over the run's length.
 //!
-//! Run: `cargo bench -p tailcut-cli --bench state` (`-- --quick`: one short round). Needs
+//! Run: `cargo bench -p tailcut-cli --bench state` (`-- --quick`: one short round;
+//! `TAILCUT_BENCH_RATE=N` for another rate than 2,000 req/s). Needs
 //! Debian's `postgresql` package (the server runs as `nobody` in a temporary directory).
 
 use bytes::Bytes;
@@ -227,8 +228,8 @@ fn main() {
             let url = format!("{base}/v1/chat/completions");
             let _ = open_loop(&http, &url, 500, 1.0).await; // warm-up: connections, leases
         }
-        let rate = 2000;
-        println!("2,000 req/s open loop, {secs} s per round, {rounds} round(s), every request charged (global + key)");
+        let rate: u32 = std::env::var("TAILCUT_BENCH_RATE").ok().and_then(|r| r.parse().ok()).unwrap_or(2000);
+        println!("{rate} req/s open loop, {secs} s per round, {rounds} round(s), every request charged (global + key)");
         println!("target        p50 ms    p99 ms   errors   p99 by round");
         let mut per: Vec<(Vec<f64>, Vec<f64>, usize)> = vec![(Vec::new(), Vec::new(), 0); targets.len()];
         for _ in 0..rounds {

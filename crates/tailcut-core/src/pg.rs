@@ -172,6 +172,9 @@ pub struct PgState {
     pub(crate) leases: std::sync::Mutex<crate::ledger::pg::LocalLeases>,
     /// Serialises lease refills (one lease statement per scope at a time).
     pub(crate) refill: tokio::sync::Mutex<()>,
+    /// Live replicas (not stopped, not taken over, heartbeat not expired), counted at
+    /// each heartbeat: the gateway shares its rate limits among them.
+    live: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl fmt::Debug for PgState {
@@ -230,11 +233,13 @@ impl PgState {
             settings,
             leases: std::sync::Mutex::default(),
             refill: tokio::sync::Mutex::new(()),
+            live: Arc::new(std::sync::atomic::AtomicUsize::new(1)),
         });
         let s = state.clone();
         state.block_on(async move {
             s.migrate().await?;
-            s.register().await
+            s.register().await?;
+            s.count_live().await
         })?;
         let weak = Arc::downgrade(&state);
         let every = state.settings.lease_ttl / 3;
@@ -334,7 +339,23 @@ impl PgState {
             &[&self.replica, &self.ttl_ms()],
         )
         .await?;
+        drop(c);
+        self.count_live().await
+    }
+
+    async fn count_live(&self) -> Result<(), PgError> {
+        let c = self.client().await?;
+        let n: i64 = c
+            .query_one("SELECT count(*) FROM replicas WHERE expires_at > now() AND stopped_at IS NULL AND taken_over_by IS NULL", &[])
+            .await?
+            .get(0);
+        self.live.store(usize::try_from(n).unwrap_or(1).max(1), std::sync::atomic::Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The live replica count (at least 1), kept current at every heartbeat.
+    pub fn live_replicas(&self) -> Arc<std::sync::atomic::AtomicUsize> {
+        self.live.clone()
     }
 
     /// Claims the dead replicas (expired, not stopped, not yet taken over) for this one:

@@ -126,6 +126,8 @@ pub(crate) struct Runtime {
 struct Shared<'a> {
     config: &'a Config,
     store: &'a Arc<JobStore>,
+    /// How many replicas share the rate limits and the hedge-load cap.
+    replicas: crate::tenancy::Replicas,
     budget: Arc<dyn BudgetGate>,
     trace: Option<Arc<TraceWriter>>,
     /// The provider clients' own timeout.
@@ -140,7 +142,11 @@ impl Shared<'_> {
     /// chain over the same providers, in order), all sharing the route's hedge-load gate.
     fn openai_route(&self, route: &RouteConfig, spec: &tailcut_config::PolicySpec) -> Result<OpenAiRoute, String> {
         let config = self.config;
-        let gate = Arc::new(SlidingHedgeGate::new(config.gateway.hedge_budget_percent, config.gateway.hedge_budget_burst));
+        let gate = Arc::new(SlidingHedgeGate::shared(
+            config.gateway.hedge_budget_percent,
+            config.gateway.hedge_budget_burst,
+            self.replicas.clone(),
+        ));
         let names = spec_providers(spec);
         // Each provider once per slot: whole replies per endpoint, then streams.
         const SLOTS: [(Endpoint, bool); 5] = [
@@ -201,7 +207,11 @@ impl Shared<'_> {
     /// A `jobs` route: the configured live providers under the route's policy.
     fn job_route(&self, route: &RouteConfig, spec: &tailcut_config::PolicySpec) -> Result<JobRoute, String> {
         let config = self.config;
-        let gate = Arc::new(SlidingHedgeGate::new(config.gateway.hedge_budget_percent, config.gateway.hedge_budget_burst));
+        let gate = Arc::new(SlidingHedgeGate::shared(
+            config.gateway.hedge_budget_percent,
+            config.gateway.hedge_budget_burst,
+            self.replicas.clone(),
+        ));
         // Each submit's provider job id is stored before the race goes on.
         let entries = crate::replicas::Recorded::wrap(config.live_entries().map_err(|e| e.to_string())?, self.store);
         let validator = tailcut_core::validate::ValidatorRegistry::default().build(&config.validator).map_err(|e| e.to_string())?;
@@ -233,9 +243,11 @@ impl Runtime {
             Some(p) => Some(Arc::new(TraceWriter::append(p).map_err(|e| e.to_string())?)),
             None => None,
         };
+        let replicas = live_replicas(pg);
         let shared = Shared {
             config: &config,
             store,
+            replicas: replicas.clone(),
             budget: Arc::new(TenantGate { global: global.clone() }),
             trace,
             // The provider clients' own timeout is a backstop a second past the total
@@ -266,7 +278,7 @@ impl Runtime {
             .keys
             .iter()
             .map(|k| {
-                let tenant = Tenant { admin: k.admin, ..Tenant::new(&k.name, k.rate_per_s, k.budget_usd, k.routes.clone()) };
+                let tenant = Tenant { admin: k.admin, ..Tenant::shared(&k.name, k.rate_per_s, k.budget_usd, k.routes.clone(), &replicas) };
                 (k.sha256.clone(), Arc::new(tenant))
             })
             .collect();
@@ -320,6 +332,17 @@ pub(crate) type SharedState = Arc<tailcut_core::pg::PgState>;
 /// The replicas' shared state (PostgreSQL), or a stand-in without the `postgres` feature.
 #[cfg(not(feature = "postgres"))]
 pub(crate) type SharedState = std::convert::Infallible;
+
+/// The live replica count the limits are shared by: the state's, updated at each
+/// heartbeat, on PostgreSQL; 1 otherwise.
+fn live_replicas(pg: Option<&SharedState>) -> crate::tenancy::Replicas {
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = pg {
+        return pg.live_replicas();
+    }
+    let _ = pg;
+    crate::tenancy::single_replica()
+}
 
 /// Connects to PostgreSQL when `[state] url` names it (migrations applied, this replica
 /// registered); `None` for the embedded SQLite state.

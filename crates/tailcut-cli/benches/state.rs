@@ -12,7 +12,8 @@
 //!    ledger's charge rows counted by `tailcut state reconcile` over the run's length.
 //!
 //! Run: `cargo bench -p tailcut-cli --bench state` (`-- --quick`: one short round;
-//! `TAILCUT_BENCH_RATE=N` for another rate than 2,000 req/s). Needs
+//! `TAILCUT_BENCH_RATE=N` for another rate than 2,000 req/s; `TAILCUT_BENCH_ASYNC_COMMIT=1`
+//! for PostgreSQL sessions with `synchronous_commit=off`). Needs
 //! Debian's `postgresql` package (the server runs as `nobody` in a temporary directory).
 
 use bytes::Bytes;
@@ -215,7 +216,13 @@ fn main() {
     wait_for_port(up_port);
     let upstream = format!("http://127.0.0.1:{up_port}");
     let embedded_state = format!("url = \"sqlite:{}\"", dir.path().join("state.sqlite").display());
-    let pg_url = pg.database("bench");
+    // TAILCUT_BENCH_ASYNC_COMMIT=1: the gateway's sessions commit without waiting for the
+    // WAL flush (`options=-c synchronous_commit=off` in the URL, as an operator would set
+    // it): a replica's kill -9 still loses nothing, a crash of the database server can
+    // lose the last fraction of a second of charge rows.
+    let options =
+        if std::env::var("TAILCUT_BENCH_ASYNC_COMMIT").is_ok_and(|v| v == "1") { "?options=-c%20synchronous_commit%3Doff" } else { "" };
+    let pg_url = format!("{}{options}", pg.database("bench"));
     let pg_state = format!("url = \"{pg_url}\"");
     let embedded = start_gateway(bin, dir.path(), "embedded", &gateway_toml(&upstream, &embedded_state), &mut procs);
     let postgres = start_gateway(bin, dir.path(), "postgres", &gateway_toml(&upstream, &pg_state), &mut procs);

@@ -488,6 +488,31 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
     }
 
+    #[tokio::test]
+    async fn a_restart_returns_the_provider_jobs_its_predecessor_left_in_flight() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jobs.sqlite");
+        {
+            let s = JobStore::open(Some(&path)).unwrap();
+            s.insert("a", "r", "t").unwrap();
+            s.record_attempt("a", 0, "runpod", Some("rp-1")).await.unwrap();
+            s.record_attempt("a", 1, "fal", Some("fal-9")).await.unwrap();
+            s.insert("b", "r", "t").unwrap();
+            s.record_attempt("b", 0, "runpod", Some("rp-2")).await.unwrap();
+            s.finish("b", "succeeded", None, Some("runpod"), None, None).unwrap();
+        }
+        let s = JobStore::open(Some(&path)).unwrap();
+        let (n, orphans) = s.mark_interrupted().unwrap();
+        assert_eq!(n, 1);
+        let ids: Vec<(&str, &str)> = orphans.iter().map(|o| (o.provider.as_str(), o.provider_job_id.as_str())).collect();
+        assert_eq!(ids, [("runpod", "rp-1"), ("fal", "fal-9")], "only the interrupted job's attempts");
+        s.set_orphan_receipts("a", &json!([{"job_id": "rp-1"}])).await.unwrap();
+        assert_eq!(s.get("a").unwrap().unwrap().to_json()["receipts"][0]["job_id"], "rp-1");
+        // A late finish of a job already interrupted does not overwrite it.
+        s.finish("a", "succeeded", None, None, None, None).unwrap();
+        assert_eq!(s.get("a").unwrap().unwrap().state, "interrupted");
+    }
+
     #[test]
     fn a_job_is_readable_only_by_its_owner() {
         let s = JobStore::open(None).unwrap();

@@ -18,12 +18,14 @@ mod paths;
 mod policy;
 mod provider;
 mod raw;
+mod state;
 mod typed;
 
 pub use error::ConfigError;
 pub use gateway::{ApiKey, AuthMode, GatewayConfig, RouteConfig, RouteKind};
 pub use policy::{spec_providers, PolicySpec};
 pub use provider::{ApiConfig, ProviderConfig};
+pub use state::{SecretUrl, StateBackend, StateConfig};
 pub use typed::{BudgetConfig, Config, ReplayConfig};
 
 /// The built-in configuration: three simulated providers calibrated on the 2026-07

@@ -24,6 +24,18 @@ pub(crate) struct RawConfig {
     pub gateway: Option<toml::Table>,
     #[serde(default)]
     pub routes: toml::Table,
+    #[serde(default)]
+    pub state: Option<RawState>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawState {
+    pub url: Option<String>,
+    pub url_env: Option<String>,
+    pub pool_size: Option<i64>,
+    pub lease_ttl_s: Option<f64>,
+    pub lease_slice_usd: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -38,6 +38,8 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// Gateway routes, in file order.
     pub routes: Vec<RouteConfig>,
+    /// Where the gateway's shared state lives (`[state]`).
+    pub state: crate::state::StateConfig,
 }
 
 /// Budget settings.
@@ -106,11 +108,27 @@ impl Config {
         if soft > hard {
             return Err(cx.err("budget.soft_stop_usd", format!("expected at most budget.hard_stop_usd ({hard})")));
         }
+        let (state, state_sqlite) = crate::state::state(&cx, raw.state)?;
+        if state_sqlite.is_some() && raw.budget.ledger.is_some() {
+            return Err(cx.err("state.url", "either state.url = \"sqlite:...\" or budget.ledger, not both (both name the ledger's file)"));
+        }
         let ledger = match raw.budget.ledger.as_deref() {
             None => Some(PathBuf::from(".tailcut/ledger.sqlite")),
             Some(":memory:") => None,
             Some("") => return Err(cx.err("budget.ledger", "expected a file path or \":memory:\"")),
             Some(p) => Some(PathBuf::from(p)),
+        };
+        let on_postgres = matches!(state.backend, crate::state::StateBackend::Postgres { .. });
+        if on_postgres && raw.budget.ledger.is_some() {
+            return Err(cx.err(
+                "budget.ledger",
+                "no ledger file with state.url on PostgreSQL (the ledger is in the database): remove budget.ledger",
+            ));
+        }
+        let ledger = match &state_sqlite {
+            Some(p) => p.clone(),
+            None if on_postgres => None,
+            None => ledger,
         };
         let budget =
             BudgetConfig { limits: BudgetLimits { soft_stop: MicroUsd::from_usd(soft), hard_stop: MicroUsd::from_usd(hard) }, ledger };
@@ -163,7 +181,25 @@ impl Config {
         let cap = cx.float("replay.cap_s", raw.replay.cap_s, d.cap_s, Lo::Incl(0.0), WEEK_S, "seconds")?;
         let replay = ReplayConfig { deadlines_s, delays_s, calibration_rounds, cap_s: cap };
 
-        let gateway = crate::gateway::gateway(&cx, raw.gateway)?;
+        let store_explicit = raw.gateway.as_ref().is_some_and(|g| g.contains_key("store"));
+        let mut gateway = crate::gateway::gateway(&cx, raw.gateway)?;
+        if let Some(p) = state_sqlite {
+            if store_explicit {
+                return Err(
+                    cx.err("state.url", "either state.url = \"sqlite:...\" or gateway.store, not both (both name the job store's file)")
+                );
+            }
+            gateway.store = p;
+        }
+        if on_postgres {
+            if store_explicit {
+                return Err(cx.err(
+                    "gateway.store",
+                    "no job store file with state.url on PostgreSQL (jobs are in the database): remove gateway.store",
+                ));
+            }
+            gateway.store = None;
+        }
         let routes = crate::gateway::routes(&cx, raw.routes, &policies, &providers, &gateway)?;
         Ok(Config {
             source: file.to_string(),
@@ -176,6 +212,7 @@ impl Config {
             replay,
             gateway,
             routes,
+            state,
         })
     }
 

@@ -18,7 +18,10 @@
 //!
 //! [`MemoryLedger`] keeps totals in process (demo, benchmarks, `":memory:"`); with the
 //! `sqlite` feature, `SqliteLedger` (in `ledger/sqlite.rs`) is the durable default: WAL
-//! mode, `BEGIN IMMEDIATE` transactions, one row per charge.
+//! mode, `BEGIN IMMEDIATE` transactions, one row per charge. With the `postgres` feature,
+//! `PgLedger` (in `ledger/pg.rs`) is the ledger that gateway replicas share: each replica
+//! leases slices of a budget in one statement and charges them locally (one durable row
+//! per charge, no shared row locked per request), so no number of replicas can overspend.
 
 use crate::money::MicroUsd;
 use serde::Serialize;
@@ -126,7 +129,22 @@ pub trait BudgetGate: Send + Sync + fmt::Debug {
 
     /// What `account` has spent (projected charges plus reconciliations).
     fn account_spent(&self, account: &str) -> Result<MicroUsd, LedgerError>;
+
+    /// [`BudgetGate::charge`] for async callers (the engine charges every launch through
+    /// this). A ledger that waits on a network round trip (PostgreSQL) overrides it so no
+    /// serving thread blocks; the default charges synchronously.
+    fn charge_async<'a>(&'a self, charge: &'a Charge<'a>) -> ChargeFuture<'a> {
+        Box::pin(std::future::ready(self.charge(charge)))
+    }
+
+    /// [`BudgetGate::charge_account`] for async callers.
+    fn charge_account_async<'a>(&'a self, charge: &'a Charge<'a>, account: &'a Account) -> ChargeFuture<'a> {
+        Box::pin(std::future::ready(self.charge_account(charge, account)))
+    }
 }
+
+/// What [`BudgetGate::charge_async`] returns: the total after the charge, or the refusal.
+pub type ChargeFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<MicroUsd, LedgerError>> + Send + 'a>>;
 
 fn check_account(account: &Account, spent: MicroUsd, charge: &Charge<'_>) -> Result<(), LedgerError> {
     match account.limit {
@@ -228,10 +246,16 @@ impl BudgetGate for MemoryLedger {
     }
 }
 
+#[cfg(feature = "postgres")]
+pub(crate) mod pg;
+#[cfg(feature = "postgres")]
+pub use pg::{PgLedger, Reconciliation, ScopeReconciliation};
 #[cfg(feature = "sqlite")]
 mod sqlite;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteLedger;
 
+#[cfg(all(test, feature = "postgres"))]
+mod pg_tests;
 #[cfg(test)]
 mod tests;

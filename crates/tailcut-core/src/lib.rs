@@ -23,6 +23,7 @@
 //! All off by default, so that the engine alone pulls no database, parser or codec:
 //!
 //! - `sqlite`: `ledger::SqliteLedger`, the durable ledger (rusqlite);
+//! - `postgres`: `ledger::PgLedger` and [`pg`], the state gateway replicas share on PostgreSQL;
 //! - `json`: the `json` validator and `json_scan`, the one-pass check of a reply's
 //!   top-level fields;
 //! - `json-schema`: the `json-schema` validator (jsonschema);
@@ -36,6 +37,8 @@ pub mod job;
 pub mod json_scan;
 pub mod ledger;
 pub mod money;
+#[cfg(feature = "postgres")]
+pub mod pg;
 pub mod policy;
 pub mod provider;
 pub mod receipt;

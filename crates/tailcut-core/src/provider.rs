@@ -105,6 +105,13 @@ pub trait ProviderApi: Send + Sync + fmt::Debug {
 
     /// Submits a job and returns its handle as soon as the provider accepted it.
     async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, ProviderError>;
+
+    /// A handle to a job submitted earlier, by the provider's job id (one a gateway that
+    /// died had in flight), so it can be polled and cancelled with a receipt. `None` when
+    /// this provider cannot address a job by id alone.
+    fn attach(&self, _job_id: &str) -> Option<Arc<dyn Job>> {
+        None
+    }
 }
 
 /// A named backend with its pricing, as the engine sees it.

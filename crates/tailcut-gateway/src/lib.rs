@@ -39,6 +39,7 @@ pub mod metrics;
 mod observe;
 mod probe;
 mod providers;
+mod replicas;
 mod serving;
 mod state;
 pub mod store;

@@ -159,6 +159,7 @@ async fn drain_jobs(state: &AppState) {
     for id in ids {
         let _ = state.wait_for_job(&id, Duration::from_secs(30)).await;
     }
+    crate::replicas::release(state).await;
 }
 
 /// Serves on the caller's runtime until `shutdown` resolves, then drains.
@@ -168,6 +169,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let cleaner = spawn_cleaner(&state);
+    let replicas = crate::replicas::spawn_replica_loop(&state);
     let st = state.clone();
     accept_loop(listener, state.clone(), async move {
         shutdown.await;
@@ -177,6 +179,9 @@ pub async fn serve(
     .await?;
     cleaner.abort();
     drain_jobs(&state).await;
+    if let Some(r) = replicas {
+        r.abort();
+    }
     log("stopped", || json!({}));
     Ok(())
 }
@@ -245,12 +250,16 @@ pub async fn serve_per_core(
     }
     drop(first);
     let cleaner = spawn_cleaner(&state);
+    let replicas = crate::replicas::spawn_replica_loop(&state);
     shutdown.await;
     state.draining.store(true, Ordering::SeqCst);
     log("draining", || json!({}));
     let _ = phase_tx.send(1);
     cleaner.abort();
     drain_jobs(&state).await;
+    if let Some(r) = replicas {
+        r.abort();
+    }
     let _ = phase_tx.send(2);
     let mut first_error = None;
     for w in workers {

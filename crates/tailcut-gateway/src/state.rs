@@ -125,6 +125,9 @@ pub(crate) struct Runtime {
 /// What every route of one configuration shares when it is built.
 struct Shared<'a> {
     config: &'a Config,
+    store: &'a Arc<JobStore>,
+    /// How many replicas share the rate limits and the hedge-load cap.
+    replicas: crate::tenancy::Replicas,
     budget: Arc<dyn BudgetGate>,
     trace: Option<Arc<TraceWriter>>,
     /// The provider clients' own timeout.
@@ -139,7 +142,11 @@ impl Shared<'_> {
     /// chain over the same providers, in order), all sharing the route's hedge-load gate.
     fn openai_route(&self, route: &RouteConfig, spec: &tailcut_config::PolicySpec) -> Result<OpenAiRoute, String> {
         let config = self.config;
-        let gate = Arc::new(SlidingHedgeGate::new(config.gateway.hedge_budget_percent, config.gateway.hedge_budget_burst));
+        let gate = Arc::new(SlidingHedgeGate::shared(
+            config.gateway.hedge_budget_percent,
+            config.gateway.hedge_budget_burst,
+            self.replicas.clone(),
+        ));
         let names = spec_providers(spec);
         // Each provider once per slot: whole replies per endpoint, then streams.
         const SLOTS: [(Endpoint, bool); 5] = [
@@ -200,8 +207,13 @@ impl Shared<'_> {
     /// A `jobs` route: the configured live providers under the route's policy.
     fn job_route(&self, route: &RouteConfig, spec: &tailcut_config::PolicySpec) -> Result<JobRoute, String> {
         let config = self.config;
-        let gate = Arc::new(SlidingHedgeGate::new(config.gateway.hedge_budget_percent, config.gateway.hedge_budget_burst));
-        let entries = config.live_entries().map_err(|e| e.to_string())?;
+        let gate = Arc::new(SlidingHedgeGate::shared(
+            config.gateway.hedge_budget_percent,
+            config.gateway.hedge_budget_burst,
+            self.replicas.clone(),
+        ));
+        // Each submit's provider job id is stored before the race goes on.
+        let entries = crate::replicas::Recorded::wrap(config.live_entries().map_err(|e| e.to_string())?, self.store);
         let validator = tailcut_core::validate::ValidatorRegistry::default().build(&config.validator).map_err(|e| e.to_string())?;
         let hedger = Hedger::with_gate(entries, validator, self.budget.clone(), config.race, self.trace.clone(), Some(gate));
         let policy = spec.build(hedger.providers()).map_err(|e| e.to_string())?;
@@ -211,12 +223,16 @@ impl Shared<'_> {
 }
 
 impl Runtime {
-    fn build(config: Config) -> Result<Runtime, String> {
+    fn build(config: Config, store: &Arc<JobStore>, pg: Option<&SharedState>) -> Result<Runtime, String> {
         // No keys only with an explicit `auth = "none"` (also on reload).
         config.gateway.check_serving(&config.source).map_err(|e| e.to_string())?;
-        let global: Arc<dyn BudgetGate> = match &config.budget.ledger {
-            None => Arc::new(MemoryLedger::new(config.budget.limits)),
-            Some(p) => {
+        let global: Arc<dyn BudgetGate> = match (&config.budget.ledger, pg) {
+            #[cfg(feature = "postgres")]
+            (_, Some(pg)) => Arc::new(tailcut_core::ledger::PgLedger::new(pg.clone(), config.budget.limits)),
+            #[cfg(not(feature = "postgres"))]
+            (_, Some(_)) => return Err("this build has no PostgreSQL support (cargo feature `postgres`)".into()),
+            (None, None) => Arc::new(MemoryLedger::new(config.budget.limits)),
+            (Some(p), None) => {
                 if let Some(parent) = p.parent().filter(|x| !x.as_os_str().is_empty()) {
                     let _ = std::fs::create_dir_all(parent);
                 }
@@ -227,8 +243,11 @@ impl Runtime {
             Some(p) => Some(Arc::new(TraceWriter::append(p).map_err(|e| e.to_string())?)),
             None => None,
         };
+        let replicas = live_replicas(pg);
         let shared = Shared {
             config: &config,
+            store,
+            replicas: replicas.clone(),
             budget: Arc::new(TenantGate { global: global.clone() }),
             trace,
             // The provider clients' own timeout is a backstop a second past the total
@@ -259,7 +278,7 @@ impl Runtime {
             .keys
             .iter()
             .map(|k| {
-                let tenant = Tenant { admin: k.admin, ..Tenant::new(&k.name, k.rate_per_s, k.budget_usd, k.routes.clone()) };
+                let tenant = Tenant { admin: k.admin, ..Tenant::shared(&k.name, k.rate_per_s, k.budget_usd, k.routes.clone(), &replicas) };
                 (k.sha256.clone(), Arc::new(tenant))
             })
             .collect();
@@ -282,7 +301,11 @@ pub struct AppState {
     runtime: RwLock<Arc<Runtime>>,
     /// Metrics registry.
     pub metrics: Arc<Metrics>,
-    pub(crate) store: JobStore,
+    pub(crate) store: Arc<JobStore>,
+    /// The replicas' shared state on PostgreSQL (`[state] url = "postgres://..."`), kept
+    /// across reloads.
+    #[cfg(feature = "postgres")]
+    pub(crate) pg: Option<SharedState>,
     pub(crate) running: Mutex<HashMap<String, oneshot::Sender<()>>>,
     pub(crate) draining: AtomicBool,
     pub(crate) in_flight: Arc<Semaphore>,
@@ -303,6 +326,48 @@ impl std::fmt::Debug for AppState {
     }
 }
 
+/// The replicas' shared state (PostgreSQL), or a stand-in without the `postgres` feature.
+#[cfg(feature = "postgres")]
+pub(crate) type SharedState = Arc<tailcut_core::pg::PgState>;
+/// The replicas' shared state (PostgreSQL), or a stand-in without the `postgres` feature.
+#[cfg(not(feature = "postgres"))]
+pub(crate) type SharedState = std::convert::Infallible;
+
+/// The live replica count the limits are shared by: the state's, updated at each
+/// heartbeat, on PostgreSQL; 1 otherwise.
+fn live_replicas(pg: Option<&SharedState>) -> crate::tenancy::Replicas {
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = pg {
+        return pg.live_replicas();
+    }
+    let _ = pg;
+    crate::tenancy::single_replica()
+}
+
+/// Connects to PostgreSQL when `[state] url` names it (migrations applied, this replica
+/// registered); `None` for the embedded SQLite state.
+fn connect_state(config: &Config) -> Result<Option<SharedState>, String> {
+    match &config.state.backend {
+        tailcut_config::StateBackend::Embedded => Ok(None),
+        #[cfg(feature = "postgres")]
+        tailcut_config::StateBackend::Postgres { url } => {
+            let settings = tailcut_core::pg::PgSettings {
+                url: url.resolve()?,
+                pool_size: config.state.pool_size,
+                lease_ttl: config.state.lease_ttl,
+                lease_slice: config.state.lease_slice,
+            };
+            let pg = tailcut_core::pg::PgState::connect(settings).map_err(|e| format!("state.url: {e}"))?;
+            log("state_connected", || json!({"backend": "postgres", "replica": pg.replica()}));
+            Ok(Some(pg))
+        }
+        #[cfg(not(feature = "postgres"))]
+        tailcut_config::StateBackend::Postgres { .. } => {
+            Err("state.url: this build has no PostgreSQL support (cargo feature `postgres` of tailcut-gateway)".into())
+        }
+    }
+}
+
 /// This process's id in hex, as ids carry it, read once (`getpid` is a system call on
 /// every use).
 fn process_hex() -> &'static str {
@@ -313,25 +378,34 @@ fn process_hex() -> &'static str {
 impl AppState {
     /// Builds the state from a configuration (and remembers its path for reloads).
     pub fn new(config: Config, config_path: Option<PathBuf>) -> Result<Arc<AppState>, String> {
-        let store = JobStore::open(config.gateway.store.as_deref()).map_err(|e| format!("job store: {e}"))?;
-        let interrupted = store.mark_interrupted().map_err(|e| e.to_string())?;
+        let pg = connect_state(&config)?;
+        let store = Arc::new(match &pg {
+            #[cfg(feature = "postgres")]
+            Some(pg) => JobStore::postgres(pg.clone()),
+            _ => JobStore::open(config.gateway.store.as_deref()).map_err(|e| format!("job store: {e}"))?,
+        });
+        // One gateway on SQLite: the jobs its previous process left running, whose
+        // provider jobs are cancelled by id once the state is built (below).
+        let (interrupted, orphans) = store.mark_interrupted().map_err(|e| e.to_string())?;
         if interrupted > 0 {
-            log("jobs_interrupted", || json!({"count": interrupted}));
+            log("jobs_interrupted", || json!({"count": interrupted, "provider_jobs_to_cancel": orphans.len()}));
         }
         let max = config.gateway.max_in_flight;
         let max_body = AtomicUsize::new(config.gateway.max_body_bytes);
         crate::connection::raise_fd_limit();
         let connections = crate::connection::Connections::new(config.gateway.max_connections);
-        let runtime = Runtime::build(config)?;
+        let runtime = Runtime::build(config, &store, pg.as_ref())?;
         let metrics = Arc::new(Metrics::default());
         runtime.zero_series(&metrics);
         let sinks = crate::observe::Sinks { metrics: metrics.clone(), recent: Arc::default() };
-        Ok(Arc::new(AppState {
+        let state = Arc::new(AppState {
             config_path,
             runtime: RwLock::new(Arc::new(runtime)),
             metrics,
             sinks,
             store,
+            #[cfg(feature = "postgres")]
+            pg,
             running: Mutex::new(HashMap::new()),
             draining: AtomicBool::new(false),
             in_flight: Arc::new(Semaphore::new(max)),
@@ -339,7 +413,19 @@ impl AppState {
             next_id: AtomicU64::new(1),
             max_body,
             connections,
-        }))
+        });
+        if !orphans.is_empty() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(h) => {
+                    let st = state.clone();
+                    h.spawn(async move {
+                        crate::replicas::cancel_orphans(&st, orphans).await;
+                    });
+                }
+                Err(_) => log("orphans_not_cancelled", || json!({"why": "no runtime at start", "count": orphans.len()})),
+            }
+        }
+        Ok(state)
     }
 
     /// The head and idle timeouts of the current configuration (a reload applies to new
@@ -359,7 +445,14 @@ impl AppState {
         let Some(path) = &self.config_path else { return Err("no config file to reload".into()) };
         let config = Config::load(path).map_err(|e| e.to_string())?;
         let max_body = config.gateway.max_body_bytes;
-        let runtime = Runtime::build(config)?;
+        #[cfg(feature = "postgres")]
+        let pg = self.pg.as_ref();
+        #[cfg(not(feature = "postgres"))]
+        let pg = None;
+        if pg.is_some() != matches!(config.state.backend, tailcut_config::StateBackend::Postgres { .. }) {
+            return Err("state.url cannot move between SQLite and PostgreSQL on a reload: restart the gateway".into());
+        }
+        let runtime = Runtime::build(config, &self.store, pg)?;
         runtime.zero_series(&self.metrics);
         self.max_body.store(max_body, Ordering::Relaxed);
         if let Ok(mut r) = self.runtime.write() {

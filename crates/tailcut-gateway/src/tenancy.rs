@@ -8,10 +8,11 @@
 //! restarts and `kill -9` exactly as the global spend does.
 
 use sha2::{Digest, Sha256};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tailcut_core::engine::HedgeGate;
-use tailcut_core::ledger::{Account, BudgetGate, Charge, LedgerError, LedgerSummary};
+use tailcut_core::ledger::{Account, BudgetGate, Charge, ChargeFuture, LedgerError, LedgerSummary};
 use tailcut_core::MicroUsd;
 
 /// Lowercase hex SHA-256.
@@ -19,27 +20,50 @@ pub fn sha256_hex(key: &str) -> String {
     Sha256::digest(key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// How many gateway replicas share the limits: 1 for one gateway; on PostgreSQL, the
+/// live replicas counted at each heartbeat (`PgState::live_replicas`). A limit shared by
+/// N replicas gives each 1/N of it (see docs/replicas.md for the tolerance).
+pub type Replicas = Arc<AtomicUsize>;
+
+/// One replica alone.
+pub fn single_replica() -> Replicas {
+    Arc::new(AtomicUsize::new(1))
+}
+
+fn share(replicas: &Replicas) -> f64 {
+    replicas.load(Ordering::Relaxed).max(1) as f64
+}
+
 /// A token bucket.
 #[derive(Debug)]
 pub struct Bucket {
     rate: f64,
     burst: f64,
+    replicas: Replicas,
     state: Mutex<(f64, Instant)>,
 }
 
 impl Bucket {
     /// `rate` tokens per second, holding at most `burst`.
     pub fn new(rate: f64) -> Bucket {
+        Bucket::shared(rate, single_replica())
+    }
+
+    /// `rate` tokens per second across `replicas`: this one refills at `rate / N` and
+    /// holds at most `burst / N` (at least one token).
+    pub fn shared(rate: f64, replicas: Replicas) -> Bucket {
         let burst = rate.max(1.0);
-        Bucket { rate, burst, state: Mutex::new((burst, Instant::now())) }
+        let start = (burst / share(&replicas)).max(1.0);
+        Bucket { rate, burst, replicas, state: Mutex::new((start, Instant::now())) }
     }
 
     /// Takes a token if one is available.
     pub fn take(&self) -> bool {
         let Ok(mut s) = self.state.lock() else { return false };
         let now = Instant::now();
-        let refill = now.duration_since(s.1).as_secs_f64() * self.rate;
-        s.0 = (s.0 + refill).min(self.burst);
+        let n = share(&self.replicas);
+        let refill = now.duration_since(s.1).as_secs_f64() * self.rate / n;
+        s.0 = (s.0 + refill).min((self.burst / n).max(1.0));
         s.1 = now;
         if s.0 >= 1.0 {
             s.0 -= 1.0;
@@ -92,6 +116,17 @@ impl BudgetGate for TenantGate {
         }
     }
 
+    fn charge_async<'a>(&'a self, charge: &'a Charge<'a>) -> ChargeFuture<'a> {
+        match current_account() {
+            Some(account) => Box::pin(async move { self.global.charge_account_async(charge, &account).await }),
+            None => self.global.charge_async(charge),
+        }
+    }
+
+    fn charge_account_async<'a>(&'a self, charge: &'a Charge<'a>, account: &'a Account) -> ChargeFuture<'a> {
+        self.global.charge_account_async(charge, account)
+    }
+
     fn reconcile(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str) -> Result<(), LedgerError> {
         match current_account() {
             Some(account) => self.global.reconcile_account(provider, request_id, delta, note, &account.name),
@@ -120,9 +155,15 @@ impl Tenant {
     /// A tenant from config. A key with a budget gets an account under its name (names
     /// are unique, checked at load), so its spend is found again after a reload or restart.
     pub fn new(name: &str, rate: Option<f64>, budget_usd: Option<f64>, routes: Option<Vec<String>>) -> Tenant {
+        Tenant::shared(name, rate, budget_usd, routes, &single_replica())
+    }
+
+    /// [`Tenant::new`] for a gateway of `replicas` replicas: its rate limit is shared
+    /// among them.
+    pub fn shared(name: &str, rate: Option<f64>, budget_usd: Option<f64>, routes: Option<Vec<String>>, replicas: &Replicas) -> Tenant {
         Tenant {
             name: name.to_string(),
-            bucket: rate.map(Bucket::new),
+            bucket: rate.map(|r| Bucket::shared(r, replicas.clone())),
             ledger: budget_usd.map(|b| Arc::new(Account { name: name.to_string(), limit: Some(MicroUsd::from_usd(b)) })),
             routes,
             admin: false,
@@ -138,6 +179,7 @@ impl Tenant {
 pub struct SlidingHedgeGate {
     percent: f64,
     burst: u32,
+    replicas: Replicas,
     started: Instant,
     window: Mutex<Window>,
 }
@@ -176,8 +218,15 @@ impl Window {
 impl SlidingHedgeGate {
     /// A cap of `percent`% with `burst` extra attempts always allowed, over 60 s.
     pub fn new(percent: f64, burst: u32) -> SlidingHedgeGate {
+        SlidingHedgeGate::shared(percent, burst, single_replica())
+    }
+
+    /// The cap across `replicas`: the percentage holds as it is (each replica keeps its
+    /// extras within `percent` of its own requests, so all replicas together keep theirs
+    /// within `percent` of all requests); the burst is divided among them.
+    pub fn shared(percent: f64, burst: u32, replicas: Replicas) -> SlidingHedgeGate {
         let window = Window { second: [u64::MAX; WINDOW_S], requests: [0; WINDOW_S], extras: [0; WINDOW_S] };
-        SlidingHedgeGate { percent, burst, started: Instant::now(), window: Mutex::new(window) }
+        SlidingHedgeGate { percent, burst, replicas, started: Instant::now(), window: Mutex::new(window) }
     }
 
     fn now(&self) -> u64 {
@@ -199,7 +248,7 @@ impl HedgeGate for SlidingHedgeGate {
         let Ok(mut w) = self.window.lock() else { return false };
         let i = w.slot(now);
         let (requests, extras) = w.totals(now);
-        let allowed = f64::from(self.burst) + self.percent / 100.0 * requests as f64;
+        let allowed = f64::from(self.burst) / share(&self.replicas) + self.percent / 100.0 * requests as f64;
         if (extras as f64) < allowed {
             w.extras[i] += 1;
             true
@@ -265,6 +314,19 @@ mod tests {
         assert_eq!(gate.summary().unwrap().total, MicroUsd(30_001), "a refused charge moves no total");
         TENANT_LEDGER.scope(tenant.ledger.clone(), async { gate.charge(&charge(20_000)).unwrap() }).await;
         assert_eq!(gate.account_spent("team-a").unwrap(), MicroUsd(50_000));
+    }
+
+    #[test]
+    fn limits_shared_by_replicas_give_each_its_share() {
+        let replicas = single_replica();
+        replicas.store(4, Ordering::Relaxed);
+        let b = Bucket::shared(20.0, replicas.clone());
+        assert_eq!((0..40).filter(|_| b.take()).count(), 5, "a quarter of the burst on each of 4 replicas");
+        let g = SlidingHedgeGate::shared(10.0, 8, replicas);
+        for _ in 0..100 {
+            g.request_started();
+        }
+        assert_eq!((0..50).filter(|_| g.try_extra()).count(), 12, "8/4 burst + 10% of this replica's 100 requests");
     }
 
     #[test]

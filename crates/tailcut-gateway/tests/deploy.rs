@@ -53,6 +53,37 @@ fn configmap_holds_a_valid_gateway_config() {
 }
 
 #[test]
+fn three_replicas_share_postgres_with_migrations_first_and_a_disruption_budget() {
+    let d = yaml("deploy/k8s/deployment.yaml");
+    assert_eq!(d["spec"]["replicas"].as_u64(), Some(3));
+    let t = &d["spec"]["template"]["spec"];
+    let init = &t["initContainers"][0];
+    assert_eq!(init["args"][0].as_str(), Some("state"));
+    assert_eq!(init["args"][1].as_str(), Some("migrate"));
+    assert_eq!(init["envFrom"][0]["secretRef"]["name"].as_str(), Some("tailcut-state"));
+    let refs: Vec<&str> =
+        t["containers"][0]["envFrom"].as_sequence().unwrap().iter().filter_map(|e| e["secretRef"]["name"].as_str()).collect();
+    assert!(refs.contains(&"tailcut-state"), "{refs:?}");
+    // The config reads the URL from the Secret's variable.
+    let cm = yaml("deploy/k8s/configmap.yaml");
+    let c = tailcut_config::Config::parse(cm["data"]["tailcut.toml"].as_str().unwrap(), "configmap").unwrap();
+    let tailcut_config::StateBackend::Postgres { url } = &c.state.backend else { panic!("the configmap is not on PostgreSQL") };
+    assert_eq!(url, &tailcut_config::SecretUrl::Env("TAILCUT_STATE_URL".into()));
+    let docs: Vec<serde_yaml::Value> =
+        serde_yaml::Deserializer::from_str(&std::fs::read_to_string(repo("deploy/k8s/postgres.yaml")).unwrap())
+            .map(|d| serde_yaml::Value::deserialize(d).unwrap())
+            .collect();
+    let secret = docs.iter().find(|d| d["kind"].as_str() == Some("Secret")).unwrap();
+    assert_eq!(secret["metadata"]["name"].as_str(), Some("tailcut-state"));
+    assert!(secret["stringData"]["TAILCUT_STATE_URL"].as_str().unwrap().starts_with("postgres://"));
+    assert!(docs.iter().any(|d| d["kind"].as_str() == Some("StatefulSet")));
+    let pdb = yaml("deploy/k8s/pdb.yaml");
+    assert_eq!(pdb["kind"].as_str(), Some("PodDisruptionBudget"));
+    assert_eq!(pdb["spec"]["selector"], d["spec"]["selector"]);
+    assert!(pdb["spec"]["minAvailable"].as_u64().unwrap() < 3);
+}
+
+#[test]
 fn dockerfile_runs_the_gateway_as_non_root() {
     let text = std::fs::read_to_string(repo("Dockerfile")).unwrap();
     assert!(text.contains("USER tailcut"));

@@ -128,6 +128,20 @@ impl<D: PollingApi> ProviderApi for PollingProvider<D> {
             last: Mutex::new(JobState::Queued),
         }))
     }
+
+    fn attach(&self, job_id: &str) -> Option<Arc<dyn Job>> {
+        // Every queue API here addresses status and cancel by the job id (URLs the submit
+        // returned, where a kind uses them, are rebuilt from it).
+        Some(Arc::new(PollingJob {
+            api: self.api.clone(),
+            http: self.http.clone(),
+            settings: self.settings,
+            rate: self.rate,
+            remote: Remote { id: job_id.to_string(), urls: BTreeMap::new() },
+            submitted: Instant::now(),
+            last: Mutex::new(JobState::Unknown),
+        }))
+    }
 }
 
 /// One submitted job.

@@ -7,13 +7,15 @@
 //!
 //! Beside it: [`config`], the configuration fragments the gateway and CLI tests share;
 //! [`cli`], the processes, fixtures and output checks of tests that run the binary;
-//! [`fuzz`], a case under a time bound and byte-level damage of valid inputs.
+//! [`fuzz`], a case under a time bound and byte-level damage of valid inputs;
+//! [`postgres`], a real throwaway PostgreSQL server on a free local port.
 
 #![warn(missing_docs)]
 
 pub mod cli;
 pub mod config;
 pub mod fuzz;
+pub mod postgres;
 
 use async_trait::async_trait;
 use std::collections::VecDeque;

@@ -5,12 +5,14 @@ mod contend;
 mod jobs;
 mod model;
 mod replay;
+mod state;
 mod values;
 
 pub use contend::*;
 pub use jobs::*;
 pub use model::*;
 pub use replay::*;
+pub use state::*;
 
 use clap::{Parser, Subcommand};
 
@@ -69,4 +71,8 @@ pub enum Command {
     /// degradation, correlation, outages, price changes, stragglers).
     #[command(subcommand)]
     Scenario(ScenarioCommand),
+    /// The gateway's shared state on PostgreSQL (`[state] url`): apply migrations, or
+    /// reconcile every budget to the micro-dollar.
+    #[command(subcommand)]
+    State(StateCommand),
 }

@@ -10,6 +10,7 @@ mod run;
 mod scenario;
 mod serve;
 mod sim_provider;
+mod state;
 mod synth;
 
 use crate::cli::{Cli, Command};
@@ -54,6 +55,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Config(cmd) => config::run(&cmd),
         Command::Model(cmd) => model::run(&cmd),
         Command::Scenario(cmd) => scenario::run(&cmd),
+        Command::State(cmd) => state::run(&cmd),
     }
 }
 

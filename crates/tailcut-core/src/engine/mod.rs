@@ -138,10 +138,10 @@ pub(crate) struct Shared {
 impl Shared {
     /// Charges provider `index`'s projected submission cost; nothing may be submitted
     /// unless this succeeds. Returns the amount charged.
-    pub(crate) fn charge_launch(&self, index: usize, request_id: &str, opens_request: bool) -> Result<MicroUsd, LedgerError> {
+    pub(crate) async fn charge_launch(&self, index: usize, request_id: &str, opens_request: bool) -> Result<MicroUsd, LedgerError> {
         let Some(entry) = self.providers.get(index) else { return Ok(MicroUsd::ZERO) };
         let charge = entry.projected_charge(request_id, opens_request);
-        self.budget.charge(&charge)?;
+        self.budget.charge_async(&charge).await?;
         Ok(charge.amount)
     }
 }

@@ -165,7 +165,7 @@ impl Race {
         if live >= self.shared.settings.max_live {
             return Err(RaceError::AtCapacity(self.shared.settings.max_live));
         }
-        let projected = self.shared.charge_launch(provider, &self.request.request_id, self.attempts.is_empty())?;
+        let projected = self.shared.charge_launch(provider, &self.request.request_id, self.attempts.is_empty()).await?;
         let backend = self.shared.providers[provider].api.clone();
         let submit_started = Instant::now();
         let submitted = AssertUnwindSafe(backend.submit(&self.request)).catch_unwind().await;

@@ -89,7 +89,7 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
     let (st2, id2, rid2) = (st.clone(), id.clone(), rid.to_string());
     let allow_private = rt.config.gateway.webhook_allow_private;
     tokio::spawn(TENANT_LEDGER.scope(tenant.ledger.clone(), async move {
-        let request = JobRequest::new(rid2, input);
+        let request = JobRequest::new(rid2, input).with_extension(crate::replicas::JobTag::new(&id2));
         let stop = async move {
             let _ = stop_rx.await;
         };
@@ -148,9 +148,23 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
     }
 }
 
-/// `GET /v1/jobs/{id}`: the caller's job.
-pub(crate) async fn get(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Result<Response, ApiError> {
+/// `GET /v1/jobs/{id}`: the caller's job; with `?wait=SECONDS`, once it has ended (or as
+/// it is after that long). On PostgreSQL any replica answers, whichever runs the job.
+pub(crate) async fn get(
+    State(st): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let q = WaitQuery::parse(query.as_deref())?;
     let row = owned_job(&st, &headers, &id)?;
+    let row = match q.wait {
+        Some(w) if w > 0.0 && row.state == "running" => st
+            .wait_for_job(&id, Duration::from_secs_f64(w.min(3600.0)))
+            .await
+            .ok_or_else(|| ApiError::NotFound(format!("no job `{id}`")))?,
+        _ => row,
+    };
     Ok(Json(row.to_json()).into_response())
 }
 
@@ -173,8 +187,12 @@ pub(crate) async fn delete(State(st): State<Arc<AppState>>, headers: HeaderMap, 
         return Ok(Json(row.to_json()).into_response());
     }
     let stop = st.running.lock().ok().and_then(|mut r| r.remove(&id));
-    if let Some(tx) = stop {
-        let _ = tx.send(());
+    match stop {
+        Some(tx) => {
+            let _ = tx.send(());
+        }
+        // Another replica runs it: it polls for the request and stops the race.
+        None => st.store.request_cancel(&id).map_err(|e| ApiError::Unavailable(format!("job store: {e}")))?,
     }
     let row = st.wait_for_job(&id, Duration::from_secs(60)).await.ok_or_else(|| ApiError::NotFound(format!("no job `{id}`")))?;
     Ok(Json(row.to_json()).into_response())

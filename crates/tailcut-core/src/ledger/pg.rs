@@ -1,0 +1,651 @@
+//! The ledger gateway replicas share on PostgreSQL (feature `postgres`): budgets leased in
+//! slices, charged locally, every charge one durable row.
+//!
+//! How no number of replicas can overspend:
+//!
+//! - A budget (`global`, or `account:NAME` for a key) is a row of `budget_scopes` with
+//!   `spent` (charges of closed leases, plus reconciliations) and `leased` (granted on
+//!   open leases). A replica takes a slice with one statement that reads and moves the
+//!   row under its row lock, and only while `limit - spent - leased` covers the charge:
+//!   so `spent + leased <= limit` always holds, whatever the number of replicas.
+//! - A replica charges a submission against its open slice under a local lock (no
+//!   database lock per request), then writes the charge's row (`projected`, naming its
+//!   lease) before the submission goes out. The row is written only while the lease is
+//!   open (`FOR SHARE` on the lease), so a charge can never land on a closed lease.
+//! - Closing a lease (`FOR UPDATE` on it: it waits for charges being written) adds the
+//!   sum of its charge rows to `spent` and gives back the rest of the slice: `returned`
+//!   by its replica (on drain, or when it takes a new slice), `reclaimed` by a survivor
+//!   once the replica has been dead for the lease TTL. Both are recorded as ledger rows.
+//! - Slices shrink as the budget runs out (at most a quarter of what is left, never less
+//!   than the charge), so replicas still get slices near the limit. What another replica
+//!   holds is not available to this one: near the limit a charge may be refused while
+//!   other replicas still hold unused slices ("spent" lags "reserved"); it is never let
+//!   through past the limit.
+//! - The soft stop: a slice records how much of it was granted below the soft stop
+//!   (`soft_room`); a request's first submission is charged only from that part.
+//!
+//! [`PgLedger::reconciliation`] shows every micro-dollar: per budget, what was charged,
+//! reconciled, leased, returned and reclaimed, and whether the totals agree.
+
+use super::{Account, BudgetGate, BudgetLimits, Charge, ChargeFuture, LedgerError, LedgerSummary};
+use crate::money::MicroUsd;
+use crate::pg::{PgError, PgState};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// The global budget's scope.
+const GLOBAL: &str = "global";
+
+fn account_scope(name: &str) -> String {
+    format!("account:{name}")
+}
+
+fn storage(e: PgError) -> LedgerError {
+    LedgerError::Storage(e.to_string())
+}
+
+/// This replica's open slice of one budget.
+#[derive(Debug, Clone, Copy)]
+struct Slice {
+    lease: i64,
+    /// Not yet charged.
+    left: i64,
+    /// The part of `left` granted below the soft stop.
+    soft_left: i64,
+}
+
+impl Slice {
+    fn fits(&self, amount: i64, opens: bool) -> bool {
+        self.left >= amount && (!opens || self.soft_left >= amount)
+    }
+
+    /// Charges `amount`: a request's first submission from the part below the soft stop,
+    /// hedges from the part above it first.
+    fn take(&mut self, amount: i64, opens: bool) {
+        if opens {
+            self.soft_left -= amount;
+        } else {
+            let above = self.left - self.soft_left;
+            if amount > above {
+                self.soft_left -= amount - above;
+            }
+        }
+        self.left -= amount;
+    }
+}
+
+/// This replica's open slices, by scope.
+#[derive(Debug, Default)]
+pub(crate) struct LocalLeases {
+    slices: HashMap<String, Slice>,
+}
+
+/// A ledger on PostgreSQL shared by any number of gateway replicas.
+#[derive(Clone)]
+pub struct PgLedger {
+    state: Arc<PgState>,
+    limits: BudgetLimits,
+}
+
+impl fmt::Debug for PgLedger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgLedger").field("replica", &self.state.replica()).field("limits", &self.limits).finish()
+    }
+}
+
+/// Why a charge could not be written.
+enum Written {
+    Yes,
+    /// Its lease was closed meanwhile (a refill or a drain): charge again.
+    LeaseClosed,
+}
+
+/// One budget's books.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ScopeReconciliation {
+    /// `global` or `account:NAME`.
+    pub scope: String,
+    /// `budget_scopes.spent`: charges of closed leases plus reconciliations.
+    pub spent: i64,
+    /// `budget_scopes.leased`: granted on open leases.
+    pub leased: i64,
+    /// Sum of every `projected` charge row.
+    pub charged: i64,
+    /// Number of charge rows.
+    pub charges: i64,
+    /// Sum of `reconcile` rows.
+    pub reconciled: i64,
+    /// Granted on every lease ever taken.
+    pub granted: i64,
+    /// Charges on closed leases.
+    pub charged_closed: i64,
+    /// Charges on open leases.
+    pub charged_open: i64,
+    /// Given back by their replicas.
+    pub returned: i64,
+    /// Taken back from dead replicas.
+    pub reclaimed: i64,
+    /// Granted on leases still open.
+    pub open_granted: i64,
+    /// Open leases.
+    pub open_leases: i64,
+    /// Closed leases.
+    pub closed_leases: i64,
+    /// Whether every identity below holds: `granted = charged_closed + returned +
+    /// reclaimed + open_granted`, `spent = charged_closed + reconciled`, `leased =
+    /// open_granted`, `charged = charged_closed + charged_open`.
+    pub balanced: bool,
+}
+
+/// The books of every budget.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Reconciliation {
+    /// Per budget, `global` first.
+    pub scopes: Vec<ScopeReconciliation>,
+    /// Whether every budget balances.
+    pub balanced: bool,
+}
+
+impl PgLedger {
+    /// The ledger on `state` with these global limits.
+    pub fn new(state: Arc<PgState>, limits: BudgetLimits) -> PgLedger {
+        PgLedger { state, limits }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> BudgetLimits {
+        self.limits
+    }
+
+    /// The state it runs on.
+    pub fn state(&self) -> &Arc<PgState> {
+        &self.state
+    }
+
+    async fn charge_in(&self, charge: &Charge<'_>, account: Option<&Account>) -> Result<MicroUsd, LedgerError> {
+        let amount = charge.amount.0;
+        let limited = account.and_then(|a| a.limit.map(|l| (account_scope(&a.name), l)));
+        for _ in 0..8 {
+            let taken = self.take_local(amount, charge.opens_request, limited.as_ref().map(|(s, _)| s.as_str()));
+            let (lease, account_lease) = match taken {
+                Some(t) => t,
+                None => {
+                    self.refill(amount, charge.opens_request, limited.as_ref(), account).await?;
+                    continue;
+                }
+            };
+            let st = self.state.clone();
+            let row =
+                (charge.provider.to_string(), charge.request_id.to_string(), amount, account.map(|a| a.name.clone()), lease, account_lease);
+            let written = self
+                .state
+                .run(async move {
+                    let c = st.client().await?;
+                    let n = c
+                        .execute(
+                            "INSERT INTO ledger_entries (kind, provider, request_id, micro_usd, account, lease, account_lease, replica)
+                             SELECT 'projected', $1, $2, $3, $4, $5, $6, $7
+                             WHERE (SELECT count(*) FROM (SELECT 1 FROM budget_leases
+                                    WHERE id IN ($5, $6) AND closed_at IS NULL FOR SHARE) o)
+                                   = CASE WHEN $6::bigint IS NULL THEN 1 ELSE 2 END",
+                            &[&row.0, &row.1, &row.2, &row.3, &row.4, &row.5, &st.replica()],
+                        )
+                        .await?;
+                    Ok(if n == 1 { Written::Yes } else { Written::LeaseClosed })
+                })
+                .await
+                .map_err(storage)?;
+            match written {
+                Written::Yes => return Ok(charge.amount),
+                Written::LeaseClosed => continue,
+            }
+        }
+        Err(LedgerError::Storage("could not hold a budget lease long enough to charge (leases closed repeatedly)".into()))
+    }
+
+    /// Takes `amount` from the open slices (global, and the account's); returns their
+    /// lease ids, or `None` when a slice is missing or short (nothing taken then).
+    fn take_local(&self, amount: i64, opens: bool, account_scope: Option<&str>) -> Option<(i64, Option<i64>)> {
+        let mut local = self.state.leases.lock().ok()?;
+        let global = *local.slices.get(GLOBAL).filter(|s| s.fits(amount, opens))?;
+        let account = match account_scope {
+            Some(scope) => Some(*local.slices.get(scope).filter(|s| s.fits(amount, false))?),
+            None => None,
+        };
+        if let Some(s) = local.slices.get_mut(GLOBAL) {
+            s.take(amount, opens);
+        }
+        if let (Some(scope), Some(_)) = (account_scope, account) {
+            if let Some(s) = local.slices.get_mut(scope) {
+                s.take(amount, false);
+            }
+        }
+        Some((global.lease, account.map(|a| a.lease)))
+    }
+
+    /// Replaces the slices too small for `amount` with new ones (one refill at a time per
+    /// replica), or refuses the charge when a budget cannot cover it.
+    async fn refill(
+        &self,
+        amount: i64,
+        opens: bool,
+        limited: Option<&(String, MicroUsd)>,
+        account: Option<&Account>,
+    ) -> Result<(), LedgerError> {
+        let _one = self.state.refill.lock().await;
+        let short = |scope: &str, opens: bool| -> bool {
+            self.state.leases.lock().map_or(true, |l| !l.slices.get(scope).is_some_and(|s| s.fits(amount, opens)))
+        };
+        let want = self.state.settings().lease_slice.0.max(amount);
+        if short(GLOBAL, opens) {
+            let soft = if opens { self.limits.soft_stop.0 } else { self.limits.hard_stop.0 };
+            self.lease(GLOBAL, self.limits.hard_stop.0, self.limits.soft_stop.0, amount, want, opens).await.map_err(|e| match e {
+                Refused::Budget { spent, leased } => LedgerError::BudgetExceeded {
+                    limit_name: if opens && spent + leased + amount > soft { "soft_stop" } else { "hard_stop" },
+                    limit: if opens && spent + leased + amount > soft { self.limits.soft_stop } else { self.limits.hard_stop },
+                    spent: MicroUsd(spent + leased),
+                    requested: MicroUsd(amount),
+                },
+                Refused::Storage(e) => e,
+            })?;
+        }
+        if let (Some((scope, limit)), Some(a)) = (limited, account) {
+            if short(scope, false) {
+                self.lease(scope, limit.0, limit.0, amount, want, false).await.map_err(|e| match e {
+                    Refused::Budget { spent, leased } => LedgerError::AccountBudgetExceeded {
+                        account: a.name.clone(),
+                        limit: *limit,
+                        spent: MicroUsd(spent + leased),
+                        requested: MicroUsd(amount),
+                    },
+                    Refused::Storage(e) => e,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// In one transaction: returns this replica's open slice of `scope` (if any) and takes
+    /// a new one of at most `want` (at least `min`) while `limit - spent - leased` covers
+    /// `min` (for a request's first charge, while the soft stop does).
+    async fn lease(&self, scope: &str, limit: i64, soft: i64, min: i64, want: i64, opens: bool) -> Result<(), Refused> {
+        let old = self.state.leases.lock().ok().and_then(|mut l| l.slices.remove(scope));
+        let st = self.state.clone();
+        let scope_owned = scope.to_string();
+        let granted = self
+            .state
+            .run(async move {
+                let mut c = st.client().await?;
+                let tx = c.transaction().await?;
+                if let Some(old) = old {
+                    close_lease(&tx, old.lease, "returned", st.replica()).await?;
+                }
+                tx.execute("INSERT INTO budget_scopes (scope) VALUES ($1) ON CONFLICT DO NOTHING", &[&scope_owned]).await?;
+                // The check and the grant in one statement, under the scope row's lock.
+                // numeric: an unlimited budget is i64::MAX, and spent may be negative.
+                let row = tx
+                    .query_opt(
+                        "WITH s AS (
+                             SELECT scope, spent, leased,
+                                    LEAST($3::bigint::numeric, GREATEST($4::bigint::numeric, ($2::bigint::numeric - spent - leased) / 4))::bigint AS g
+                             FROM budget_scopes
+                             WHERE scope = $1 AND $2::bigint::numeric - spent - leased >= $4::bigint::numeric
+                               AND (NOT $6 OR $5::bigint::numeric - spent - leased >= $4::bigint::numeric)
+                             FOR UPDATE)
+                         UPDATE budget_scopes b SET leased = b.leased + s.g FROM s WHERE b.scope = s.scope
+                         RETURNING s.g, s.spent, s.leased",
+                        &[&scope_owned, &limit, &want, &min, &soft, &opens],
+                    )
+                    .await?;
+                let Some(row) = row else {
+                    let r = tx.query_one("SELECT spent, leased FROM budget_scopes WHERE scope = $1", &[&scope_owned]).await?;
+                    tx.commit().await?;
+                    return Ok(Err((r.get::<_, i64>(0), r.get::<_, i64>(1))));
+                };
+                let (g, spent, leased): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+                // The part of the slice below the soft stop.
+                let soft_room = i64::try_from((i128::from(soft) - i128::from(spent) - i128::from(leased)).clamp(0, i128::from(g))).unwrap_or(0);
+                let id: i64 = tx
+                    .query_one(
+                        "INSERT INTO budget_leases (scope, replica, granted, soft_room) VALUES ($1, $2, $3, $4) RETURNING id",
+                        &[&scope_owned, &st.replica(), &g, &soft_room],
+                    )
+                    .await?
+                    .get(0);
+                tx.commit().await?;
+                Ok(Ok(Slice { lease: id, left: g, soft_left: soft_room }))
+            })
+            .await
+            .map_err(|e| Refused::Storage(storage(e)))?;
+        match granted {
+            Ok(slice) => {
+                if let Ok(mut l) = self.state.leases.lock() {
+                    l.slices.insert(scope.to_string(), slice);
+                }
+                Ok(())
+            }
+            Err((spent, leased)) => Err(Refused::Budget { spent, leased }),
+        }
+    }
+
+    /// Gives back every slice this replica holds (on drain): each lease is closed as
+    /// `returned`, its charges moving to `spent`. Returns the amount given back.
+    pub async fn return_leases(&self) -> Result<MicroUsd, LedgerError> {
+        let _one = self.state.refill.lock().await;
+        if let Ok(mut l) = self.state.leases.lock() {
+            l.slices.clear();
+        }
+        let st = self.state.clone();
+        let replica = st.replica().to_string();
+        self.state.run(async move { close_leases_of(&st, &replica, "returned").await }).await.map_err(storage)
+    }
+
+    /// Claims every dead replica (no heartbeat for the lease TTL) and closes its open
+    /// leases as `reclaimed`. Returns the replicas taken over and the amount reclaimed.
+    pub async fn reclaim_dead(&self) -> Result<(Vec<String>, MicroUsd), LedgerError> {
+        let st = self.state.clone();
+        self.state
+            .run(async move {
+                let dead = st.claim_dead_replicas().await?;
+                let mut total = MicroUsd::ZERO;
+                for r in &dead {
+                    total += close_leases_of(&st, r, "reclaimed").await?;
+                }
+                Ok((dead, total))
+            })
+            .await
+            .map_err(storage)
+    }
+
+    /// Every budget's books, to the micro-dollar.
+    pub async fn reconciliation(&self) -> Result<Reconciliation, LedgerError> {
+        let st = self.state.clone();
+        self.state.run(async move { reconciliation(&st).await }).await.map_err(storage)
+    }
+
+    async fn reconcile_in(
+        &self,
+        provider: &str,
+        request_id: &str,
+        delta: MicroUsd,
+        note: &str,
+        account: Option<&str>,
+    ) -> Result<(), LedgerError> {
+        let st = self.state.clone();
+        let row = (provider.to_string(), request_id.to_string(), delta.0, note.to_string(), account.map(str::to_string));
+        self.state
+            .run(async move {
+                let mut c = st.client().await?;
+                let tx = c.transaction().await?;
+                tx.execute(
+                    "INSERT INTO ledger_entries (kind, provider, request_id, micro_usd, note, account, replica)
+                     VALUES ('reconcile', $1, $2, $3, $4, $5, $6)",
+                    &[&row.0, &row.1, &row.2, &row.3, &row.4, &st.replica()],
+                )
+                .await?;
+                tx.execute("UPDATE budget_scopes SET spent = spent + $1 WHERE scope = 'global'", &[&row.2]).await?;
+                if let Some(a) = &row.4 {
+                    tx.execute(
+                        "INSERT INTO budget_scopes (scope, spent) VALUES ($1, $2) ON CONFLICT (scope) DO UPDATE SET spent = budget_scopes.spent + $2",
+                        &[&account_scope(a), &row.2],
+                    )
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            })
+            .await
+            .map_err(storage)
+    }
+}
+
+enum Refused {
+    Budget { spent: i64, leased: i64 },
+    Storage(LedgerError),
+}
+
+/// Closes lease `id` if it is open: its charges (summed under the lease's row lock, so
+/// charges being written are counted) move to `spent`, the rest is given back and
+/// recorded as a `how` row (`returned` or `reclaimed`). Returns the amount given back.
+async fn close_lease(tx: &deadpool_postgres::Transaction<'_>, id: i64, how: &str, by: &str) -> Result<MicroUsd, PgError> {
+    let Some(row) = tx.query_opt("SELECT scope, granted FROM budget_leases WHERE id = $1 AND closed_at IS NULL FOR UPDATE", &[&id]).await?
+    else {
+        return Ok(MicroUsd::ZERO);
+    };
+    let (scope, granted): (String, i64) = (row.get(0), row.get(1));
+    let column = if scope == GLOBAL { "lease" } else { "account_lease" };
+    let charged: i64 = tx
+        .query_one(
+            &format!("SELECT COALESCE(SUM(micro_usd), 0)::bigint FROM ledger_entries WHERE kind = 'projected' AND {column} = $1"),
+            &[&id],
+        )
+        .await?
+        .get(0);
+    let unused = granted - charged;
+    tx.execute("UPDATE budget_leases SET closed_at = now(), closed_how = $2, charged = $3 WHERE id = $1", &[&id, &how, &charged]).await?;
+    tx.execute("UPDATE budget_scopes SET spent = spent + $2, leased = leased - $3 WHERE scope = $1", &[&scope, &charged, &granted]).await?;
+    let account = scope.strip_prefix("account:").map(str::to_string);
+    let note = format!("lease {id} of {scope}: granted {granted}, charged {charged}, {how} {unused} (by {by})");
+    let (lease, account_lease) = if scope == GLOBAL { (Some(id), None) } else { (None, Some(id)) };
+    tx.execute(
+        "INSERT INTO ledger_entries (kind, micro_usd, note, account, lease, account_lease, replica) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[&how, &unused, &note, &account, &lease, &account_lease, &by],
+    )
+    .await?;
+    Ok(MicroUsd(unused))
+}
+
+/// Closes every open lease of `replica` as `how`, one transaction each.
+async fn close_leases_of(st: &PgState, replica: &str, how: &str) -> Result<MicroUsd, PgError> {
+    let mut c = st.client().await?;
+    let ids: Vec<i64> = c
+        .query("SELECT id FROM budget_leases WHERE replica = $1 AND closed_at IS NULL", &[&replica])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut total = MicroUsd::ZERO;
+    for id in ids {
+        let tx = c.transaction().await?;
+        total += close_lease(&tx, id, how, st.replica()).await?;
+        tx.commit().await?;
+    }
+    Ok(total)
+}
+
+async fn reconciliation(st: &PgState) -> Result<Reconciliation, PgError> {
+    let c = st.client().await?;
+    let rows = c
+        .query(
+            "WITH l AS (
+                 SELECT scope,
+                        COALESCE(SUM(granted), 0) AS granted,
+                        COALESCE(SUM(charged) FILTER (WHERE closed_at IS NOT NULL), 0) AS charged_closed,
+                        COALESCE(SUM(granted - charged) FILTER (WHERE closed_how = 'returned'), 0) AS returned,
+                        COALESCE(SUM(granted - charged) FILTER (WHERE closed_how = 'reclaimed'), 0) AS reclaimed,
+                        COALESCE(SUM(granted) FILTER (WHERE closed_at IS NULL), 0) AS open_granted,
+                        COUNT(*) FILTER (WHERE closed_at IS NULL) AS open_leases,
+                        COUNT(*) FILTER (WHERE closed_at IS NOT NULL) AS closed_leases
+                 FROM budget_leases GROUP BY scope),
+             e AS (
+                 SELECT CASE WHEN s = 'global' THEN 'global' ELSE 'account:' || account END AS scope,
+                        SUM(micro_usd) FILTER (WHERE kind = 'projected') AS charged,
+                        COUNT(*) FILTER (WHERE kind = 'projected') AS charges,
+                        SUM(micro_usd) FILTER (WHERE kind = 'reconcile') AS reconciled,
+                        SUM(micro_usd) FILTER (WHERE kind = 'projected' AND open) AS charged_open
+                 FROM (SELECT en.*, 'global' AS s,
+                              EXISTS (SELECT 1 FROM budget_leases bl WHERE bl.id = en.lease AND bl.closed_at IS NULL) AS open
+                       FROM ledger_entries en WHERE en.kind IN ('projected', 'reconcile')
+                       UNION ALL
+                       SELECT en.*, 'account' AS s,
+                              EXISTS (SELECT 1 FROM budget_leases bl WHERE bl.id = en.account_lease AND bl.closed_at IS NULL) AS open
+                       FROM ledger_entries en WHERE en.kind IN ('projected', 'reconcile') AND en.account IS NOT NULL
+                         AND (en.kind = 'reconcile' OR en.account_lease IS NOT NULL)) x
+                 GROUP BY 1)
+             SELECT b.scope, b.spent, b.leased,
+                    COALESCE(e.charged, 0)::bigint, COALESCE(e.charges, 0)::bigint, COALESCE(e.reconciled, 0)::bigint,
+                    COALESCE(l.granted, 0)::bigint, COALESCE(l.charged_closed, 0)::bigint, COALESCE(e.charged_open, 0)::bigint,
+                    COALESCE(l.returned, 0)::bigint, COALESCE(l.reclaimed, 0)::bigint, COALESCE(l.open_granted, 0)::bigint,
+                    COALESCE(l.open_leases, 0)::bigint, COALESCE(l.closed_leases, 0)::bigint
+             FROM budget_scopes b LEFT JOIN l ON l.scope = b.scope LEFT JOIN e ON e.scope = b.scope
+             ORDER BY b.scope <> 'global', b.scope",
+            &[],
+        )
+        .await?;
+    let scopes: Vec<ScopeReconciliation> = rows
+        .iter()
+        .map(|r| {
+            let mut s = ScopeReconciliation {
+                scope: r.get(0),
+                spent: r.get(1),
+                leased: r.get(2),
+                charged: r.get(3),
+                charges: r.get(4),
+                reconciled: r.get(5),
+                granted: r.get(6),
+                charged_closed: r.get(7),
+                charged_open: r.get(8),
+                returned: r.get(9),
+                reclaimed: r.get(10),
+                open_granted: r.get(11),
+                open_leases: r.get(12),
+                closed_leases: r.get(13),
+                balanced: false,
+            };
+            s.balanced = s.granted == s.charged_closed + s.returned + s.reclaimed + s.open_granted
+                && s.spent == s.charged_closed + s.reconciled
+                && s.leased == s.open_granted
+                && s.charged == s.charged_closed + s.charged_open;
+            s
+        })
+        .collect();
+    let balanced = scopes.iter().all(|s| s.balanced);
+    Ok(Reconciliation { scopes, balanced })
+}
+
+impl BudgetGate for PgLedger {
+    fn charge(&self, charge: &Charge<'_>) -> Result<MicroUsd, LedgerError> {
+        block(self, |l, c| Box::pin(async move { l.charge_in(&c.as_charge(), None).await }), OwnedCharge::from(charge), None)
+    }
+
+    fn charge_account(&self, charge: &Charge<'_>, account: &Account) -> Result<MicroUsd, LedgerError> {
+        block(
+            self,
+            |l, c| {
+                Box::pin(async move {
+                    let a = c.account.clone();
+                    l.charge_in(&c.as_charge(), a.as_ref()).await
+                })
+            },
+            OwnedCharge::from(charge),
+            Some(account.clone()),
+        )
+    }
+
+    fn charge_async<'a>(&'a self, charge: &'a Charge<'a>) -> ChargeFuture<'a> {
+        Box::pin(self.charge_in(charge, None))
+    }
+
+    fn charge_account_async<'a>(&'a self, charge: &'a Charge<'a>, account: &'a Account) -> ChargeFuture<'a> {
+        Box::pin(self.charge_in(charge, Some(account)))
+    }
+
+    fn reconcile(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str) -> Result<(), LedgerError> {
+        let (l, p, r, n) = (self.clone(), provider.to_string(), request_id.to_string(), note.to_string());
+        self.state
+            .block_on(async move { l.reconcile_in(&p, &r, delta, &n, None).await.map_err(|e| PgError::Db(e.to_string())) })
+            .map_err(storage)
+    }
+
+    fn reconcile_account(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str, account: &str) -> Result<(), LedgerError> {
+        let (l, p, r, n, a) = (self.clone(), provider.to_string(), request_id.to_string(), note.to_string(), account.to_string());
+        self.state
+            .block_on(async move { l.reconcile_in(&p, &r, delta, &n, Some(&a)).await.map_err(|e| PgError::Db(e.to_string())) })
+            .map_err(storage)
+    }
+
+    fn account_spent(&self, account: &str) -> Result<MicroUsd, LedgerError> {
+        let (st, a) = (self.state.clone(), account.to_string());
+        self.state
+            .block_on(async move {
+                let c = st.client().await?;
+                let v: i64 = c
+                    .query_one(
+                        "SELECT COALESCE(SUM(micro_usd), 0)::bigint FROM ledger_entries WHERE account = $1 AND kind IN ('projected', 'reconcile')",
+                        &[&a],
+                    )
+                    .await?
+                    .get(0);
+                Ok(MicroUsd(v))
+            })
+            .map_err(storage)
+    }
+
+    fn summary(&self) -> Result<LedgerSummary, LedgerError> {
+        let st = self.state.clone();
+        self.state
+            .block_on(async move {
+                let c = st.client().await?;
+                let rows = c
+                    .query(
+                        "SELECT provider, COALESCE(SUM(micro_usd), 0)::bigint, COUNT(*) FILTER (WHERE kind = 'projected')
+                         FROM ledger_entries WHERE kind IN ('projected', 'reconcile') GROUP BY provider ORDER BY provider",
+                        &[],
+                    )
+                    .await?;
+                let mut s = LedgerSummary::default();
+                for r in rows {
+                    let (p, v, n): (String, i64, i64) = (r.get(0), r.get(1), r.get(2));
+                    s.total += MicroUsd(v);
+                    s.charges += u64::try_from(n).unwrap_or(0);
+                    s.by_provider.push((p, MicroUsd(v)));
+                }
+                Ok(s)
+            })
+            .map_err(storage)
+    }
+}
+
+/// A charge that owns its strings, to cross onto the state's runtime.
+struct OwnedCharge {
+    provider: String,
+    request_id: String,
+    amount: MicroUsd,
+    opens_request: bool,
+    account: Option<Account>,
+}
+
+impl OwnedCharge {
+    fn from(c: &Charge<'_>) -> OwnedCharge {
+        OwnedCharge {
+            provider: c.provider.to_string(),
+            request_id: c.request_id.to_string(),
+            amount: c.amount,
+            opens_request: c.opens_request,
+            account: None,
+        }
+    }
+
+    fn as_charge(&self) -> Charge<'_> {
+        Charge { provider: &self.provider, request_id: &self.request_id, amount: self.amount, opens_request: self.opens_request }
+    }
+}
+
+type BoxedCharge = std::pin::Pin<Box<dyn std::future::Future<Output = Result<MicroUsd, LedgerError>> + Send>>;
+
+/// A synchronous charge: run on the state's runtime, this thread blocked until done.
+fn block(
+    l: &PgLedger,
+    f: fn(PgLedger, OwnedCharge) -> BoxedCharge,
+    mut c: OwnedCharge,
+    account: Option<Account>,
+) -> Result<MicroUsd, LedgerError> {
+    c.account = account;
+    let fut = f(l.clone(), c);
+    match l.state.block_on(async move { Ok(fut.await) }) {
+        Ok(r) => r,
+        Err(e) => Err(storage(e)),
+    }
+}

@@ -1,0 +1,384 @@
+//! The shared state of gateway replicas on PostgreSQL (feature `postgres`): the
+//! connection pool, the numbered schema migrations, and this process's replica row.
+//!
+//! [`PgState`] owns one background thread with its own tokio runtime: the pool's
+//! connections live there, so the state can be opened and used from any runtime (the
+//! gateway's per-core runtimes, a reload, a test) and from synchronous code
+//! ([`PgState::block_on`]). Every replica has a row in `replicas` that it renews every
+//! `lease_ttl / 3`; a replica whose row has expired is dead, and a survivor takes over
+//! what it held (see [`crate::ledger::PgLedger`] for budget leases, and the gateway's job
+//! store for its jobs).
+//!
+//! Migrations are numbered and recorded in `schema_migrations(version, name,
+//! applied_at)`; they run in one transaction under an advisory lock, so replicas that
+//! start together apply each exactly once. [`PgState::connect`] returns only after every
+//! migration is in place, which is what the gateway's readiness waits for.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why the PostgreSQL state failed.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum PgError {
+    /// The URL could not be parsed.
+    #[error("state url: {0}")]
+    Url(String),
+    /// The database failed or could not be reached.
+    #[error("postgres: {0}")]
+    Db(String),
+    /// The background runtime is gone (the state was shut down).
+    #[error("the PostgreSQL state has shut down")]
+    Closed,
+}
+
+impl From<tokio_postgres::Error> for PgError {
+    fn from(e: tokio_postgres::Error) -> PgError {
+        // `Display` of a server error is just "db error"; the message is in the source.
+        let detail = e.as_db_error().map(|d| d.message().to_string());
+        PgError::Db(detail.unwrap_or_else(|| e.to_string()))
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for PgError {
+    fn from(e: deadpool_postgres::PoolError) -> PgError {
+        PgError::Db(e.to_string())
+    }
+}
+
+/// One schema migration: applied once, in version order.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// Its number (strictly increasing).
+    pub version: i32,
+    /// What it does.
+    pub name: &'static str,
+    /// The SQL, run in the migration transaction.
+    pub sql: &'static str,
+}
+
+/// Every migration, in order. Never edit one that has shipped: add the next.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "replicas, budget scopes and leases, ledger entries, jobs and their attempts, learned models",
+    sql: "
+CREATE TABLE replicas (
+    id TEXT PRIMARY KEY,
+    started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    heartbeat_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    expires_at TIMESTAMPTZ NOT NULL,
+    stopped_at TIMESTAMPTZ,
+    taken_over_by TEXT,
+    taken_over_at TIMESTAMPTZ
+);
+-- One row per budget: 'global', or 'account:NAME' for an API key's budget.
+-- spent: charges of closed leases plus reconciliations; leased: granted on open leases.
+-- Invariant kept by the lease statement: spent + leased <= the limit it was granted under.
+CREATE TABLE budget_scopes (
+    scope TEXT PRIMARY KEY,
+    spent BIGINT NOT NULL DEFAULT 0,
+    leased BIGINT NOT NULL DEFAULT 0
+);
+CREATE TABLE budget_leases (
+    id BIGSERIAL PRIMARY KEY,
+    scope TEXT NOT NULL REFERENCES budget_scopes (scope),
+    replica TEXT NOT NULL REFERENCES replicas (id),
+    granted BIGINT NOT NULL CHECK (granted >= 0),
+    soft_room BIGINT NOT NULL CHECK (soft_room >= 0),
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    closed_at TIMESTAMPTZ,
+    closed_how TEXT CHECK (closed_how IN ('returned', 'reclaimed')),
+    charged BIGINT
+);
+CREATE INDEX budget_leases_open ON budget_leases (replica) WHERE closed_at IS NULL;
+-- projected: a charge before a submission (against lease, and account_lease for a key);
+-- reconcile: a correction; returned / reclaimed: the unused part of a closed lease
+-- (informational: it never counts as spend).
+CREATE TABLE ledger_entries (
+    id BIGSERIAL PRIMARY KEY,
+    ts TIMESTAMPTZ NOT NULL DEFAULT now(),
+    kind TEXT NOT NULL CHECK (kind IN ('projected', 'reconcile', 'returned', 'reclaimed')),
+    provider TEXT NOT NULL DEFAULT '',
+    request_id TEXT NOT NULL DEFAULT '',
+    micro_usd BIGINT NOT NULL,
+    note TEXT NOT NULL DEFAULT '',
+    account TEXT,
+    lease BIGINT REFERENCES budget_leases (id),
+    account_lease BIGINT REFERENCES budget_leases (id),
+    replica TEXT NOT NULL
+);
+CREATE INDEX ledger_entries_lease ON ledger_entries (lease);
+CREATE INDEX ledger_entries_account_lease ON ledger_entries (account_lease);
+CREATE TABLE jobs (
+    id TEXT PRIMARY KEY,
+    route TEXT NOT NULL,
+    owner TEXT,
+    state TEXT NOT NULL,
+    created_ms BIGINT NOT NULL,
+    finished_ms BIGINT,
+    result TEXT,
+    winner TEXT,
+    trace TEXT,
+    error TEXT,
+    replica TEXT NOT NULL,
+    cancel_requested BOOLEAN NOT NULL DEFAULT false
+);
+CREATE INDEX jobs_running ON jobs (replica) WHERE state = 'running';
+CREATE INDEX jobs_finished ON jobs (finished_ms);
+-- Every submission of a job, with the provider's job id, stored when the submit returns.
+CREATE TABLE job_attempts (
+    job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    seq INT NOT NULL,
+    provider TEXT NOT NULL,
+    provider_job_id TEXT,
+    submitted_ms BIGINT NOT NULL,
+    PRIMARY KEY (job_id, seq)
+);
+-- Per-route learned models (the gateway's ModelStore; wired separately).
+CREATE TABLE learned_models (
+    route TEXT PRIMARY KEY,
+    model_json TEXT NOT NULL,
+    saved_at BIGINT NOT NULL
+);
+INSERT INTO budget_scopes (scope) VALUES ('global');
+",
+}];
+
+/// The advisory lock key migrations run under ("tailcut" in ASCII).
+const MIGRATION_LOCK: i64 = 0x0074_6169_6c63_7574;
+
+/// Settings of the shared state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PgSettings {
+    /// `postgres://...` connection URL.
+    pub url: String,
+    /// Connections in the pool.
+    pub pool_size: usize,
+    /// How long a replica's leases and jobs outlive its last heartbeat.
+    pub lease_ttl: Duration,
+    /// The largest budget slice one lease takes.
+    pub lease_slice: crate::MicroUsd,
+}
+
+/// The connection pool, the background runtime and this replica's identity.
+pub struct PgState {
+    pool: deadpool_postgres::Pool,
+    handle: tokio::runtime::Handle,
+    /// Ends the background thread when the state is dropped.
+    _stop: std::sync::mpsc::SyncSender<()>,
+    replica: String,
+    settings: PgSettings,
+    pub(crate) leases: std::sync::Mutex<crate::ledger::pg::LocalLeases>,
+    /// Serialises lease refills (one lease statement per scope at a time).
+    pub(crate) refill: tokio::sync::Mutex<()>,
+    /// Live replicas (not stopped, not taken over, heartbeat not expired), counted at
+    /// each heartbeat: the gateway shares its rate limits among them.
+    live: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl fmt::Debug for PgState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the URL: it may carry a password.
+        f.debug_struct("PgState").field("replica", &self.replica).finish_non_exhaustive()
+    }
+}
+
+/// A replica id: host name, pid and start time, unique across restarts.
+fn replica_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
+    let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or(host);
+    let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
+    format!("{}-{:x}-{:x}", if host.is_empty() { "replica" } else { &host }, std::process::id(), started)
+}
+
+impl PgState {
+    /// Connects, applies every pending migration and registers this replica. Blocks the
+    /// calling thread until done (it may be called inside a runtime).
+    pub fn connect(settings: PgSettings) -> Result<Arc<PgState>, PgError> {
+        let config: tokio_postgres::Config = settings.url.parse().map_err(|e: tokio_postgres::Error| PgError::Url(e.to_string()))?;
+        let (handle_tx, handle_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::sync_channel::<()>(0);
+        std::thread::Builder::new()
+            .name("tailcut-postgres".into())
+            .spawn(move || {
+                let Ok(rt) = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build() else { return };
+                let _ = handle_tx.send(rt.handle().clone());
+                // Runs until the state is dropped (the sender goes away).
+                let _ = stop_rx.recv();
+                rt.shutdown_timeout(Duration::from_secs(1));
+            })
+            .map_err(|e| PgError::Db(format!("cannot start the PostgreSQL thread: {e}")))?;
+        let handle = handle_rx.recv().map_err(|_| PgError::Closed)?;
+        let manager = deadpool_postgres::Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            deadpool_postgres::ManagerConfig { recycling_method: deadpool_postgres::RecyclingMethod::Fast },
+        );
+        let pool = {
+            let _guard = handle.enter();
+            deadpool_postgres::Pool::builder(manager)
+                .max_size(settings.pool_size.max(2))
+                .runtime(deadpool_postgres::Runtime::Tokio1)
+                .wait_timeout(Some(Duration::from_secs(10)))
+                .create_timeout(Some(Duration::from_secs(10)))
+                .build()
+                .map_err(|e| PgError::Db(e.to_string()))?
+        };
+        let state = Arc::new(PgState {
+            pool,
+            handle,
+            _stop: stop_tx,
+            replica: replica_id(),
+            settings,
+            leases: std::sync::Mutex::default(),
+            refill: tokio::sync::Mutex::new(()),
+            live: Arc::new(std::sync::atomic::AtomicUsize::new(1)),
+        });
+        let s = state.clone();
+        state.block_on(async move {
+            s.migrate().await?;
+            s.register().await?;
+            s.count_live().await
+        })?;
+        let weak = Arc::downgrade(&state);
+        let every = state.settings.lease_ttl / 3;
+        state.handle.spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(s) = weak.upgrade() else { return };
+                if let Err(e) = s.heartbeat().await {
+                    eprintln!("{}", serde_json::json!({"event": "replica_heartbeat_failed", "error": e.to_string()}));
+                }
+            }
+        });
+        Ok(state)
+    }
+
+    /// This replica's id.
+    pub fn replica(&self) -> &str {
+        &self.replica
+    }
+
+    /// The settings it was opened with.
+    pub fn settings(&self) -> &PgSettings {
+        &self.settings
+    }
+
+    /// A pooled connection (use only on the state's runtime: inside [`PgState::run`] or
+    /// [`PgState::block_on`]).
+    pub async fn client(&self) -> Result<deadpool_postgres::Object, PgError> {
+        Ok(self.pool.get().await?)
+    }
+
+    /// Runs `fut` on the state's runtime and awaits it from any runtime.
+    pub async fn run<T: Send + 'static>(&self, fut: impl Future<Output = Result<T, PgError>> + Send + 'static) -> Result<T, PgError> {
+        self.handle.spawn(fut).await.map_err(|_| PgError::Closed)?
+    }
+
+    /// Runs `fut` on the state's runtime and blocks this thread until it is done (for
+    /// synchronous callers; never call it from the state's own runtime).
+    pub fn block_on<T: Send + 'static>(&self, fut: impl Future<Output = Result<T, PgError>> + Send + 'static) -> Result<T, PgError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.handle.spawn(async move {
+            let _ = tx.send(fut.await);
+        });
+        rx.recv().map_err(|_| PgError::Closed)?
+    }
+
+    /// Spawns a background task on the state's runtime.
+    pub fn spawn(&self, fut: impl Future<Output = ()> + Send + 'static) {
+        self.handle.spawn(fut);
+    }
+
+    async fn migrate(&self) -> Result<(), PgError> {
+        let mut c = self.client().await?;
+        let tx = c.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await?;
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (
+                version INT PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+        )
+        .await?;
+        let applied: i32 = tx.query_one("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", &[]).await?.get(0);
+        for m in MIGRATIONS.iter().filter(|m| m.version > applied) {
+            tx.batch_execute(m.sql)
+                .await
+                .map_err(|e| PgError::Db(format!("migration {} ({}): {}", m.version, m.name, PgError::from(e))))?;
+            tx.execute("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", &[&m.version, &m.name]).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The highest migration applied to the database.
+    pub async fn schema_version(&self) -> Result<i32, PgError> {
+        let c = self.client().await?;
+        Ok(c.query_one("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", &[]).await?.get(0))
+    }
+
+    fn ttl_ms(&self) -> i64 {
+        i64::try_from(self.settings.lease_ttl.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    async fn register(&self) -> Result<(), PgError> {
+        let c = self.client().await?;
+        c.execute(
+            "INSERT INTO replicas (id, expires_at) VALUES ($1, now() + make_interval(secs => $2::bigint / 1000.0))",
+            &[&self.replica, &self.ttl_ms()],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn heartbeat(&self) -> Result<(), PgError> {
+        let c = self.client().await?;
+        c.execute(
+            "UPDATE replicas SET heartbeat_at = now(), expires_at = now() + make_interval(secs => $2::bigint / 1000.0)
+             WHERE id = $1 AND stopped_at IS NULL AND taken_over_by IS NULL",
+            &[&self.replica, &self.ttl_ms()],
+        )
+        .await?;
+        drop(c);
+        self.count_live().await
+    }
+
+    async fn count_live(&self) -> Result<(), PgError> {
+        let c = self.client().await?;
+        let n: i64 = c
+            .query_one("SELECT count(*) FROM replicas WHERE expires_at > now() AND stopped_at IS NULL AND taken_over_by IS NULL", &[])
+            .await?
+            .get(0);
+        self.live.store(usize::try_from(n).unwrap_or(1).max(1), std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The live replica count (at least 1), kept current at every heartbeat.
+    pub fn live_replicas(&self) -> Arc<std::sync::atomic::AtomicUsize> {
+        self.live.clone()
+    }
+
+    /// Claims the dead replicas (expired, not stopped, not yet taken over) for this one:
+    /// each is claimed by exactly one survivor. Returns their ids.
+    pub async fn claim_dead_replicas(&self) -> Result<Vec<String>, PgError> {
+        let c = self.client().await?;
+        let rows = c
+            .query(
+                "UPDATE replicas SET taken_over_by = $1, taken_over_at = now()
+                 WHERE id IN (SELECT id FROM replicas WHERE expires_at < now() AND taken_over_by IS NULL AND id <> $1
+                              FOR UPDATE SKIP LOCKED)
+                 RETURNING id",
+                &[&self.replica],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// Marks this replica stopped (after a drain has returned its leases and finished its
+    /// jobs): nobody needs to take it over.
+    pub async fn mark_stopped(&self) -> Result<(), PgError> {
+        let c = self.client().await?;
+        c.execute("UPDATE replicas SET stopped_at = now() WHERE id = $1", &[&self.replica]).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,203 @@
+//! What a gateway does so that its jobs outlive it, and so that replicas on one
+//! PostgreSQL share them: each job attempt's provider job id is stored when its submit
+//! returns ([`Recorded`]); the jobs a dead gateway left running are marked `interrupted`
+//! and their provider jobs cancelled by id, with receipts ([`cancel_orphans`]); on
+//! PostgreSQL, a loop ([`spawn_replica_loop`]) passes on `DELETE`s made on other replicas
+//! to the races this one runs, reclaims dead replicas' budget leases and takes over their
+//! jobs; and a drain gives this replica's leases back ([`release`]).
+
+use crate::observe::log;
+use crate::state::AppState;
+use crate::store::{JobStore, Orphan};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tailcut_core::{CancelContext, Capabilities, Job, JobRequest, Provider, ProviderApi, ProviderError, Receipt};
+
+/// The job a request races for (the request's extension on jobs routes): attempts are
+/// recorded under it, numbered in submit order.
+#[derive(Debug)]
+pub(crate) struct JobTag {
+    pub id: String,
+    seq: AtomicI32,
+}
+
+impl JobTag {
+    pub(crate) fn new(id: &str) -> JobTag {
+        JobTag { id: id.to_string(), seq: AtomicI32::new(0) }
+    }
+}
+
+/// A jobs route's provider whose submits are recorded in the job store (with the
+/// provider's job id) before the race sees them.
+#[derive(Debug)]
+pub(crate) struct Recorded {
+    inner: Arc<dyn ProviderApi>,
+    provider: String,
+    store: Arc<JobStore>,
+}
+
+impl Recorded {
+    /// `providers`, each recorded in `store`.
+    pub(crate) fn wrap(providers: Vec<Provider>, store: &Arc<JobStore>) -> Vec<Provider> {
+        providers
+            .into_iter()
+            .map(|p| {
+                let api: Arc<dyn ProviderApi> = Arc::new(Recorded { inner: p.api.clone(), provider: p.name.clone(), store: store.clone() });
+                Provider { api, ..p }
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl ProviderApi for Recorded {
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, ProviderError> {
+        let job = self.inner.submit(request).await?;
+        if let Some(tag) = request.extension::<JobTag>() {
+            let seq = tag.seq.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = self.store.record_attempt(&tag.id, seq, &self.provider, job.job_id().as_deref()).await {
+                log("job_attempt_not_recorded", || json!({"job": tag.id, "provider": self.provider, "error": e.to_string()}));
+            }
+        }
+        Ok(job)
+    }
+
+    fn attach(&self, job_id: &str) -> Option<Arc<dyn Job>> {
+        self.inner.attach(job_id)
+    }
+}
+
+/// Cancels the provider jobs a dead gateway left in flight, by id, through the current
+/// configuration's providers of that name, and stores each receipt in its job's row.
+/// Returns the receipts (a provider that is gone, or cannot address a job by id, gets a
+/// receipt saying the job was not cancelled: leaked).
+pub(crate) async fn cancel_orphans(st: &AppState, orphans: Vec<Orphan>) -> Vec<Receipt> {
+    let rt = st.rt();
+    let mut all = Vec::new();
+    let mut by_job: std::collections::BTreeMap<String, Vec<Value>> = std::collections::BTreeMap::new();
+    for o in orphans {
+        let api = rt.jobs.values().flat_map(|r| r.hedger.providers().iter()).find(|p| p.name == o.provider).map(|p| p.api.clone());
+        let epoch = tokio::time::Instant::now();
+        let job = api.as_ref().and_then(|a| a.attach(&o.provider_job_id));
+        let receipt = match job {
+            None => Receipt::cancel_failed(
+                &o.provider,
+                Some(o.provider_job_id.clone()),
+                0.0,
+                "orphaned by a gateway that stopped: no configured provider of this name can address a job by id",
+            ),
+            Some(job) => {
+                let state_before = job.status().await.ok();
+                let ctx =
+                    CancelContext { reason: "orphan_of_stopped_gateway".into(), epoch, sent_at: tokio::time::Instant::now(), state_before };
+                match job.cancel(ctx).await {
+                    Ok(r) => r,
+                    Err(e) => Receipt::cancel_failed(&o.provider, Some(o.provider_job_id.clone()), 0.0, &e.to_string()),
+                }
+            }
+        };
+        log("orphan_cancelled", || json!({"job": o.job, "receipt": receipt}));
+        by_job.entry(o.job.clone()).or_default().push(serde_json::to_value(&receipt).unwrap_or(Value::Null));
+        all.push(receipt);
+    }
+    for (job, receipts) in by_job {
+        if let Err(e) = st.store.set_orphan_receipts(&job, &Value::Array(receipts)).await {
+            log("orphan_receipts_not_stored", || json!({"job": job, "error": e.to_string()}));
+        }
+    }
+    all
+}
+
+/// How often a replica looks for `DELETE`s of its jobs made on other replicas.
+#[cfg(feature = "postgres")]
+const CANCEL_POLL: Duration = Duration::from_millis(200);
+
+/// On PostgreSQL: every 200 ms, stops the races whose jobs were deleted on another
+/// replica; every `lease_ttl / 3`, reclaims the budget leases of replicas dead for the
+/// lease TTL and takes over their running jobs (interrupted, provider jobs cancelled).
+pub(crate) fn spawn_replica_loop(state: &Arc<AppState>) -> Option<tokio::task::JoinHandle<()>> {
+    #[cfg(feature = "postgres")]
+    {
+        let pg = state.pg.clone()?;
+        let st = state.clone();
+        let takeover_every = pg.settings().lease_ttl / 3;
+        Some(tokio::spawn(async move {
+            let mut last_takeover = tokio::time::Instant::now();
+            loop {
+                tokio::time::sleep(CANCEL_POLL).await;
+                match st.store.cancel_requests().await {
+                    Ok(ids) => {
+                        for id in ids {
+                            let stop = st.running.lock().ok().and_then(|mut r| r.remove(&id));
+                            if let Some(tx) = stop {
+                                log("job_cancel_from_another_replica", || json!({"job": id}));
+                                let _ = tx.send(());
+                            }
+                        }
+                    }
+                    Err(e) => log("job_cancel_poll_failed", || json!({"error": e.to_string()})),
+                }
+                if last_takeover.elapsed() >= takeover_every {
+                    last_takeover = tokio::time::Instant::now();
+                    take_over_dead(&st, &pg).await;
+                }
+            }
+        }))
+    }
+    #[cfg(not(feature = "postgres"))]
+    {
+        let _ = state;
+        None
+    }
+}
+
+#[cfg(feature = "postgres")]
+async fn take_over_dead(st: &Arc<AppState>, pg: &Arc<tailcut_core::pg::PgState>) {
+    let ledger = tailcut_core::ledger::PgLedger::new(pg.clone(), st.rt().config.budget.limits);
+    let (dead, reclaimed) = match ledger.reclaim_dead().await {
+        Ok(r) => r,
+        Err(e) => {
+            log("replica_takeover_failed", || json!({"error": e.to_string()}));
+            return;
+        }
+    };
+    if dead.is_empty() {
+        return;
+    }
+    match st.store.take_over(dead.clone()).await {
+        Ok((jobs, orphans)) => {
+            log(
+                "replicas_taken_over",
+                || json!({"replicas": dead, "reclaimed_micro_usd": reclaimed.0, "jobs_interrupted": jobs, "provider_jobs_to_cancel": orphans.len()}),
+            );
+            cancel_orphans(st, orphans).await;
+        }
+        Err(e) => log("replica_takeover_failed", || json!({"replicas": dead, "error": e.to_string()})),
+    }
+}
+
+/// At the end of a drain, on PostgreSQL: gives back this replica's budget leases and
+/// marks it stopped (so nobody takes it over).
+pub(crate) async fn release(state: &AppState) {
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = &state.pg {
+        let ledger = tailcut_core::ledger::PgLedger::new(pg.clone(), state.rt().config.budget.limits);
+        match ledger.return_leases().await {
+            Ok(returned) => log("budget_leases_returned", || json!({"micro_usd": returned.0})),
+            Err(e) => log("budget_leases_not_returned", || json!({"error": e.to_string()})),
+        }
+        let st = pg.clone();
+        if let Err(e) = pg.run(async move { st.mark_stopped().await }).await {
+            log("replica_not_marked_stopped", || json!({"error": e.to_string()}));
+        }
+    }
+    #[cfg(not(feature = "postgres"))]
+    let _ = state;
+}

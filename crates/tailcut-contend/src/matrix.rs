@@ -338,7 +338,15 @@ pub fn assemble(samples: &[Samples], names: &[String], groups: &[Vec<usize>], ro
             };
             let trial_factors = arms
                 .iter()
-                .map(|(a, b)| if quantile == "p99" { b.p99_ms.unwrap_or(f64::NAN) / a.p99_ms.unwrap_or(f64::NAN) } else { b.p95_ms / a.p95_ms })
+                .map(
+                    |(a, b)| {
+                        if quantile == "p99" {
+                            b.p99_ms.unwrap_or(f64::NAN) / a.p99_ms.unwrap_or(f64::NAN)
+                        } else {
+                            b.p95_ms / a.p95_ms
+                        }
+                    },
+                )
                 .collect();
             let ci95 = d.ci95.get(quantile).copied().unwrap_or([f64::NAN, f64::NAN]);
             let cell = Cell {
@@ -699,8 +707,8 @@ mod tests {
         let r = assemble(&all, &names, &g, 200, 7);
         let ab = r.pairs.iter().find(|c| c.victim == "a").unwrap();
         assert_eq!(ab.quantile, "p99");
-        assert_eq!(ab.trial_factors.len(), 5);
         assert!((ab.factor - 1.5).abs() < 1e-6, "median of per-trial ratios: {} from {:?}", ab.factor, ab.trial_factors);
+        assert_eq!(ab.trial_factors.len(), 5);
         assert!(ab.ci95[0] <= 1.5 + 1e-6 && ab.ci95[1] >= 1.5 - 1e-6, "{:?}", ab.ci95);
         // What pooling would have said on the same samples.
         let pooled = |arm: &str| {

@@ -260,7 +260,7 @@ pub fn matrix_heatmap(path: &Path, m: &crate::matrix::MatrixReport) -> Result<()
     let title = format!("tailcut contend matrix — {} (fills the planner's {})", m.mode, m.table_mode);
     root.draw(&Text::new(title, (20, 15), ("sans-serif", 20))).map_err(|e| err(&e))?;
     let sub = format!(
-        "victim's p99 shared / solo [bootstrap 95% interval]; {} trial(s) × {:.2} s per run, {:.0} s in all",
+        "victim's p99 shared / solo, median over trials [bootstrap 95% interval over trials]; {} trial(s) × {:.2} s per run, {:.0} s in all",
         m.trials, m.duration_s, m.run_time_s
     );
     root.draw(&Text::new(sub, (20, 42), ("sans-serif", 13).into_font().color(&RGBColor(90, 90, 90)))).map_err(|e| err(&e))?;

@@ -260,7 +260,7 @@ pub fn matrix_heatmap(path: &Path, m: &crate::matrix::MatrixReport) -> Result<()
     let title = format!("tailcut contend matrix — {} (fills the planner's {})", m.mode, m.table_mode);
     root.draw(&Text::new(title, (20, 15), ("sans-serif", 20))).map_err(|e| err(&e))?;
     let sub = format!(
-        "victim's p99 shared / solo [bootstrap 95% interval]; {} trial(s) × {:.2} s per run, {:.0} s in all",
+        "victim's p99 shared / solo, median over trials [bootstrap 95% interval over trials]; {} trial(s) × {:.2} s per run, {:.0} s in all",
         m.trials, m.duration_s, m.run_time_s
     );
     root.draw(&Text::new(sub, (20, 42), ("sans-serif", 13).into_font().color(&RGBColor(90, 90, 90)))).map_err(|e| err(&e))?;
@@ -282,9 +282,11 @@ pub fn matrix_heatmap(path: &Path, m: &crate::matrix::MatrixReport) -> Result<()
             let found = m.pairs.iter().find(|c| &c.victim == v && c.aggressors.len() == 1 && &c.aggressors[0] == a);
             let (fill, lines): (RGBColor, Vec<String>) = if i == j {
                 let solo = m.solo.get(v);
-                let (q, tail) = match solo.and_then(|s| s.p99_ms) {
-                    Some(p) => ("p99", p),
-                    None => ("p95", solo.map_or(f64::NAN, |s| s.p95_ms)),
+                let (q, tail) = match (m.solo_tail_ms.get(v), solo.and_then(|s| s.p99_ms)) {
+                    // The table's solo tail: the median of the solo runs' p99 (or p95).
+                    (Some(&t), _) => (m.solo_tail_quantile.get(v).map_or("p99", String::as_str), t),
+                    (None, Some(p)) => ("p99", p),
+                    (None, None) => ("p95", solo.map_or(f64::NAN, |s| s.p95_ms)),
                 };
                 (RGBColor(240, 240, 240), vec![format!("solo {q}"), format!("{} ms", fmt_ms(tail))])
             } else if let Some(c) = found {

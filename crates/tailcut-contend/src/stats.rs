@@ -6,7 +6,7 @@
 //! seeded percentile bootstrap that resamples both arms.
 
 use serde::{Deserialize, Serialize};
-use tailcut_stats::{bootstrap_ratio_cis, quantile_linear, sort_latencies};
+use tailcut_stats::{bootstrap_ratio_cis, quantile_linear, sort_latencies, SplitMix64};
 
 /// One arm (solo or shared) of one agent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -93,6 +93,60 @@ pub fn degradation(solo_ms: &[f64], shared_ms: &[f64], solo: &ArmStats, shared: 
         jitter: shared.jitter / solo.jitter,
         ci95: qs.iter().zip(cis).map(|((name, _), (lo, hi))| (name.to_string(), [lo, hi])).collect(),
     }
+}
+
+/// The median of `values` and its percentile-bootstrap 95% interval over the values
+/// themselves (resampled with replacement, `rounds` times, seeded). With one value the
+/// interval is that value; NaN for none.
+pub fn median_with_ci(values: &[f64], rounds: usize, seed: u64) -> (f64, [f64; 2]) {
+    let mut v: Vec<f64> = values.to_vec();
+    sort_latencies(&mut v);
+    if v.is_empty() {
+        return (f64::NAN, [f64::NAN, f64::NAN]);
+    }
+    let median = quantile_linear(&v, 0.5);
+    if v.len() == 1 || rounds == 0 {
+        return (median, [median, median]);
+    }
+    let mut rng = SplitMix64::new(seed);
+    let mut medians = Vec::with_capacity(rounds);
+    let mut r = vec![0.0; v.len()];
+    for _ in 0..rounds {
+        for x in r.iter_mut() {
+            *x = v[rng.below(v.len())];
+        }
+        sort_latencies(&mut r);
+        medians.push(quantile_linear(&r, 0.5));
+    }
+    sort_latencies(&mut medians);
+    (median, [quantile_linear(&medians, 0.025), quantile_linear(&medians, 0.975)])
+}
+
+/// Shared-over-solo factors from trials whose solo and shared arms ran back to back: each
+/// factor is the **median across trials of each trial's own ratio**, and each interval a
+/// bootstrap over trials. A load burst that spoils one trial's solo (or shared) arm
+/// spoils that trial's ratio only, which the median ignores when there are three trials
+/// or more (pooling the trials' samples instead lets one burst own the pooled p99).
+/// `trials` holds `(solo, shared)` per trial; p99 (p99.9) factors only when every arm has
+/// 100 (1,000) samples.
+pub fn trial_degradation(trials: &[(ArmStats, ArmStats)], rounds: usize, seed: u64) -> Degradation {
+    let mut ci95 = std::collections::BTreeMap::new();
+    let mut factor = |name: &str, pick: &dyn Fn(&ArmStats) -> Option<f64>, k: u64| -> Option<f64> {
+        let ratios: Option<Vec<f64>> = trials.iter().map(|(a, b)| Some(pick(b)? / pick(a)?)).collect();
+        let ratios = ratios.filter(|r| !r.is_empty())?;
+        let (m, ci) = median_with_ci(&ratios, rounds, seed ^ k.wrapping_mul(0x9E37_79B9));
+        if !name.is_empty() {
+            ci95.insert(name.to_string(), ci);
+        }
+        Some(m)
+    };
+    let p50 = factor("p50", &|s| Some(s.p50_ms), 1).unwrap_or(f64::NAN);
+    let p95 = factor("p95", &|s| Some(s.p95_ms), 2).unwrap_or(f64::NAN);
+    let p99 = factor("p99", &|s| s.p99_ms, 3);
+    let p999 = factor("p999", &|s| s.p999_ms, 4);
+    let throughput = factor("", &|s| Some(s.throughput_per_s), 5).unwrap_or(f64::NAN);
+    let jitter = factor("", &|s| Some(s.jitter), 6).unwrap_or(f64::NAN);
+    Degradation { p50, p95, p99, p999, throughput, jitter, ci95 }
 }
 
 /// Thresholds of the "hidden tail damage" verdict.

@@ -116,8 +116,11 @@ pub struct ContendMatrixArgs {
     /// and state its error (adds one run per triple per trial).
     #[arg(long)]
     pub triples: bool,
-    /// Trials; each runs every solo, pair (and triple) once, in a rotating order.
-    #[arg(long, default_value_t = 2)]
+    /// Trials; each runs every pair (and triple) once as a block — each member alone, then
+    /// the group, back to back — in a rotating order. A cell's factor is the median of the
+    /// trials' own shared/solo ratios, so three or more trials outvote one spoiled by a
+    /// load burst.
+    #[arg(long, default_value_t = 3)]
     pub trials: u32,
     /// Warm-up per run (samples discarded).
     #[arg(long, default_value = "150ms", value_parser = humantime::parse_duration)]
@@ -162,7 +165,8 @@ pub struct ContendVerifyArgs {
     /// CUDA devices, one per planned device (with --gpu).
     #[arg(long, value_delimiter = ',')]
     pub devices: Vec<String>,
-    /// Trials; each runs every planned device once, in a rotating order.
+    /// Trials; each runs every planned device once, in a rotating order. An agent's
+    /// measured p99 is the median of the trials' own p99s.
     #[arg(long, default_value_t = 3)]
     pub trials: u32,
     /// Warm-up per run.

@@ -403,8 +403,8 @@ fn matrix(a: &ContendMatrixArgs) -> anyhow::Result<ExitCode> {
     if a.trials == 0 {
         return Err(BadInput("--trials must be at least 1".into()).into());
     }
-    let groups = tailcut_contend::matrix::groups(n, a.triples).len() as u64;
-    let bar = crate::commands::progress(u64::from(a.trials) * groups, "interference matrix", a.json);
+    let runs = tailcut_contend::matrix::runs_per_trial(n, a.triples) as u64;
+    let bar = crate::commands::progress(u64::from(a.trials) * runs, "interference matrix", a.json);
     let report = tailcut_contend::matrix::run(&settings, &|line| {
         if bar.is_hidden() {
             if !a.json {

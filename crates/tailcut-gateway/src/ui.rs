@@ -48,7 +48,7 @@ pub(crate) async fn page(State(st): State<Arc<AppState>>, headers: HeaderMap) ->
 
 /// Whether the caller may see the page: any caller with `auth = "none"`, otherwise a
 /// key with `admin = true` (401 without a valid key, 403 with another key).
-fn admin(rt: &Runtime, headers: &HeaderMap) -> Result<(), ApiError> {
+pub(crate) fn admin(rt: &Runtime, headers: &HeaderMap) -> Result<(), ApiError> {
     let mut values = headers.get_all(AUTHORIZATION).iter();
     let first = values.next();
     if values.next().is_some() {

@@ -308,10 +308,14 @@ fn learned(cx: &Ctx<'_>, key: &str, p: RawPolicy) -> Result<LearnedSpec, ConfigE
             if deadline.is_zero() {
                 return Err(cx.err(k("deadline_ms"), "expected a deadline of at least 1 ms"));
             }
+            // The cutover and cascade timers default to the same shares of the deadline as
+            // the built-in ones of a 60 s deadline (2.5 s, 8.5 s, 25 s), so a 250 ms deadline
+            // weighs plans on a grid fine enough for it.
             let d = AutoSettings::default();
-            let poll = cx.millis(&k("poll_after_ms"), p.poll_after_ms, (d.poll_s * 1000.0) as u64)?;
-            let safety = cx.millis(&k("safety_at_ms"), p.safety_at_ms, (d.safety_s * 1000.0) as u64)?;
-            let escalate = cx.millis(&k("escalate_at_ms"), p.escalate_at_ms, (d.escalate_s * 1000.0) as u64)?;
+            let share = |x: f64| (x / d.deadline_s * deadline.as_secs_f64() * 1000.0).round().max(1.0) as u64;
+            let poll = cx.millis(&k("poll_after_ms"), p.poll_after_ms, share(d.poll_s))?;
+            let safety = cx.millis(&k("safety_at_ms"), p.safety_at_ms, share(d.safety_s))?;
+            let escalate = cx.millis(&k("escalate_at_ms"), p.escalate_at_ms, share(d.escalate_s))?;
             QueueTimers::try_new(poll, safety, escalate).map_err(|e| cx.err(key, e.to_string()))?;
             let cost = match p.cost.as_deref() {
                 None | Some("active") => CostBasis::Active,

@@ -1,6 +1,6 @@
 //! A learned (`auto`) route against real local HTTP providers: one stalls before its
 //! response headers on every third request, the other is always fast. The route learns
-//! which one is slow, whole replies and streams (time to the first content token) each
+//! which one is slow (listed first, it is where a fixed policy would start), whole replies and streams (time to the first content token) each
 //! in their own model, and makes the fast one primary; every extra attempt stays within
 //! the route's hedge-load cap (10 % plus a burst of 10), counted from the traces; the
 //! models are on `/metrics` and `/admin/models`.
@@ -15,6 +15,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tailcut_testkit::config::{openai_provider, OPEN_GATEWAY};
+
+/// A provider charging $0.001/s, so that a second attempt costs something.
+fn priced(name: &str, url: &str) -> String {
+    openai_provider(name, url).replace("rate_usd_per_s = 0.0", "rate_usd_per_s = 0.001")
+}
 
 const STALL: Duration = Duration::from_millis(800);
 
@@ -66,8 +71,8 @@ async fn an_auto_route_learns_the_slow_provider_whole_and_streamed_within_the_he
     let toml = format!(
         "{OPEN_GATEWAY}[trace]\npath = \"{}\"\n{}{}[policies.auto]\nkind = \"auto\"\nproviders = [\"stally\", \"fast\"]\ndeadline_ms = 250\ntarget_miss = 0.01\nextra_load_percent = 100\n[routes.chat]\nkind = \"openai\"\nmodels = [\"m\"]\npolicy = \"auto\"\n",
         trace.display(),
-        openai_provider("stally", &format!("{up}/stally/v1")),
-        openai_provider("fast", &format!("{up}/fast/v1")),
+        priced("stally", &format!("{up}/stally/v1")),
+        priced("fast", &format!("{up}/fast/v1")),
     );
     let url = common::serve_config(&toml).await;
     let base = url.trim_end_matches("/v1/chat/completions").to_string();
@@ -106,12 +111,13 @@ async fn an_auto_route_learns_the_slow_provider_whole_and_streamed_within_the_he
         // miss target, and the model knows the stalling one's tail.
         for t in &ts[ts.len() - N / 4..] {
             let l = &t["learned"];
-            assert_eq!(l["plan"], "single:fast", "{mode}: {t}");
+            let plan = l["plan"].as_str().unwrap();
+            assert!(plan == "single:fast" || plan.starts_with("hedge:fast->stally@"), "{mode}: {t}");
             assert!(l["predicted_miss"].as_f64().unwrap() <= 0.01, "{mode}: {t}");
-            let stally = &l["model"][0];
-            assert_eq!(stally["provider"], "stally");
-            assert!(stally["p99_s"].as_f64().unwrap() > 0.5, "{mode}: the stall is learned: {t}");
+            assert!(l["model"].as_array().unwrap().iter().all(|b| b["samples"].as_u64().unwrap() >= 5), "{mode}: {t}");
+            assert_eq!(t["attempts"][0]["provider"], "fast");
             assert_eq!(t["winner"], "fast");
+            assert!(t["winner_total_ms"].as_f64().unwrap() < 250.0, "{mode}: {t}");
         }
         // The cap: extra attempts ≤ the burst of 10 plus 10 % of the requests (one minute
         // window, one gate per route shared by whole replies and streams).

@@ -11,9 +11,18 @@ use tailcut_testkit::config::openai_provider;
 
 const KEY: &str = "learned-admin-key";
 
-fn last_trace(path: &std::path::Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path).unwrap();
-    serde_json::from_str(text.lines().last().unwrap()).unwrap()
+/// The trace record of request `id`, once written (after its losers settle).
+async fn trace_of(path: &std::path::Path, id: &str) -> serde_json::Value {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let found = text.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).find(|t| t["request_id"] == id);
+        match found {
+            Some(t) => return t,
+            None if Instant::now() < until => tokio::time::sleep(Duration::from_millis(50)).await,
+            None => panic!("no trace of {id} in {}", path.display()),
+        }
+    }
 }
 
 /// The saved model of `chat/chat` in the ledger file, if a save happened.
@@ -73,7 +82,7 @@ policy = "auto"
     let (mut gw, url) = serve(bin, &cfg, &["--workers", "1"]);
     // A cold model: the first decision says so.
     chat(&http, &url, "first-ever").await;
-    let cold = last_trace(&trace);
+    let cold = trace_of(&trace, "first-ever").await;
     assert!(cold["learned"]["model"].as_array().unwrap().iter().all(|b| b["samples"] == 0), "{cold}");
     for i in 0..15 {
         chat(&http, &url, &format!("warmup-{i}")).await;
@@ -103,8 +112,7 @@ policy = "auto"
     gw.0.wait().unwrap();
     let (_gw, url) = serve(bin, &cfg, &["--workers", "1"]);
     chat(&http, &url, "after-restart").await;
-    let first = last_trace(&trace);
-    assert_eq!(first["request_id"], "after-restart");
+    let first = trace_of(&trace, "after-restart").await;
     let beliefs = first["learned"]["model"].as_array().unwrap();
     assert!(beliefs.iter().all(|b| b["samples"].as_u64().unwrap() >= 5), "decided with the warm model: {first}");
     assert!(!first["learned"]["reason"].as_str().unwrap().contains("exploring"), "{first}");

@@ -28,8 +28,7 @@ async fn trace_of(path: &std::path::Path, id: &str) -> serde_json::Value {
 /// The saved model of `chat/chat` in the ledger file, if a save happened.
 fn saved_updates(ledger: &std::path::Path) -> Option<u64> {
     let conn = rusqlite::Connection::open(ledger).ok()?;
-    let json: String =
-        conn.query_row("SELECT model_json FROM learned_models WHERE route = 'chat/chat'", [], |r| r.get(0)).ok()?;
+    let json: String = conn.query_row("SELECT model_json FROM learned_models WHERE route = 'chat/chat'", [], |r| r.get(0)).ok()?;
     serde_json::from_str::<serde_json::Value>(&json).ok()?["updates"].as_u64()
 }
 

@@ -277,11 +277,9 @@ impl LiveModels {
                 }
             }
         }
-        for (name, rows) in [
-            ("tailcut_learned_samples", &samples),
-            ("tailcut_learned_latency_seconds", &lat),
-            ("tailcut_learned_p_warm", &warm),
-        ] {
+        for (name, rows) in
+            [("tailcut_learned_samples", &samples), ("tailcut_learned_latency_seconds", &lat), ("tailcut_learned_p_warm", &warm)]
+        {
             let labels: Vec<Vec<(&str, &str)>> = rows.iter().map(|(l, _)| l.iter().map(|(k, v)| (*k, v.as_str())).collect()).collect();
             let refs: Vec<(&[(&str, &str)], f64)> = labels.iter().zip(rows.iter()).map(|(l, (_, v))| (l.as_slice(), *v)).collect();
             if !refs.is_empty() {

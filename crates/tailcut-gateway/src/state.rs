@@ -3,6 +3,7 @@
 //! [`AppState`] that lives as long as the process (metrics, job store, in-flight slots,
 //! connections, ids).
 
+use crate::learning::{LiveModel, LiveModels, ModelStore};
 use crate::metrics::{Metrics, RouteSeries};
 use crate::observe::{log, names};
 use crate::providers::{whole_reply, OpenAiStream};
@@ -10,7 +11,6 @@ use crate::store::JobStore;
 use crate::tenancy::{SlidingHedgeGate, Tenant, TenantGate};
 use axum::http::{HeaderMap, HeaderValue};
 use serde_json::json;
-use crate::learning::{LiveModel, LiveModels, ModelStore};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;

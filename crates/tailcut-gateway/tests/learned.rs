@@ -45,7 +45,7 @@ async fn upstream() -> String {
             post(move |body: String| {
                 let n = n.clone();
                 async move {
-                    if n.fetch_add(1, Ordering::Relaxed) % 3 == 0 {
+                    if n.fetch_add(1, Ordering::Relaxed).is_multiple_of(3) {
                         tokio::time::sleep(STALL).await;
                     }
                     reply(body.contains("\"stream\":true"))

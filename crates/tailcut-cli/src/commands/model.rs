@@ -181,8 +181,7 @@ fn show_live(a: &ModelShowArgs, url: &str) -> anyhow::Result<ExitCode> {
         out.push((key.to_string(), e["policy"].as_str().unwrap_or("?").to_string(), m));
     }
     if a.json {
-        let all: Vec<serde_json::Value> =
-            out.iter().map(|(k, p, m)| json!({"key": k, "policy": p, "model": summary(m)})).collect();
+        let all: Vec<serde_json::Value> = out.iter().map(|(k, p, m)| json!({"key": k, "policy": p, "model": summary(m)})).collect();
         println!("{}", serde_json::to_string_pretty(&json!({"gateway": base, "models": all}))?);
         return Ok(ExitCode::SUCCESS);
     }

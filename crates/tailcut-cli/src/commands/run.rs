@@ -14,9 +14,9 @@ use std::time::Duration;
 use tailcut_config::{spec_providers, ApiConfig, Config};
 use tailcut_core::engine::Hedger;
 use tailcut_core::ledger::{BudgetGate, MemoryLedger, SqliteLedger};
-use tailcut_core::trace::{now_rfc3339, TraceWriter};
 use tailcut_core::policy::learned::LearnedPolicy;
 use tailcut_core::policy::Policy;
+use tailcut_core::trace::{now_rfc3339, TraceWriter};
 use tailcut_core::validate::{judge, Validator, ValidatorRegistry};
 use tailcut_core::{CancelContext, JobRequest, JobState, Provider};
 use tokio::time::Instant;
@@ -184,6 +184,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// The policy to run, and the learned policy behind it when it learns.
+type Built = (Arc<dyn Policy>, Option<Arc<LearnedPolicy>>);
+
 /// The policy to run; for a learned one also the policy itself, to feed it each settled
 /// request. A learned policy starts from `model` when that file exists.
 fn build_policy(
@@ -191,7 +194,7 @@ fn build_policy(
     spec: &tailcut_config::PolicySpec,
     hedger: &Hedger,
     model: Option<&std::path::Path>,
-) -> anyhow::Result<(Arc<dyn Policy>, Option<Arc<LearnedPolicy>>)> {
+) -> anyhow::Result<Built> {
     let Some(l) = spec.learned() else { return Ok((spec.build(hedger.providers())?, None)) };
     let start = match model.filter(|p| p.exists()) {
         Some(p) => {

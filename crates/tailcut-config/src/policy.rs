@@ -222,11 +222,11 @@ pub(crate) fn policy(cx: &Ctx<'_>, key: &str, p: RawPolicy) -> Result<PolicySpec
         ("half_life", p.half_life.is_some()),
         ("cost", p.cost.is_some()),
     ];
-    if matches!(p.kind.as_str(), "adaptive" | "singler" | "auto") {
-        return learned(cx, key, p).map(PolicySpec::Learned);
-    }
     if let Some((field, _)) = present.iter().find(|(f, set)| *set && !allowed.contains(f)) {
         return Err(cx.err(format!("{key}.{field}"), format!("not used by kind = \"{}\" (it takes: {})", p.kind, allowed.join(", "))));
+    }
+    if matches!(p.kind.as_str(), "adaptive" | "singler" | "auto") {
+        return learned(cx, key, p).map(PolicySpec::Learned);
     }
     let t = timers(&p)?;
     Ok(match p.kind.as_str() {

@@ -193,12 +193,14 @@ pub(crate) fn policy(cx: &Ctx<'_>, key: &str, p: RawPolicy) -> Result<PolicySpec
             "cost",
             "half_life",
         ],
-        other => return Err(cx.err(
-            format!("{key}.kind"),
-            format!(
+        other => {
+            return Err(cx.err(
+                format!("{key}.kind"),
+                format!(
                 "unknown policy kind `{other}`; expected one of single, race, hedge, cutover, cascade, deadline, adaptive, singler, auto"
             ),
-        )),
+            ))
+        }
     };
     let present = [
         ("provider", p.provider.is_some()),

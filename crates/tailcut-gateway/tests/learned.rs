@@ -142,4 +142,7 @@ async fn an_auto_route_learns_the_slow_provider_whole_and_streamed_within_the_he
     let keys: Vec<&str> = models["models"].as_array().unwrap().iter().filter_map(|m| m["key"].as_str()).collect();
     assert_eq!(keys, ["chat/chat", "chat/completions", "chat/embeddings", "chat/chat_stream", "chat/completions_stream"]);
     assert!(models["models"][0]["model"]["updates"].as_u64().unwrap() >= N as u64);
+    // The status page lists the learned models per provider.
+    let page = http.get(format!("{base}/ui")).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("<h2>Learned models</h2>") && page.contains("<code>chat/chat_stream</code>"), "{page}");
 }

@@ -23,6 +23,9 @@ use std::time::Duration;
 use tailcut_model::{LearnedKind, Learner, Model, ModelConfig, Observation, Outcome, Plan};
 use tokio::time::Instant;
 
+/// Model updates between recomputations of the quantiles a decision records.
+const BELIEFS_EVERY: u64 = 16;
+
 /// A learned policy over a fixed provider list.
 #[derive(Debug)]
 pub struct LearnedPolicy {
@@ -43,11 +46,18 @@ struct Inner {
 }
 
 impl Inner {
-    /// What the model knows of each provider now (quantiles recomputed only when the
-    /// model changed since the last decision).
+    /// What the model knows of each provider now. The samples are live; the quantiles
+    /// are recomputed when the model changed, at most every [`BELIEFS_EVERY`] updates once
+    /// every provider has [`BELIEFS_EVERY`]·4 samples (a busy route pays a sketch walk per
+    /// provider every few requests, not per request).
     fn beliefs(&mut self, names: &[String], gaps: &[Option<f64>]) -> Vec<ProviderBelief> {
         let m = self.learner.model();
-        if self.beliefs_at != Some(m.updates) {
+        let young = m.providers.iter().any(|p| p.samples() < 4 * BELIEFS_EVERY);
+        let due = match self.beliefs_at {
+            None => true,
+            Some(at) => m.updates != at && (young || m.updates >= at + BELIEFS_EVERY),
+        };
+        if due {
             self.beliefs = m
                 .providers
                 .iter()
@@ -60,7 +70,8 @@ impl Inner {
             .iter()
             .enumerate()
             .map(|(i, n)| {
-                let (samples, [p50_s, p95_s, p99_s]) = self.beliefs.get(i).copied().unwrap_or((0, [None; 3]));
+                let (_, [p50_s, p95_s, p99_s]) = self.beliefs.get(i).copied().unwrap_or((0, [None; 3]));
+                let samples = m.providers.get(i).map_or(0, |p| p.samples());
                 let idle_gap_s = gaps.get(i).copied().flatten();
                 let p_warm = idle_gap_s.and_then(|g| m.providers.get(i).and_then(|p| p.p_warm(g)));
                 ProviderBelief { provider: n.clone(), samples, p50_s, p95_s, p99_s, idle_gap_s, p_warm }

@@ -3,7 +3,9 @@
 //! `tailcut sim-provider --profile instant` where nginx is missing):
 //!
 //! 1. added latency (proxy − direct) p50/p99 at fixed open-loop rates (1k and 5k req/s),
-//!    with hedging enabled on the gateway (a 500 ms timer hedge that never fires);
+//!    with hedging enabled on the gateway (a 500 ms timer hedge that never fires), and
+//!    a second gateway (`tailcut-auto`) whose routes are learned `auto` policies, which
+//!    decide every request and learn from every settled one;
 //!    latency counts from each request's scheduled send time (no coordinated omission),
 //!    over at most 64 connections (a request waits for one, as behind a client pool);
 //! 2. maximum throughput, closed loop, 64 connections (`wrk` when installed), with the
@@ -116,7 +118,24 @@ fn proxy_conf(dir: &Path, port: u16, upstream: u16) -> String {
     )
 }
 
-fn gateway_toml(upstream: &str) -> String {
+/// The gateway's configuration: timer hedges, or (`auto`) learned `auto` routes over the
+/// same providers (priced, so that a second attempt costs something, with nothing
+/// projected per submission: the ledger never stops the bench).
+fn gateway_toml(upstream: &str, auto: bool) -> String {
+    let toml = fixed_toml(upstream);
+    if !auto {
+        return toml;
+    }
+    let learned = |p: &str, a: &str, b: &str| {
+        format!("[policies.{p}]\nkind = \"auto\"\nproviders = [\"{a}\", \"{b}\"]\ndeadline_ms = 500\ntarget_miss = 0.01\n")
+    };
+    let toml = toml.replace("rate_usd_per_s = 0.0\n", "rate_usd_per_s = 0.001\nexpected_run_s = 0\n");
+    let cut = toml.find("[policies.h]").expect("the policies");
+    let routes = &toml[toml.find("[routes.chat]").expect("the routes")..];
+    format!("{}{}{}{routes}", &toml[..cut], learned("h", "a", "b"), learned("hs", "sa", "sb"))
+}
+
+fn fixed_toml(upstream: &str) -> String {
     let mut toml = String::from(
         "[budget]\nledger = \":memory:\"\n[gateway]\nauth = \"none\"\nstore = \":memory:\"\nmax_in_flight = 100000\ntotal_timeout_s = 60\n\
          hedge_budget_percent = 1000\nhedge_budget_burst = 100000\n",
@@ -342,11 +361,13 @@ fn main() {
 
     // The gateway, as users run it.
     let cfg = dir.path().join("gateway.toml");
-    std::fs::write(&cfg, gateway_toml(&upstream)).expect("write gateway config");
+    std::fs::write(&cfg, gateway_toml(&upstream, false)).expect("write gateway config");
+    let cfg_auto = dir.path().join("gateway-auto.toml");
+    std::fs::write(&cfg_auto, gateway_toml(&upstream, true)).expect("write gateway config");
     // A baseline from before `auth` existed refuses the key; without it, no keys meant no
     // authentication there, so it serves the same way.
     let cfg_before_auth = dir.path().join("gateway-before-auth.toml");
-    std::fs::write(&cfg_before_auth, gateway_toml(&upstream).replace("auth = \"none\"\n", "")).expect("write gateway config");
+    std::fs::write(&cfg_before_auth, gateway_toml(&upstream, false).replace("auth = \"none\"\n", "")).expect("write gateway config");
     let mut start_gateway = |bin: &str, cfg: &Path| -> (String, u32) {
         let port = free_port();
         let gw = Command::new(bin)
@@ -362,6 +383,7 @@ fn main() {
         (format!("http://127.0.0.1:{port}"), pid)
     };
     let (gw_base, gw_pid) = start_gateway(bin, &cfg);
+    let (auto_base, auto_pid) = start_gateway(bin, &cfg_auto);
     let baseline = std::env::var("TAILCUT_BENCH_BASELINE").ok().map(|b| {
         let accepts_auth = Command::new(&b)
             .args(["config", "check", cfg.to_str().expect("utf-8 path")])
@@ -375,6 +397,7 @@ fn main() {
     let mut targets = vec![
         Target { name: "direct", base: upstream.clone(), pids: vec![] },
         Target { name: "tailcut", base: gw_base, pids: vec![gw_pid] },
+        Target { name: "tailcut-auto", base: auto_base, pids: vec![auto_pid] },
     ];
     if let Some(n) = &nginx {
         let px_port = free_port();
@@ -453,6 +476,7 @@ fn main() {
         }
         if let Some(i) = targets.iter().position(|t| t.name == "nginx") {
             println!("tailcut / nginx = {:.2}", tailcut / median(rps[i].clone()));
+            println!("tailcut-auto / nginx = {:.2}", median(rps[2].clone()) / median(rps[i].clone()));
         }
         if let Some(i) = targets.iter().position(|t| t.name == "tailcut@base") {
             println!("tailcut / tailcut@base = {:.2}", tailcut / median(rps[i].clone()));

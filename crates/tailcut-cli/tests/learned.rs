@@ -104,3 +104,53 @@ fn scenario_straggler_plot_and_unknown_name() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown scenario `nope`"));
 }
+
+#[test]
+fn run_with_a_learned_policy_learns_per_request_and_keeps_its_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, model) = (dir.path().join("c.toml"), dir.path().join("m.json"));
+    std::fs::write(
+        &cfg,
+        r#"[budget]
+ledger = ":memory:"
+[providers.one]
+adapter = "sim"
+rate_usd_per_s = 0.0003
+sim = { profile = "instant", seed = 3 }
+[providers.two]
+adapter = "sim"
+rate_usd_per_s = 0.0007
+sim = { profile = "instant", seed = 4 }
+[policies.auto]
+kind = "auto"
+providers = ["one", "two"]
+deadline_ms = 1000
+"#,
+    )
+    .unwrap();
+    let run = |repeat: &str| {
+        let args = [
+            "run",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--policy",
+            "auto",
+            "--repeat",
+            repeat,
+            "--json",
+            "--model",
+            model.to_str().unwrap(),
+        ];
+        let records: Vec<serde_json::Value> = stdout(&tailcut(&args)).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        records
+    };
+    let first = run("4");
+    // Each request is decided by a model that saw the ones before it.
+    let samples: Vec<u64> = first.iter().map(|r| r["learned"]["model"][0]["samples"].as_u64().unwrap()).collect();
+    assert_eq!(samples, [0, 1, 2, 3], "{first:?}");
+    assert!(model.exists());
+    // A second run starts from the saved model.
+    let second = run("1");
+    assert_eq!(second[0]["learned"]["model"][0]["samples"], 4, "{second:?}");
+    assert_eq!(second[0]["policy"], "auto:one,two@1000ms/miss5%");
+}

@@ -23,7 +23,7 @@ mod typed;
 
 pub use error::ConfigError;
 pub use gateway::{ApiKey, AuthMode, GatewayConfig, RouteConfig, RouteKind};
-pub use policy::{spec_providers, PolicySpec};
+pub use policy::{spec_providers, LearnedSpec, PolicySpec};
 pub use provider::{ApiConfig, ProviderConfig};
 pub use state::{SecretUrl, StateBackend, StateConfig};
 pub use typed::{BudgetConfig, Config, ReplayConfig};

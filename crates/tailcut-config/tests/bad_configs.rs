@@ -132,3 +132,46 @@ fn sane_values_at_the_edges_still_load() {
     let c = Config::parse(&text, "t").unwrap();
     assert_eq!(c.race.cap.as_secs(), 604_800);
 }
+
+#[test]
+fn learned_policies_load_with_their_defaults() {
+    use tailcut_config::PolicySpec;
+    let text = r#"
+[providers.a]
+adapter = "openai"
+base_url = "http://127.0.0.1:9/v1"
+rate_usd_per_s = 0.0
+[providers.b]
+adapter = "openai"
+base_url = "http://127.0.0.1:8/v1"
+rate_usd_per_s = 0.0
+[policies.auto]
+kind = "auto"
+providers = ["a", "b"]
+deadline_ms = 250
+target_miss = 0.01
+[policies.adaptive]
+kind = "adaptive"
+primary = "a"
+hedge = "b"
+[policies.singler]
+kind = "singler"
+primary = "b"
+hedge = "a"
+extra_load_percent = 2
+"#;
+    let c = Config::parse(text, "t.toml").unwrap();
+    let Some(PolicySpec::Learned(auto)) = c.policy("auto") else { panic!("{:?}", c.policy("auto")) };
+    assert_eq!(auto.providers, ["a", "b"]);
+    let tailcut_model::LearnedKind::Auto(s) = auto.kind else { panic!() };
+    assert_eq!((s.deadline_s, s.target_miss, s.max_extra), (0.25, 0.01, 0.1), "extra load defaults to 10 %");
+    assert_eq!(auto.extra_burst, 5.0);
+    assert_eq!(auto.label(), "auto:a,b@250ms/miss1%");
+    let Some(PolicySpec::Learned(ad)) = c.policy("adaptive") else { panic!() };
+    let tailcut_model::LearnedKind::Adaptive(a) = ad.kind else { panic!() };
+    assert_eq!((a.quantile, a.min_samples, a.budget), (0.95, 20, 0.05));
+    let Some(PolicySpec::Learned(sr)) = c.policy("singler") else { panic!() };
+    assert_eq!(sr.providers, ["b", "a"]);
+    let tailcut_model::LearnedKind::Singler(x) = sr.kind else { panic!() };
+    assert_eq!((x.budget, x.level), (0.02, 0.99));
+}

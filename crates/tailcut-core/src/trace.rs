@@ -93,6 +93,34 @@ pub struct LearnedChoice {
     /// Predicted extra attempts (`auto`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted_extra: Option<f64>,
+    /// What the model knew of each of the policy's providers when it decided: samples,
+    /// the learned quantiles, the idle gap and P(warm) at that gap.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model: Vec<ProviderBelief>,
+}
+
+/// One provider as a learned policy's model saw it at a decision.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProviderBelief {
+    /// Provider name.
+    pub provider: String,
+    /// Attempts the model has observed (0: a cold model).
+    pub samples: u64,
+    /// Learned median latency, s (streams: time to the first content token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_s: Option<f64>,
+    /// Learned p95, s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p95_s: Option<f64>,
+    /// Learned p99, s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_s: Option<f64>,
+    /// Time since this provider last served a request, s (unknown before its first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_gap_s: Option<f64>,
+    /// P(warm | that idle gap), when the provider ever reported warmth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_warm: Option<f64>,
 }
 
 impl Decisions {

@@ -23,7 +23,8 @@
 //! Prometheus registry), [`error`] (every error as HTTP), `providers` (the OpenAI
 //! providers behind a route, whole and streamed), `connection`, `limits` and `serving`
 //! (connections, head limits, accept and drain), `budgets` (spend against budgets, for
-//! `/metrics` and `/ui`), `ui` (the status page and its recent-requests buffer).
+//! `/metrics` and `/ui`), `ui` (the status page and its recent-requests buffer), [`learning`] (learned routes'
+//! live models: their store in the ledger's file, `/metrics` gauges, the admin JSON).
 
 #![warn(missing_docs)]
 
@@ -34,6 +35,7 @@ mod connection;
 mod dispatch;
 pub mod error;
 mod handlers;
+pub mod learning;
 pub mod limits;
 pub mod metrics;
 mod observe;

@@ -3,6 +3,7 @@
 //! response headers that describe a race (`x-tailcut-winner`, ...), and the buffer of
 //! recent requests the status page shows.
 
+use crate::learning::LiveModel;
 use crate::metrics::{Metrics, RouteSeries, ATTEMPT_RESULTS};
 use axum::http::HeaderValue;
 use axum::response::Response;
@@ -144,16 +145,26 @@ impl Sinks {
 /// Records a race's metrics and keeps it for the status page once its losers are
 /// settled: at once when they already are (no task), else from a task (a reply never
 /// waits for loser cleanup).
-pub(crate) fn record_when_settled<R>(sinks: &Sinks, route: &Arc<R>, settled: Settled)
+///
+/// A learned route's model (`learn`) is fed the settled trace first.
+pub(crate) fn record_when_settled<R>(sinks: &Sinks, route: &Arc<R>, settled: Settled, learn: Option<&Arc<LiveModel>>)
 where
     R: AsRef<RouteSeries> + Send + Sync + 'static,
 {
     match settled.ready() {
-        Ok(t) => sinks.record(route.as_ref().as_ref(), t),
+        Ok(t) => {
+            if let Some(l) = learn {
+                l.observe(&t);
+            }
+            sinks.record(route.as_ref().as_ref(), t)
+        }
         Err(pending) => {
-            let (sinks, route) = (sinks.clone(), route.clone());
+            let (sinks, route, learn) = (sinks.clone(), route.clone(), learn.cloned());
             tokio::spawn(async move {
                 if let Some(t) = pending.wait().await {
+                    if let Some(l) = learn {
+                        l.observe(&t);
+                    }
                     sinks.record(route.as_ref().as_ref(), t);
                 }
             });

@@ -18,6 +18,19 @@ use tokio::sync::oneshot;
 fn spawn_cleaner(state: &Arc<AppState>) -> tokio::task::JoinHandle<()> {
     let st = state.clone();
     let retention = state.rt().config.gateway.job_retention;
+    let saver = state.clone();
+    // The learned models: saved about once a second when they changed (on a blocking
+    // thread: a SQLite write must not hold up this runtime's signals and drain).
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(MODEL_SAVE_EVERY).await;
+            if saver.draining.load(Ordering::Relaxed) {
+                return; // the drain saves once more at its end
+            }
+            let st = saver.clone();
+            let _ = tokio::task::spawn_blocking(move || st.save_models()).await;
+        }
+    });
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_secs(60)).await;
@@ -25,6 +38,9 @@ fn spawn_cleaner(state: &Arc<AppState>) -> tokio::task::JoinHandle<()> {
         }
     })
 }
+
+/// How often changed learned models are saved.
+const MODEL_SAVE_EVERY: Duration = Duration::from_secs(1);
 
 /// Keeps tokio's timer driver from waking itself for every request timer. The driver
 /// writes to its eventfd (one system call, and one more `epoll_wait` return) whenever a
@@ -182,7 +198,8 @@ pub async fn serve(
     if let Some(r) = replicas {
         r.abort();
     }
-    log("stopped", || json!({}));
+    let saved = state.save_models();
+    log("stopped", || json!({"learned_models_saved": saved}));
     Ok(())
 }
 
@@ -260,6 +277,8 @@ pub async fn serve_per_core(
     if let Some(r) = replicas {
         r.abort();
     }
+    let saved = state.save_models();
+    log("learned_models_saved", || json!({"count": saved}));
     let _ = phase_tx.send(2);
     let mut first_error = None;
     for w in workers {

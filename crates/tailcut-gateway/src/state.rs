@@ -3,6 +3,7 @@
 //! [`AppState`] that lives as long as the process (metrics, job store, in-flight slots,
 //! connections, ids).
 
+use crate::learning::{LiveModel, LiveModels, ModelStore};
 use crate::metrics::{Metrics, RouteSeries};
 use crate::observe::{log, names};
 use crate::providers::{whole_reply, OpenAiStream};
@@ -10,12 +11,13 @@ use crate::store::JobStore;
 use crate::tenancy::{SlidingHedgeGate, Tenant, TenantGate};
 use axum::http::{HeaderMap, HeaderValue};
 use serde_json::json;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use tailcut_config::{spec_providers, Config, RouteConfig, RouteKind};
+use tailcut_config::{spec_providers, Config, LearnedSpec, RouteConfig, RouteKind};
 use tailcut_core::engine::Hedger;
 use tailcut_core::ledger::{BudgetGate, MemoryLedger, SqliteLedger};
 use tailcut_core::policy::first_token::FirstTokenHedge;
@@ -32,6 +34,8 @@ use tokio::sync::{oneshot, Semaphore};
 pub(crate) struct Raced {
     pub hedger: Hedger,
     pub policy: Arc<dyn Policy>,
+    /// The live model, when the policy learns: fed every settled race of this slot.
+    pub learned: Option<Arc<LiveModel>>,
 }
 
 /// An `openai` route: its providers raced per endpoint, whole replies and streams.
@@ -101,6 +105,8 @@ pub(crate) struct JobRoute {
     pub cfg: RouteConfig,
     pub hedger: Hedger,
     pub policy: Arc<dyn Policy>,
+    /// The live model, when the policy learns.
+    pub learned: Option<Arc<LiveModel>>,
     /// The series every job of this route records.
     pub series: RouteSeries,
 }
@@ -120,6 +126,8 @@ pub(crate) struct Runtime {
     pub jobs: HashMap<String, Arc<JobRoute>>,
     /// The global ledger every route charges (read for the spend gauges and `/ui`).
     pub budget: Arc<dyn BudgetGate>,
+    /// The learned policies of every route (saved, exported on `/metrics`).
+    pub learned: LiveModels,
 }
 
 /// What every route of one configuration shares when it is built.
@@ -134,6 +142,8 @@ struct Shared<'a> {
     timeout: Duration,
     /// The TLS client for streams to `https://` providers.
     tls: reqwest::Client,
+    /// Learned policies built so far, with their store.
+    learned: RefCell<LiveModels>,
 }
 
 impl Shared<'_> {
@@ -177,26 +187,37 @@ impl Shared<'_> {
         let hedger = |providers: Vec<Provider>, validator: Arc<dyn tailcut_core::validate::Validator>| {
             Hedger::with_gate(providers, validator, self.budget.clone(), config.race, self.trace.clone(), Some(gate.clone()))
         };
-        let whole = |providers, required: &[&str]| -> Result<Raced, String> {
+        let whole = |providers, required: &[&str], slot: &'static str| -> Result<Raced, String> {
             let hedger = hedger(providers, Arc::new(JsonValidator::requiring(required)));
+            if let Some(l) = spec.learned() {
+                let live = self.learned(route, slot, l, &hedger)?;
+                return Ok(Raced { hedger, policy: live.policy.clone(), learned: Some(live) });
+            }
             let policy = spec.build(hedger.providers()).map_err(|e| e.to_string())?;
-            Ok(Raced { hedger, policy })
+            Ok(Raced { hedger, policy, learned: None })
         };
         let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        let streamed = |providers| -> Result<Raced, String> {
+        // Streams: a learned route learns each provider's time to the first content
+        // token (a stream job resolves at its first content event) and decides with it;
+        // any other route runs the first-token hedge chain.
+        let streamed = |providers, slot: &'static str| -> Result<Raced, String> {
             let hedger = hedger(providers, Arc::new(FirstEvent));
+            if let Some(l) = spec.learned() {
+                let live = self.learned(route, slot, l, &hedger)?;
+                return Ok(Raced { hedger, policy: live.policy.clone(), learned: Some(live) });
+            }
             let policy = FirstTokenHedge::try_new(hedger.providers(), &name_refs, route.first_token_hedge).map_err(|e| e.to_string())?;
-            Ok(Raced { hedger, policy: Arc::new(policy) })
+            Ok(Raced { hedger, policy: Arc::new(policy), learned: None })
         };
         let [chat, completions, embeddings, chat_stream, completions_stream] = lists;
         let route_header = HeaderValue::from_str(&route.name).unwrap_or(HeaderValue::from_static("-"));
         Ok(OpenAiRoute {
             cfg: route.clone(),
-            chat: whole(chat, &["choices"])?,
-            completions: whole(completions, &["choices"])?,
-            embeddings: whole(embeddings, &["data"])?,
-            chat_stream: streamed(chat_stream)?,
-            completions_stream: streamed(completions_stream)?,
+            chat: whole(chat, &["choices"], "chat")?,
+            completions: whole(completions, &["choices"], "completions")?,
+            embeddings: whole(embeddings, &["data"], "embeddings")?,
+            chat_stream: streamed(chat_stream, "chat_stream")?,
+            completions_stream: streamed(completions_stream, "completions_stream")?,
             series: RouteSeries::new(&route.name, name_refs.iter().copied()),
             provider_headers: names.iter().filter_map(|n| Some((n.clone(), HeaderValue::from_str(n).ok()?))).collect(),
             reply_headers: reply_headers(&route_header),
@@ -216,14 +237,29 @@ impl Shared<'_> {
         let entries = crate::replicas::Recorded::wrap(config.live_entries().map_err(|e| e.to_string())?, self.store);
         let validator = tailcut_core::validate::ValidatorRegistry::default().build(&config.validator).map_err(|e| e.to_string())?;
         let hedger = Hedger::with_gate(entries, validator, self.budget.clone(), config.race, self.trace.clone(), Some(gate));
-        let policy = spec.build(hedger.providers()).map_err(|e| e.to_string())?;
+        let (policy, learned) = match spec.learned() {
+            Some(l) => {
+                let live = self.learned(route, "jobs", l, &hedger)?;
+                (live.policy.clone() as Arc<dyn Policy>, Some(live))
+            }
+            None => (spec.build(hedger.providers()).map_err(|e| e.to_string())?, None),
+        };
         let series = RouteSeries::new(&route.name, hedger.providers().iter().map(|p| p.name.as_str()));
-        Ok(JobRoute { cfg: route.clone(), hedger, policy, series })
+        Ok(JobRoute { cfg: route.clone(), hedger, policy, learned, series })
+    }
+
+    /// A learned policy for `route`'s `slot` over `hedger`'s providers, starting from the
+    /// stored model when there is a usable one, and registered for saving.
+    fn learned(&self, route: &RouteConfig, slot: &'static str, spec: &LearnedSpec, hedger: &Hedger) -> Result<Arc<LiveModel>, String> {
+        let mut live = self.learned.borrow_mut();
+        let stored = live.stored(&route.name, slot, &spec.providers);
+        let policy = spec.build(hedger.providers(), self.config.race.max_live, stored).map_err(|e| e.to_string())?;
+        Ok(live.add(&route.name, slot, Arc::new(policy)))
     }
 }
 
 impl Runtime {
-    fn build(config: Config, store: &Arc<JobStore>, pg: Option<&SharedState>) -> Result<Runtime, String> {
+    fn build(config: Config, store: &Arc<JobStore>, pg: Option<&SharedState>, models: Arc<dyn ModelStore>) -> Result<Runtime, String> {
         // No keys only with an explicit `auth = "none"` (also on reload).
         config.gateway.check_serving(&config.source).map_err(|e| e.to_string())?;
         let global: Arc<dyn BudgetGate> = match (&config.budget.ledger, pg) {
@@ -256,6 +292,7 @@ impl Runtime {
             // (and so ending unreceipted) would otherwise race.
             timeout: config.gateway.total_timeout.saturating_add(Duration::from_secs(1)),
             tls: reqwest::Client::builder().pool_max_idle_per_host(1024).build().map_err(|e| e.to_string())?,
+            learned: RefCell::new(LiveModels::new(models)),
         };
         let mut models = HashMap::new();
         let mut jobs = HashMap::new();
@@ -282,7 +319,16 @@ impl Runtime {
                 (k.sha256.clone(), Arc::new(tenant))
             })
             .collect();
-        Ok(Runtime { config, tenants, anonymous: Arc::new(Tenant::new("anonymous", None, None, None)), models, jobs, budget: global })
+        let learned = shared.learned.into_inner();
+        Ok(Runtime {
+            config,
+            tenants,
+            anonymous: Arc::new(Tenant::new("anonymous", None, None, None)),
+            models,
+            jobs,
+            budget: global,
+            learned,
+        })
     }
 
     /// Creates every route's alerting series at zero (see [`RouteSeries::zero`]).
@@ -318,6 +364,8 @@ pub struct AppState {
     pub(crate) connections: crate::connection::Connections,
     /// Where settled races are recorded: `metrics` and the status page's recent requests.
     pub(crate) sinks: crate::observe::Sinks,
+    /// Where learned models are saved (the ledger's file, or memory), and that file.
+    model_store: Mutex<(Option<PathBuf>, Arc<dyn ModelStore>)>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -394,7 +442,9 @@ impl AppState {
         let max_body = AtomicUsize::new(config.gateway.max_body_bytes);
         crate::connection::raise_fd_limit();
         let connections = crate::connection::Connections::new(config.gateway.max_connections);
-        let runtime = Runtime::build(config, &store, pg.as_ref())?;
+        let ledger = config.budget.ledger.clone();
+        let model_store = crate::learning::open_store(ledger.as_deref()).map_err(|e| e.to_string())?;
+        let runtime = Runtime::build(config, &store, pg.as_ref(), model_store.clone())?;
         let metrics = Arc::new(Metrics::default());
         runtime.zero_series(&metrics);
         let sinks = crate::observe::Sinks { metrics: metrics.clone(), recent: Arc::default() };
@@ -413,6 +463,7 @@ impl AppState {
             next_id: AtomicU64::new(1),
             max_body,
             connections,
+            model_store: Mutex::new((ledger, model_store)),
         });
         if !orphans.is_empty() {
             match tokio::runtime::Handle::try_current() {
@@ -426,6 +477,12 @@ impl AppState {
             }
         }
         Ok(state)
+    }
+
+    /// Saves every learned model that changed since its last save (the saver calls it
+    /// about once a second, the drain once more at the end); returns how many it saved.
+    pub fn save_models(&self) -> usize {
+        self.rt().learned.save_changed()
     }
 
     /// The head and idle timeouts of the current configuration (a reload applies to new
@@ -452,7 +509,17 @@ impl AppState {
         if pg.is_some() != matches!(config.state.backend, tailcut_config::StateBackend::Postgres { .. }) {
             return Err("state.url cannot move between SQLite and PostgreSQL on a reload: restart the gateway".into());
         }
-        let runtime = Runtime::build(config, &self.store, pg)?;
+        // The new runtime's learned policies start from what the current ones learned.
+        self.save_models();
+        let models = {
+            let mut s = self.model_store.lock().map_err(|_| "model store lock poisoned".to_string())?;
+            if s.0 != config.budget.ledger {
+                let opened = crate::learning::open_store(config.budget.ledger.as_deref()).map_err(|e| e.to_string())?;
+                *s = (config.budget.ledger.clone(), opened);
+            }
+            s.1.clone()
+        };
+        let runtime = Runtime::build(config, &self.store, pg, models)?;
         runtime.zero_series(&self.metrics);
         self.max_body.store(max_body, Ordering::Relaxed);
         if let Ok(mut r) = self.runtime.write() {

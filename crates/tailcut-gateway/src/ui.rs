@@ -48,7 +48,7 @@ pub(crate) async fn page(State(st): State<Arc<AppState>>, headers: HeaderMap) ->
 
 /// Whether the caller may see the page: any caller with `auth = "none"`, otherwise a
 /// key with `admin = true` (401 without a valid key, 403 with another key).
-fn admin(rt: &Runtime, headers: &HeaderMap) -> Result<(), ApiError> {
+pub(crate) fn admin(rt: &Runtime, headers: &HeaderMap) -> Result<(), ApiError> {
     let mut values = headers.get_all(AUTHORIZATION).iter();
     let first = values.next();
     if values.next().is_some() {
@@ -123,7 +123,13 @@ th{background:#eef1f4}td.n{text-align:right;font-variant-numeric:tabular-nums}\
 ul{margin:0;padding-left:1.1em}code{font-size:12px}";
 
 /// The whole page.
-pub fn render_page(rt_routes: &[RouteRow], budgets: &[BudgetRow], recent: &[(String, RequestTrace)], now: &str) -> String {
+pub fn render_page(
+    rt_routes: &[RouteRow],
+    budgets: &[BudgetRow],
+    learned: &[LearnedRow],
+    recent: &[(String, RequestTrace)],
+    now: &str,
+) -> String {
     let mut h = String::with_capacity(16 * 1024);
     let _ = write!(
         h,
@@ -146,6 +152,27 @@ pub fn render_page(rt_routes: &[RouteRow], budgets: &[BudgetRow], recent: &[(Str
         );
     }
     h.push_str("</table>");
+    if !learned.is_empty() {
+        h.push_str(
+            "<h2>Learned models</h2><table><tr><th>route/slot</th><th>provider</th><th>samples</th>\
+             <th>p50</th><th>p95</th><th>p99</th><th>P(warm) by idle gap</th></tr>",
+        );
+        let ms = |x: Option<f64>| x.map_or("-".to_string(), |s| format!("{:.1} ms", s * 1000.0));
+        for r in learned {
+            let _ = write!(
+                h,
+                "<tr><td><code>{}</code></td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+                escape_html(&r.key),
+                escape_html(&r.provider),
+                r.samples,
+                ms(r.quantiles[0]),
+                ms(r.quantiles[1]),
+                ms(r.quantiles[2]),
+                if r.p_warm.is_empty() { "-".to_string() } else { escape_html(&r.p_warm) }
+            );
+        }
+        h.push_str("</table>");
+    }
     h.push_str(
         "<h2>Spend against budgets</h2><table><tr><th>account</th><th>spent</th><th>soft stop</th><th>hard stop</th><th>of the hard stop</th></tr>",
     );
@@ -252,6 +279,45 @@ pub struct RouteRow {
     pub providers: Vec<String>,
 }
 
+/// One provider of a learned route's live model, as the page lists it.
+#[derive(Debug, Clone)]
+pub struct LearnedRow {
+    /// `route/slot`.
+    pub key: String,
+    /// Provider.
+    pub provider: String,
+    /// Attempts observed.
+    pub samples: u64,
+    /// Learned p50, p95, p99, s.
+    pub quantiles: [Option<f64>; 3],
+    /// P(warm) per observed idle-gap bucket, as text (`<5s: 0.98 (40)`).
+    pub p_warm: String,
+}
+
+fn learned(rt: &Runtime) -> Vec<LearnedRow> {
+    let mut out = Vec::new();
+    for m in &rt.learned.models {
+        let Some(model) = m.policy.model() else { continue };
+        for p in &model.providers {
+            let p_warm: Vec<String> = p
+                .warm_by_gap
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.samples() > 0)
+                .map(|(k, r)| format!("{}: {:.2} ({})", tailcut_model::model::gap_label(k), r.rate(0.0, 0.0), r.samples()))
+                .collect();
+            out.push(LearnedRow {
+                key: m.key.clone(),
+                provider: p.name.clone(),
+                samples: p.samples(),
+                quantiles: [0.5, 0.95, 0.99].map(|q| p.latency.quantile(q).filter(|x| x.is_finite())),
+                p_warm: p_warm.join(", "),
+            });
+        }
+    }
+    out
+}
+
 /// An account's spend as the page lists it.
 pub type BudgetRow = crate::budgets::BudgetLine;
 
@@ -286,7 +352,7 @@ fn routes(rt: &Runtime) -> Vec<RouteRow> {
 }
 
 fn render(rt: &Runtime, recent: &[(String, RequestTrace)], now: &str) -> String {
-    render_page(&routes(rt), &rt.budgets(), recent, now)
+    render_page(&routes(rt), &rt.budgets(), &learned(rt), recent, now)
 }
 
 #[cfg(test)]
@@ -319,7 +385,7 @@ mod tests {
 
     #[test]
     fn the_page_escapes_what_it_shows() {
-        let page = render_page(&[], &[], &[("r&d".into(), trace("<b>id</b>"))], "now");
+        let page = render_page(&[], &[], &[], &[("r&d".into(), trace("<b>id</b>"))], "now");
         assert!(page.contains("&lt;b&gt;id&lt;/b&gt;") && page.contains("r&amp;d") && page.contains("b&lt;script&gt;"), "{page}");
         assert!(!page.contains("<script"), "no script anywhere: {page}");
         assert!(page.contains("170.5 ms") && page.contains(">timer<"), "{page}");

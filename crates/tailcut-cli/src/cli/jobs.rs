@@ -89,6 +89,11 @@ pub struct RunArgs {
     /// Print each request's trace record as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Learned policies (`adaptive`, `singler`, `auto`): start from this saved model
+    /// (`tailcut model fit` writes one) when it exists and covers the policy's
+    /// providers, and save what the requests taught it back to it at the end.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
 }
 
 /// Options of `tailcut login-check`.

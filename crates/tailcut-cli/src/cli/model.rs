@@ -35,12 +35,20 @@ pub struct ModelFitArgs {
 /// Options of `tailcut model show`.
 #[derive(Debug, Args)]
 pub struct ModelShowArgs {
-    /// The saved model.
+    /// The saved model (ignored with --from-gateway).
     #[arg(default_value = "model.json")]
     pub model: PathBuf,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Print the live models of a running gateway's learned routes instead (its
+    /// `GET /admin/models`, e.g. `http://127.0.0.1:8080`), one per route and slot.
+    #[arg(long, value_name = "URL")]
+    pub from_gateway: Option<String>,
+    /// The gateway's admin key (`admin = true` in gateway.keys), sent as a bearer token;
+    /// default: the TAILCUT_ADMIN_KEY environment variable. Not needed with `auth = "none"`.
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
 }
 
 /// `tailcut scenario ...`

@@ -136,18 +136,70 @@ fn opt(v: Option<f64>) -> String {
 }
 
 fn show(a: &ModelShowArgs) -> anyhow::Result<ExitCode> {
+    if let Some(url) = &a.from_gateway {
+        return show_live(a, url);
+    }
     let m = Model::load(&a.model).map_err(|e| BadInput(e.to_string()))?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary(&m))?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
-        "Provider model {} (version {}, half-life {} observations, {} updates)",
-        a.model.display(),
-        m.version,
-        m.config.half_life,
-        m.updates
-    );
+    print_model(&a.model.display().to_string(), &m);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--from-gateway`: the live models of a gateway's learned routes (`GET /admin/models`).
+fn show_live(a: &ModelShowArgs, url: &str) -> anyhow::Result<ExitCode> {
+    let base = url.trim_end_matches('/');
+    if !(base.starts_with("http://") || base.starts_with("https://")) {
+        return Err(BadInput(format!("--from-gateway `{url}`: expected an http:// or https:// URL")).into());
+    }
+    let key = a.key.clone().or_else(|| std::env::var("TAILCUT_ADMIN_KEY").ok()).filter(|k| !k.is_empty());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let (status, body) = rt.block_on(async {
+        let client = reqwest::Client::builder().timeout(std::time::Duration::from_secs(10)).build()?;
+        let mut req = client.get(format!("{base}/admin/models"));
+        if let Some(k) = &key {
+            req = req.bearer_auth(k);
+        }
+        let resp = req.send().await?;
+        anyhow::Ok((resp.status(), resp.text().await?))
+    })?;
+    if !status.is_success() {
+        let why = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+            .unwrap_or_else(|| body.chars().take(200).collect());
+        return Err(BadInput(format!("{base}/admin/models: HTTP {status}: {why}")).into());
+    }
+    let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| anyhow::anyhow!("{base}/admin/models: not JSON: {e}"))?;
+    let entries = v["models"].as_array().cloned().unwrap_or_default();
+    let mut out = Vec::new();
+    for e in &entries {
+        let key = e["key"].as_str().unwrap_or("?");
+        let m = Model::from_json(&e["model"].to_string()).map_err(|err| anyhow::anyhow!("{base}: model {key}: {err}"))?;
+        out.push((key.to_string(), e["policy"].as_str().unwrap_or("?").to_string(), m));
+    }
+    if a.json {
+        let all: Vec<serde_json::Value> = out.iter().map(|(k, p, m)| json!({"key": k, "policy": p, "model": summary(m)})).collect();
+        println!("{}", serde_json::to_string_pretty(&json!({"gateway": base, "models": all}))?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if out.is_empty() {
+        println!("{base}: no learned routes (no route uses an adaptive, singler or auto policy)");
+    }
+    for (i, (k, p, m)) in out.iter().enumerate() {
+        if i > 0 {
+            println!();
+        }
+        print_model(&format!("{k} ({p}) at {base}"), m);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints one model as tables under a title.
+fn print_model(title: &str, m: &Model) {
+    println!("Provider model {title} (version {}, half-life {} observations, {} updates)", m.version, m.config.half_life, m.updates);
     let mut t = Table::new(&[
         "provider",
         "attempts",
@@ -209,5 +261,4 @@ fn show(a: &ModelShowArgs) -> anyhow::Result<ExitCode> {
         ]);
     }
     print!("{}", t.render());
-    Ok(ExitCode::SUCCESS)
 }

@@ -14,6 +14,8 @@ use std::time::Duration;
 use tailcut_config::{spec_providers, ApiConfig, Config};
 use tailcut_core::engine::Hedger;
 use tailcut_core::ledger::{BudgetGate, MemoryLedger, SqliteLedger};
+use tailcut_core::policy::learned::LearnedPolicy;
+use tailcut_core::policy::Policy;
 use tailcut_core::trace::{now_rfc3339, TraceWriter};
 use tailcut_core::validate::{judge, Validator, ValidatorRegistry};
 use tailcut_core::{CancelContext, JobRequest, JobState, Provider};
@@ -76,9 +78,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             None => None,
         };
         let hedger = Hedger::new(entries, validator, ledger(&config)?, config.race, trace);
-        let policy = spec.build(hedger.providers())?;
+        let (policy, learned) = build_policy(&config, &spec, &hedger, args.model.as_deref())?;
         if args.concurrency > 1 {
-            return load(&hedger, policy, &input, args).await;
+            let code = load(&hedger, policy, learned.clone(), &input, args).await?;
+            save_model(learned.as_deref(), args.model.as_deref())?;
+            return Ok(code);
         }
         let mut latencies = Vec::new();
         let mut leaked = 0usize;
@@ -89,6 +93,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 tokio::time::sleep(args.wait).await;
             }
             let request = JobRequest::new(format!("run-{}-{i}", now_rfc3339()), input.clone());
+            let t0 = Instant::now();
             let outcome = match hedger.run(policy.as_ref(), request).await {
                 Ok(o) => o,
                 Err(e) => return Err(anyhow::Error::new(e).context(format!("request {i} refused"))),
@@ -96,6 +101,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             let latency = outcome.latency.map_or(f64::INFINITY, |d| d.as_secs_f64());
             latencies.push(latency);
             let record = outcome.settled.wait().await.context("loser cleanup failed")?;
+            if let Some(l) = &learned {
+                l.observe_trace(&record, t0);
+            }
             leaked += record.receipts.iter().filter(|r| r.leaked).count();
             if record.winner.is_none() {
                 without_result += 1;
@@ -124,6 +132,20 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 },
                 record.projected_cost_micro_usd
             );
+            if let Some(c) = &record.decisions.learned {
+                text.push_str(&format!("\n  learned: {} ({})", c.plan, c.reason));
+                for b in &c.model {
+                    text.push_str(&format!(
+                        "\n    {}: {} samples, p50 {} s, p95 {} s, p99 {} s{}",
+                        b.provider,
+                        b.samples,
+                        b.p50_s.map_or("-".into(), secs),
+                        b.p95_s.map_or("-".into(), secs),
+                        b.p99_s.map_or("-".into(), secs),
+                        b.p_warm.map_or(String::new(), |w| format!(", P(warm) {w:.2}"))
+                    ));
+                }
+            }
             for r in &record.receipts {
                 text.push_str(&format!(
                     "\n  receipt {} {}: {} scope {:?}, leaked {}, ack {} ms, terminal {} ms{}",
@@ -154,11 +176,55 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 trace_path.map_or(String::new(), |p| format!("; trace appended to {}", p.display()))
             );
         }
+        save_model(learned.as_deref(), args.model.as_deref())?;
         // Nothing useful came back: a failure of the command, so that a script does not
         // read "winner none" as success. With `--repeat`, partial failures are measured
         // data (the summary counts them, stderr names their causes).
         anyhow::Ok(if args.repeat > 0 && without_result == args.repeat { ExitCode::from(1) } else { ExitCode::SUCCESS })
     })
+}
+
+/// The policy to run, and the learned policy behind it when it learns.
+type Built = (Arc<dyn Policy>, Option<Arc<LearnedPolicy>>);
+
+/// The policy to run; for a learned one also the policy itself, to feed it each settled
+/// request. A learned policy starts from `model` when that file exists.
+fn build_policy(
+    config: &Config,
+    spec: &tailcut_config::PolicySpec,
+    hedger: &Hedger,
+    model: Option<&std::path::Path>,
+) -> anyhow::Result<Built> {
+    let Some(l) = spec.learned() else { return Ok((spec.build(hedger.providers())?, None)) };
+    let start = match model.filter(|p| p.exists()) {
+        Some(p) => {
+            let m = tailcut_model::Model::load(p).map_err(|e| BadInput(e.to_string()))?;
+            let names: Vec<&str> = m.providers.iter().map(|p| p.name.as_str()).collect();
+            if names != l.providers.iter().map(String::as_str).collect::<Vec<_>>() {
+                return Err(BadInput(format!(
+                    "{}: the model covers providers {names:?}, the policy {:?} (fit one over the policy's providers)",
+                    p.display(),
+                    l.providers
+                ))
+                .into());
+            }
+            Some(m)
+        }
+        None => None,
+    };
+    let p = Arc::new(l.build(hedger.providers(), config.race.max_live, start)?);
+    Ok((p.clone(), Some(p)))
+}
+
+/// Saves a learned policy's model to `path` (when both are given).
+fn save_model(learned: Option<&LearnedPolicy>, path: Option<&std::path::Path>) -> anyhow::Result<()> {
+    if let (Some(l), Some(p)) = (learned, path) {
+        if let Some(m) = l.model() {
+            m.save(p)?;
+            eprintln!("tailcut: saved the learned model ({} updates) to {}", m.updates, p.display());
+        }
+    }
+    Ok(())
 }
 
 /// Why each attempt of a request without a valid result failed, on stderr (stdout keeps
@@ -195,7 +261,13 @@ fn open_sockets() -> usize {
         .unwrap_or(0)
 }
 
-async fn load(hedger: &Hedger, policy: Arc<dyn tailcut_core::policy::Policy>, input: &Value, args: &RunArgs) -> anyhow::Result<ExitCode> {
+async fn load(
+    hedger: &Hedger,
+    policy: Arc<dyn Policy>,
+    learned: Option<Arc<LearnedPolicy>>,
+    input: &Value,
+    args: &RunArgs,
+) -> anyhow::Result<ExitCode> {
     let sem = Arc::new(tokio::sync::Semaphore::new(args.concurrency));
     let peak = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -212,12 +284,16 @@ async fn load(hedger: &Hedger, policy: Arc<dyn tailcut_core::policy::Policy>, in
     let mut tasks = Vec::with_capacity(args.repeat);
     for i in 0..args.repeat {
         let permit = sem.clone().acquire_owned().await?;
-        let (hedger, policy, input) = (hedger.clone(), policy.clone(), input.clone());
+        let (hedger, policy, input, learned) = (hedger.clone(), policy.clone(), input.clone(), learned.clone());
         tasks.push(tokio::spawn(async move {
             let _permit = permit;
+            let started = Instant::now();
             let out = hedger.run(policy.as_ref(), JobRequest::new(format!("load-{i}"), input)).await?;
             let latency = out.latency.map_or(f64::INFINITY, |d| d.as_secs_f64());
             let record = out.settled.wait().await;
+            if let (Some(l), Some(r)) = (&learned, &record) {
+                l.observe_trace(r, started);
+            }
             anyhow::Ok((latency, record))
         }));
     }

@@ -16,18 +16,23 @@ use super::{Policy, PolicyError, QueueTimers};
 use crate::engine::{Launch, Race, RaceError, Wake};
 use crate::job::JobState;
 use crate::provider::Provider;
-use crate::trace::{LearnedChoice, RequestTrace};
+use crate::trace::{LearnedChoice, ProviderBelief, RequestTrace};
 use async_trait::async_trait;
 use std::sync::Mutex;
 use std::time::Duration;
 use tailcut_model::{LearnedKind, Learner, Model, ModelConfig, Observation, Outcome, Plan};
 use tokio::time::Instant;
 
+/// Model updates between recomputations of the quantiles a decision records.
+const BELIEFS_EVERY: u64 = 16;
+
 /// A learned policy over a fixed provider list.
 #[derive(Debug)]
 pub struct LearnedPolicy {
     label: String,
     names: Vec<String>,
+    /// Model index → index of that provider in the hedger's list.
+    slots: Vec<usize>,
     inner: Mutex<Inner>,
 }
 
@@ -35,6 +40,44 @@ pub struct LearnedPolicy {
 struct Inner {
     learner: Learner,
     last_served: Vec<Option<Instant>>,
+    /// Per provider: samples and learned (p50, p95, p99), as of `beliefs_at` updates.
+    beliefs: Vec<(u64, [Option<f64>; 3])>,
+    beliefs_at: Option<u64>,
+}
+
+impl Inner {
+    /// What the model knows of each provider now. The samples are live; the quantiles
+    /// are recomputed when the model changed, at most every [`BELIEFS_EVERY`] updates once
+    /// every provider has [`BELIEFS_EVERY`]·4 samples (a busy route pays a sketch walk per
+    /// provider every few requests, not per request).
+    fn beliefs(&mut self, names: &[String], gaps: &[Option<f64>]) -> Vec<ProviderBelief> {
+        let m = self.learner.model();
+        let young = m.providers.iter().any(|p| p.samples() < 4 * BELIEFS_EVERY);
+        let due = match self.beliefs_at {
+            None => true,
+            Some(at) => m.updates != at && (young || m.updates >= at + BELIEFS_EVERY),
+        };
+        if due {
+            self.beliefs = m
+                .providers
+                .iter()
+                .map(|p| (p.samples(), [0.5, 0.95, 0.99].map(|q| p.latency.quantile(q).filter(|x| x.is_finite()))))
+                .collect();
+            self.beliefs_at = Some(m.updates);
+        }
+        let m = self.learner.model();
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let (_, [p50_s, p95_s, p99_s]) = self.beliefs.get(i).copied().unwrap_or((0, [None; 3]));
+                let samples = m.providers.get(i).map_or(0, |p| p.samples());
+                let idle_gap_s = gaps.get(i).copied().flatten();
+                let p_warm = idle_gap_s.and_then(|g| m.providers.get(i).and_then(|p| p.p_warm(g)));
+                ProviderBelief { provider: n.clone(), samples, p50_s, p95_s, p99_s, idle_gap_s, p_warm }
+            })
+            .collect()
+    }
 }
 
 /// The per-attempt observations of a request trace, for providers named in `names`.
@@ -102,6 +145,31 @@ impl LearnedPolicy {
         config: ModelConfig,
         seed: u64,
     ) -> Result<LearnedPolicy, PolicyError> {
+        let names: Vec<&str> = providers.iter().map(|p| p.name.as_str()).collect();
+        LearnedPolicy::try_new_over(providers, &names, label, kind, model, config, seed)
+    }
+
+    /// Builds the policy over the providers named in `names` (a subset of the hedger's
+    /// `providers`, in the model's order); indices in `kind` refer to `names`. The model
+    /// starts from `model` when it lists exactly these providers, else cold.
+    pub fn try_new_over(
+        providers: &[Provider],
+        names: &[&str],
+        label: &str,
+        kind: LearnedKind,
+        model: Option<Model>,
+        config: ModelConfig,
+        seed: u64,
+    ) -> Result<LearnedPolicy, PolicyError> {
+        let mut slots = Vec::with_capacity(names.len());
+        for name in names {
+            let i = providers.iter().position(|p| p.name == *name).ok_or_else(|| PolicyError::UnknownProvider(name.to_string()))?;
+            if slots.contains(&i) {
+                return Err(PolicyError::DuplicateProvider(name.to_string()));
+            }
+            slots.push(i);
+        }
+        let providers: Vec<&Provider> = slots.iter().map(|&i| &providers[i]).collect();
         let n = providers.len();
         let check = |i: usize| if i < n { Ok(()) } else { Err(PolicyError::UnknownProvider(format!("#{i}"))) };
         match kind {
@@ -127,13 +195,50 @@ impl LearnedPolicy {
         Ok(LearnedPolicy {
             label: label.to_string(),
             names: meta.into_iter().map(|m| m.0).collect(),
-            inner: Mutex::new(Inner { learner, last_served: vec![None; n] }),
+            slots,
+            inner: Mutex::new(Inner { learner, last_served: vec![None; n], beliefs: Vec::new(), beliefs_at: None }),
         })
+    }
+
+    /// Sets the burst of the policy's own extra-load bucket (its rate is the kind's
+    /// budget).
+    pub fn with_burst(self, burst: f64) -> LearnedPolicy {
+        if let Ok(mut inner) = self.inner.lock() {
+            let st = inner.learner.state().clone().with_burst(burst);
+            *inner.learner.state() = st;
+        }
+        self
+    }
+
+    /// The providers the model covers, in its order.
+    pub fn provider_names(&self) -> &[String] {
+        &self.names
     }
 
     /// A copy of the model learned so far (to save it).
     pub fn model(&self) -> Option<Model> {
         self.inner.lock().ok().map(|i| i.learner.model().clone())
+    }
+
+    /// Observations fed to the model so far (changes whenever it learns; to save only a
+    /// changed model).
+    pub fn updates(&self) -> u64 {
+        self.inner.lock().map(|i| i.learner.model().updates).unwrap_or(0)
+    }
+
+    /// Feeds a settled trace whose race started `trace`'s length before now (what a
+    /// caller that did not keep the start instant knows: the gateway records traces once
+    /// every loser has settled).
+    pub fn observe_settled(&self, trace: &RequestTrace) {
+        let length_ms = trace
+            .attempts
+            .iter()
+            .map(|a| a.submit_offset_ms + a.wall_ms.unwrap_or(0.0))
+            .fold(trace.winner_total_ms.unwrap_or(0.0), f64::max)
+            .clamp(0.0, 7.0 * 86_400_000.0);
+        let now = Instant::now();
+        let started = now.checked_sub(Duration::from_secs_f64(length_ms / 1000.0)).unwrap_or(now);
+        self.observe_trace(trace, started);
     }
 
     fn gaps(inner: &Inner, now: Instant) -> Vec<Option<f64>> {
@@ -176,7 +281,21 @@ impl LearnedPolicy {
         race.launch_extra(provider, launch).await.is_some()
     }
 
+    /// The plan with its provider indices turned from the model's into the hedger's.
+    fn to_hedger(&self, plan: Plan) -> Plan {
+        let m = |i: usize| self.slots.get(i).copied().unwrap_or(i);
+        match plan {
+            Plan::Single { p } => Plan::Single { p: m(p) },
+            Plan::Hedge { p, h, delay_s } => Plan::Hedge { p: m(p), h: m(h), delay_s },
+            Plan::Cutover { p, h, poll_s, safety_s } => Plan::Cutover { p: m(p), h: m(h), poll_s, safety_s },
+            Plan::Cascade { p, h, f, poll_s, safety_s, escalate_s } => {
+                Plan::Cascade { p: m(p), h: m(h), f: m(f), poll_s, safety_s, escalate_s }
+            }
+        }
+    }
+
     async fn run_plan(&self, race: &mut Race, plan: Plan) -> Result<(), RaceError> {
+        let plan = self.to_hedger(plan);
         match plan {
             Plan::Single { p } => {
                 race.launch(p, Launch::Primary).await?;
@@ -244,10 +363,11 @@ impl Policy for LearnedPolicy {
     }
 
     async fn drive(&self, race: &mut Race) -> Result<(), RaceError> {
-        let decision = {
+        let (decision, model) = {
             let mut inner = self.inner.lock().map_err(|_| RaceError::Stopped)?;
             let gaps = Self::gaps(&inner, race.t0());
-            inner.learner.decide(&gaps)
+            let decision = inner.learner.decide(&gaps);
+            (decision, inner.beliefs(&self.names, &gaps))
         };
         race.explain(LearnedChoice {
             plan: decision.plan_label.clone(),
@@ -255,6 +375,7 @@ impl Policy for LearnedPolicy {
             predicted_miss: decision.predicted.map(|p| p.miss),
             predicted_cost_usd: decision.predicted.map(|p| p.cost_usd()),
             predicted_extra: decision.predicted.map(|p| p.extra),
+            model,
         });
         self.run_plan(race, decision.plan).await
     }

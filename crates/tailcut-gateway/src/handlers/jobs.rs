@@ -107,6 +107,9 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
                 let winner = o.winner.clone();
                 let trace = o.settled.wait().await;
                 if let Some(t) = &trace {
+                    if let Some(l) = &route.learned {
+                        l.observe(t);
+                    }
                     st2.sinks.record(&route.series, t.clone());
                 }
                 let state = if winner.is_some() {

@@ -50,6 +50,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
         .route("/ui", get(crate::ui::page))
+        .route("/admin/models", get(ops::models))
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .with_state(state)

@@ -103,7 +103,7 @@ async fn serve_inner(
     st.metrics.observe_series(&route.series.seconds, started.elapsed().as_secs_f64());
     let (winner, attempts, reason) = (outcome.winner.take(), outcome.attempts, hedge_reason(&outcome.decisions));
     let payload = outcome.result.as_ref().and_then(|r| r.payload.as_ref()).map(|p| p.bytes.clone());
-    record_when_settled(&st.sinks, &route, outcome.settled);
+    record_when_settled(&st.sinks, &route, outcome.settled, raced.learned.as_ref());
     let Some(bytes) = payload else {
         if timed_out {
             return Err(ApiError::Timeout);

@@ -1,5 +1,5 @@
 //! The operations paths: `/healthz`, `/readyz` (503 while draining), `/metrics`
-//! (Prometheus text), and the JSON answers for an unknown path or method.
+//! (Prometheus text), `/admin/models` (learned models, admin keys), and the JSON answers for an unknown path or method.
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -34,8 +34,22 @@ pub(crate) async fn metrics(State(st): State<Arc<AppState>>) -> Response {
         st.connections.open(),
         st.connections.cap()
     ));
-    crate::budgets::write_gauges(&st.rt(), &mut text);
+    let rt = st.rt();
+    crate::budgets::write_gauges(&rt, &mut text);
+    rt.learned.write_gauges(&mut text);
     ([("content-type", "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// `GET /admin/models`: every learned route's live model as JSON (admin keys, as `/ui`);
+/// `tailcut model show --from-gateway` prints it as tables.
+pub(crate) async fn models(State(st): State<Arc<AppState>>, headers: axum::http::HeaderMap) -> Response {
+    let rt = st.rt();
+    if let Err(e) = crate::ui::admin(&rt, &headers) {
+        return e.into_response();
+    }
+    let mut resp = Json(rt.learned.to_json()).into_response();
+    resp.headers_mut().insert("cache-control", axum::http::HeaderValue::from_static("no-store"));
+    resp
 }
 
 pub(crate) async fn method_not_allowed() -> Response {

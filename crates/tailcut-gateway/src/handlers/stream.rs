@@ -52,7 +52,7 @@ pub(crate) async fn serve(
     let ttft = started.elapsed();
     let winner = outcome.winner.take();
     let (attempts, hedged, stopped) = (outcome.attempts, outcome.decisions.hedge_launched, outcome.decisions.stopped_by_caller);
-    record_when_settled(&st.sinks, route, outcome.settled);
+    record_when_settled(&st.sinks, route, outcome.settled, raced.learned.as_ref());
     let events = winner.as_deref().and_then(|w| handoff.take(w));
     let (Some(winner), Some(events)) = (winner, events) else {
         if stopped {

@@ -117,6 +117,27 @@ mod tests {
     use std::io::{Read, Write};
     use std::net::TcpListener;
 
+    /// Reads one whole request (head and `content-length` body): a server that closes
+    /// with request bytes unread resets the connection, and the client sees an error.
+    fn read_request(s: &mut std::net::TcpStream) {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+                let body_len =
+                    head.lines().find_map(|l| l.strip_prefix("content-length:")).and_then(|v| v.trim().parse::<usize>().ok()).unwrap_or(0);
+                if got.len() >= end + 4 + body_len {
+                    return;
+                }
+            }
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    }
+
     /// A tiny OpenAI-compatible streaming server on 127.0.0.1 that pauses before its
     /// first token.
     fn serve(first_token_delay: Duration) -> String {
@@ -130,8 +151,7 @@ mod tests {
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut s) = stream else { continue };
-                let mut buf = [0u8; 4096];
-                let _ = s.read(&mut buf);
+                read_request(&mut s);
                 let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n");
                 let _ = s.write_all(b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n");
                 let _ = s.flush();

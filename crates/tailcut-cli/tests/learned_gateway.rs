@@ -112,6 +112,8 @@ policy = "auto"
     let (_gw, url) = serve(bin, &cfg, &["--workers", "1"]);
     chat(&http, &url, "after-restart").await;
     let first = trace_of(&trace, "after-restart").await;
+    // Shown with `--nocapture`: the decision the restarted gateway made first.
+    println!("first decision after the restart: {}", first["learned"]);
     let beliefs = first["learned"]["model"].as_array().unwrap();
     assert!(beliefs.iter().all(|b| b["samples"].as_u64().unwrap() >= 5), "decided with the warm model: {first}");
     assert!(!first["learned"]["reason"].as_str().unwrap().contains("exploring"), "{first}");

@@ -262,7 +262,7 @@ impl LiveModels {
                 let base = vec![("route", live.route.clone()), ("slot", live.slot.to_string()), ("provider", p.name.clone())];
                 samples.push((base.clone(), p.samples() as f64));
                 for (q, label) in [(0.5, "0.5"), (0.95, "0.95"), (0.99, "0.99")] {
-                    if let Some(x) = p.latency.quantile(q).filter(|x| x.is_finite()) {
+                    if let Some(x) = p.latency.quantile_reached(q).filter(|x| x.is_finite()) {
                         let mut l = base.clone();
                         l.push(("quantile", label.to_string()));
                         lat.push((l, x));

@@ -310,7 +310,7 @@ fn learned(rt: &Runtime) -> Vec<LearnedRow> {
                 key: m.key.clone(),
                 provider: p.name.clone(),
                 samples: p.samples(),
-                quantiles: [0.5, 0.95, 0.99].map(|q| p.latency.quantile(q).filter(|x| x.is_finite())),
+                quantiles: [0.5, 0.95, 0.99].map(|q| p.latency.quantile_reached(q).filter(|x| x.is_finite())),
                 p_warm: p_warm.join(", "),
             });
         }

@@ -187,7 +187,13 @@ impl DecayedSketch {
     /// Streams `(bucket, mass)` of [`DecayedSketch::masses`] in ascending order, without
     /// allocating, until `f` returns true (the final mass beyond the last event comes
     /// last). Returns whether `f` stopped it.
-    fn scan_masses(&self, mut f: impl FnMut(usize, f64) -> bool) -> bool {
+    fn scan_masses(&self, f: impl FnMut(usize, f64) -> bool) -> bool {
+        self.scan_masses_with(true, f)
+    }
+
+    /// [`Self::scan_masses`]; without `residual`, the survival left beyond the last
+    /// observation (placed by convention at twice the last censored value) is not visited.
+    fn scan_masses_with(&self, residual: bool, mut f: impl FnMut(usize, f64) -> bool) -> bool {
         if self.is_empty() {
             return false;
         }
@@ -212,7 +218,7 @@ impl DecayedSketch {
             }
             at_risk -= e + c;
         }
-        if surv > 1e-12 {
+        if residual && surv > 1e-12 {
             let at = last_censored.map_or(MAX_S, |k| (2.0 * bucket_value(k)).min(MAX_S));
             return f(bucket_of(at), surv);
         }
@@ -384,7 +390,30 @@ impl DecayedSketch {
         (w > 0.0).then(|| (acc / w, w))
     }
 
-    /// The q-quantile (`None` when empty).
+    /// The q-quantile as a report states it: `None` when empty, and `None` when the
+    /// estimated mass never reaches `q` — the rest lies beyond every value observed,
+    /// known only as censored (a provider that always loses its races), so the
+    /// quantile is unknown, not the largest value seen ([`DecayedSketch::quantile`]).
+    pub fn quantile_reached(&self, q: f64) -> Option<f64> {
+        if self.is_empty() {
+            return None;
+        }
+        let target = q.clamp(0.0, 1.0) - 1e-9;
+        let (mut acc, mut hit) = (0.0, None);
+        self.scan_masses_with(false, |k, m| {
+            acc += m;
+            if acc >= target {
+                hit = Some(k);
+                return true;
+            }
+            false
+        });
+        hit.map(bucket_value)
+    }
+
+    /// The q-quantile (`None` when empty); when the mass never reaches `q` (censored
+    /// beyond everything seen), the largest value seen — a lower bound, which planning
+    /// uses as such. Reports use [`DecayedSketch::quantile_reached`].
     pub fn quantile(&self, q: f64) -> Option<f64> {
         if self.is_empty() {
             return None;

@@ -91,7 +91,7 @@ fn fit(a: &ModelFitArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn q(s: &tailcut_model::sketch::DecayedSketch, x: f64) -> Option<f64> {
-    s.quantile(x)
+    s.quantile_reached(x)
 }
 
 fn summary(m: &Model) -> serde_json::Value {

@@ -61,7 +61,7 @@ impl Inner {
             self.beliefs = m
                 .providers
                 .iter()
-                .map(|p| (p.samples(), [0.5, 0.95, 0.99].map(|q| p.latency.quantile(q).filter(|x| x.is_finite()))))
+                .map(|p| (p.samples(), [0.5, 0.95, 0.99].map(|q| p.latency.quantile_reached(q).filter(|x| x.is_finite()))))
                 .collect();
             self.beliefs_at = Some(m.updates);
         }

@@ -143,3 +143,23 @@ fn rate_shrinks_to_prior() {
     r.record(true);
     assert!((r.rate(0.0, 0.0) - 0.02).abs() < 0.01);
 }
+
+#[test]
+fn a_quantile_beyond_every_observation_is_unknown_in_reports() {
+    // Seen once at 10 ms, then cancelled at 20-30 ms in every later race: its p50 lies
+    // somewhere beyond 30 ms, not at the largest value seen.
+    let mut s = DecayedSketch::new(1024.0);
+    s.insert(0.010);
+    for i in 0..20 {
+        s.insert_censored(0.020 + 0.0005 * f64::from(i));
+    }
+    assert!(s.quantile_reached(0.01).is_some_and(|x| (x - 0.010).abs() < 0.001));
+    assert_eq!(s.quantile_reached(0.5), None, "p50 is beyond every observation");
+    assert!(s.quantile(0.5).is_some(), "planning still gets its lower bound");
+    // Fully observed: the two agree.
+    let mut t = DecayedSketch::new(1024.0);
+    (1..=100).for_each(|i| t.insert(f64::from(i) * 0.01));
+    for q in [0.5, 0.95, 0.99] {
+        assert_eq!(t.quantile_reached(q), t.quantile(q));
+    }
+}

@@ -169,7 +169,7 @@ pub struct PgState {
     _stop: std::sync::mpsc::SyncSender<()>,
     replica: String,
     settings: PgSettings,
-    pub(crate) leases: std::sync::Mutex<crate::ledger::pg::LocalLeases>,
+    pub(crate) leases: std::sync::Mutex<LocalLeases>,
     /// Serialises lease refills (one lease statement per scope at a time).
     pub(crate) refill: tokio::sync::Mutex<()>,
     /// Live replicas (not stopped, not taken over, heartbeat not expired), counted at
@@ -381,4 +381,43 @@ impl PgState {
         c.execute("UPDATE replicas SET stopped_at = now() WHERE id = $1", &[&self.replica]).await?;
         Ok(())
     }
+}
+
+// What the ledger keeps in memory per replica lives with the shared state, so a
+// reload's new ledger keeps this replica's open leases.
+
+/// This replica's open slice of one budget.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slice {
+    pub(crate) lease: i64,
+    /// Not yet charged.
+    pub(crate) left: i64,
+    /// The part of `left` granted below the soft stop.
+    pub(crate) soft_left: i64,
+}
+
+impl Slice {
+    pub(crate) fn fits(&self, amount: i64, opens: bool) -> bool {
+        self.left >= amount && (!opens || self.soft_left >= amount)
+    }
+
+    /// Charges `amount`: a request's first submission from the part below the soft stop,
+    /// hedges from the part above it first.
+    pub(crate) fn take(&mut self, amount: i64, opens: bool) {
+        if opens {
+            self.soft_left -= amount;
+        } else {
+            let above = self.left - self.soft_left;
+            if amount > above {
+                self.soft_left -= amount - above;
+            }
+        }
+        self.left -= amount;
+    }
+}
+
+/// This replica's open slices, by scope.
+#[derive(Debug, Default)]
+pub(crate) struct LocalLeases {
+    pub(crate) slices: std::collections::HashMap<String, Slice>,
 }

@@ -15,8 +15,8 @@
 //! Each policy is fed every settled race's trace of its slot (`observe`), whole replies
 //! with their whole latency, streams with their time to the first content token.
 
+use crate::logline::log;
 use crate::metrics::write_gauge;
-use crate::observe::log;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 use std::collections::HashMap;

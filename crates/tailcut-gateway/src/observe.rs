@@ -7,7 +7,6 @@ use crate::learning::LiveModel;
 use crate::metrics::{Metrics, RouteSeries, ATTEMPT_RESULTS};
 use axum::http::HeaderValue;
 use axum::response::Response;
-use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -15,29 +14,7 @@ use tailcut_core::engine::Settled;
 use tailcut_core::trace::{AttemptTrace, Decisions, RequestTrace};
 use tailcut_core::RaceError;
 
-/// Whether JSON logs are on (`TAILCUT_LOG=off` turns them off).
-fn logging() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TAILCUT_LOG").map_or(true, |v| v != "off"))
-}
-
-/// One JSON log line on stderr. The fields are built only when logging is on, so a
-/// silenced gateway pays nothing for them on the request path.
-pub(crate) fn log(event: &str, fields: impl FnOnce() -> Value) {
-    if !logging() {
-        return;
-    }
-    let mut v = json!({"ts": tailcut_core::trace::now_rfc3339(), "event": event});
-    if let (Some(m), Value::Object(f)) = (v.as_object_mut(), fields()) {
-        m.extend(f);
-    }
-    eprintln!("{v}");
-}
-
-/// One JSON log line for an event outside a request (e.g. from the `serve` command).
-pub fn log_event(event: &str, fields: Value) {
-    log(event, || fields);
-}
+pub(crate) use crate::logline::log;
 
 /// Why a whole reply's race launched an extra attempt (`none` when it did not).
 pub(crate) fn hedge_reason(d: &Decisions) -> &'static str {

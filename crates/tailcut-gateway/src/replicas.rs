@@ -1,6 +1,6 @@
 //! What a gateway does so that its jobs outlive it, and so that replicas on one
 //! PostgreSQL share them: each job attempt's provider job id is stored when its submit
-//! returns ([`Recorded`]); the jobs a dead gateway left running are marked `interrupted`
+//! returns ([`crate::recorded::Recorded`]); the jobs a dead gateway left running are marked `interrupted`
 //! and their provider jobs cancelled by id, with receipts ([`cancel_orphans`]); on
 //! PostgreSQL, a loop ([`spawn_replica_loop`]) passes on `DELETE`s made on other replicas
 //! to the races this one runs, reclaims dead replicas' budget leases and takes over their
@@ -8,71 +8,11 @@
 
 use crate::observe::log;
 use crate::state::AppState;
-use crate::store::{JobStore, Orphan};
-use async_trait::async_trait;
+use crate::store::Orphan;
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tailcut_core::{CancelContext, Capabilities, Job, JobRequest, Provider, ProviderApi, ProviderError, Receipt};
-
-/// The job a request races for (the request's extension on jobs routes): attempts are
-/// recorded under it, numbered in submit order.
-#[derive(Debug)]
-pub(crate) struct JobTag {
-    pub id: String,
-    seq: AtomicI32,
-}
-
-impl JobTag {
-    pub(crate) fn new(id: &str) -> JobTag {
-        JobTag { id: id.to_string(), seq: AtomicI32::new(0) }
-    }
-}
-
-/// A jobs route's provider whose submits are recorded in the job store (with the
-/// provider's job id) before the race sees them.
-#[derive(Debug)]
-pub(crate) struct Recorded {
-    inner: Arc<dyn ProviderApi>,
-    provider: String,
-    store: Arc<JobStore>,
-}
-
-impl Recorded {
-    /// `providers`, each recorded in `store`.
-    pub(crate) fn wrap(providers: Vec<Provider>, store: &Arc<JobStore>) -> Vec<Provider> {
-        providers
-            .into_iter()
-            .map(|p| {
-                let api: Arc<dyn ProviderApi> = Arc::new(Recorded { inner: p.api.clone(), provider: p.name.clone(), store: store.clone() });
-                Provider { api, ..p }
-            })
-            .collect()
-    }
-}
-
-#[async_trait]
-impl ProviderApi for Recorded {
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, ProviderError> {
-        let job = self.inner.submit(request).await?;
-        if let Some(tag) = request.extension::<JobTag>() {
-            let seq = tag.seq.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = self.store.record_attempt(&tag.id, seq, &self.provider, job.job_id().as_deref()).await {
-                log("job_attempt_not_recorded", || json!({"job": tag.id, "provider": self.provider, "error": e.to_string()}));
-            }
-        }
-        Ok(job)
-    }
-
-    fn attach(&self, job_id: &str) -> Option<Arc<dyn Job>> {
-        self.inner.attach(job_id)
-    }
-}
+use tailcut_core::{CancelContext, Receipt};
 
 /// Cancels the provider jobs a dead gateway left in flight, by id, through the current
 /// configuration's providers of that name, and stores each receipt in its job's row.
@@ -117,6 +57,19 @@ pub(crate) async fn cancel_orphans(st: &AppState, orphans: Vec<Orphan>) -> Vec<R
 
 /// How often a replica looks for `DELETE`s of its jobs made on other replicas.
 #[cfg(feature = "postgres")]
+/// Cancels, in the background, the provider jobs this gateway's previous process left
+/// running (found when the state was built: [`AppState::new`]).
+pub(crate) fn cancel_startup_orphans(state: &Arc<AppState>) {
+    let orphans = std::mem::take(&mut *state.orphans.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    if orphans.is_empty() {
+        return;
+    }
+    let st = state.clone();
+    tokio::spawn(async move {
+        cancel_orphans(&st, orphans).await;
+    });
+}
+
 const CANCEL_POLL: Duration = Duration::from_millis(200);
 
 /// On PostgreSQL: every 200 ms, stops the races whose jobs were deleted on another

@@ -185,6 +185,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let cleaner = spawn_cleaner(&state);
+    crate::replicas::cancel_startup_orphans(&state);
     let replicas = crate::replicas::spawn_replica_loop(&state);
     let st = state.clone();
     accept_loop(listener, state.clone(), async move {
@@ -267,6 +268,7 @@ pub async fn serve_per_core(
     }
     drop(first);
     let cleaner = spawn_cleaner(&state);
+    crate::replicas::cancel_startup_orphans(&state);
     let replicas = crate::replicas::spawn_replica_loop(&state);
     shutdown.await;
     state.draining.store(true, Ordering::SeqCst);

@@ -20,13 +20,15 @@ use crate::rounds::RoundSet;
 use crate::sweep::{evaluate_round, standard_sweep, Family, ProviderRates};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tailcut_model::{AdaptiveSettings, AutoSettings, LearnedKind, Model, ModelConfig, Observation, Outcome, PolicyState, SingleRSettings};
+use tailcut_model::{AdaptiveSettings, LearnedKind, Model, ModelConfig, Observation, Outcome, PolicyState, SingleRSettings};
 use tailcut_sim::SimProfile;
 
 mod curve;
+mod kinds;
 mod rows;
 
 pub use curve::{fixed_envelope, tail_load_svg};
+pub use kinds::learned_kinds;
 use rows::row;
 pub use rows::{ScenarioResult, ScenarioRow, StreamRun};
 
@@ -379,35 +381,6 @@ impl Scenario {
         }
         out
     }
-}
-
-/// Learned policies of a scenario: auto at its deadline, and adaptive and singler for
-/// each ordered pair (5 % budget).
-pub fn learned_kinds(sc: &Scenario) -> Vec<(String, LearnedKind)> {
-    let names = sc.names();
-    let auto = AutoSettings { deadline_s: sc.deadline_s, max_extra: 1.0, ..AutoSettings::default() };
-    let mut out = vec![(crate::learned::auto_label(&auto), LearnedKind::Auto(auto))];
-    for p in 0..names.len() {
-        for h in (0..names.len()).filter(|&h| h != p) {
-            out.push((
-                format!("adaptive:{}->{}@p95", names[p], names[h]),
-                LearnedKind::Adaptive(AdaptiveSettings {
-                    primary: p,
-                    hedge: h,
-                    quantile: 0.95,
-                    min_samples: 10,
-                    min_delay_s: 0.0,
-                    max_delay_s: crate::synth::CAP_S,
-                    budget: 0.05,
-                }),
-            ));
-            out.push((
-                format!("singler:{}->{}@B5%", names[p], names[h]),
-                LearnedKind::Singler(SingleRSettings { primary: p, hedge: h, budget: 0.05, level: 0.99, min_samples: 10 }),
-            ));
-        }
-    }
-    out
 }
 
 impl Scenario {

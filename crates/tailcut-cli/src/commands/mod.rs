@@ -4,6 +4,7 @@ mod config;
 mod contend;
 mod demo;
 mod model;
+mod provider_checks;
 mod replay;
 mod report;
 mod run;
@@ -46,9 +47,9 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => report::run(&args),
         Command::Synth(args) => synth::run(&args),
         Command::Run(args) => run::run(&args),
-        Command::LoginCheck(args) => run::login_check(&args),
-        Command::Bench(args) => run::bench(&args),
-        Command::CancelAudit(args) => run::cancel_audit(&args),
+        Command::LoginCheck(args) => provider_checks::login_check(&args),
+        Command::Bench(args) => provider_checks::bench(&args),
+        Command::CancelAudit(args) => provider_checks::cancel_audit(&args),
         Command::SimProvider(args) => sim_provider::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Contend(cmd) => contend::run(&cmd),

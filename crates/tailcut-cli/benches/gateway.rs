@@ -29,6 +29,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "common/procs.rs"]
+mod procs;
+use procs::{free_port, wait_for_port, Procs};
+
 #[path = "gateway/configs.rs"]
 mod configs;
 use configs::{gateway_toml, proxy_conf, upstream_conf};
@@ -44,42 +48,6 @@ const BODY: &str = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"
 const STREAM_BODY: &str = r#"{"model":"s","messages":[{"role":"user","content":"hi"}],"stream":true}"#;
 
 type Http = Client<HttpConnector, Full<Bytes>>;
-
-/// Child processes, killed when the bench ends (also on panic).
-#[derive(Default)]
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        // SIGTERM first: an nginx master killed outright leaves its workers running.
-        for c in &self.0 {
-            let _ = Command::new("kill").args(["-TERM", &c.id().to_string()]).status();
-        }
-        let until = Instant::now() + Duration::from_secs(3);
-        for c in &mut self.0 {
-            while Instant::now() < until && matches!(c.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
-}
-
-fn wait_for_port(port: u16) {
-    let until = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < until {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("nothing listens on port {port}");
-}
 
 fn nginx_bin() -> Option<PathBuf> {
     ["/usr/sbin/nginx", "/usr/bin/nginx"].into_iter().map(PathBuf::from).find(|p| p.exists())

@@ -21,45 +21,17 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+#[path = "common/procs.rs"]
+mod procs;
+use procs::{free_port, wait_for_port, Procs};
 use tailcut_testkit::postgres::PgServer;
 
 const BODY: &str = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
 const KEY: &str = "bench-key";
 type Http = Client<HttpConnector, Full<Bytes>>;
-
-/// Child processes, stopped (SIGTERM, then killed) when the bench ends.
-#[derive(Default)]
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &self.0 {
-            let _ = Command::new("kill").args(["-TERM", &c.id().to_string()]).status();
-        }
-        let until = Instant::now() + Duration::from_secs(10);
-        for c in &mut self.0 {
-            while Instant::now() < until && matches!(c.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
-}
-
-fn wait_for_port(port: u16) {
-    let until = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < until, "nothing listens on port {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 fn gateway_toml(upstream: &str, state: &str) -> String {
     let sha = tailcut_gateway::tenancy::sha256_hex(KEY);

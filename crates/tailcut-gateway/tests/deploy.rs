@@ -93,7 +93,8 @@ fn dockerfile_runs_the_gateway_as_non_root() {
 
 #[test]
 fn scripts_stop_only_the_processes_they_started() {
-    // `pkill -f "tailcut serve"` in a benchmark script killed a user's own gateway.
+    // A guard, not a stopper: a benchmark script that once stopped processes by name
+    // stopped a user's own gateway too. Scripts must stop only the pids they recorded.
     for entry in std::fs::read_dir(repo("scripts")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_none_or(|x| x != "sh") {

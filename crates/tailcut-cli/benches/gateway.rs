@@ -245,7 +245,7 @@ fn main() {
                 let r = if have_wrk { wrk(&url, 64, secs, dir.path()) } else { None };
                 let r = match r {
                     Some(r) => r,
-                    None => closed_loop(&http, &[url.clone()], CHAT_POST, 64, secs).await as f64 / secs,
+                    None => closed_loop(&http, std::slice::from_ref(&url), CHAT_POST, 64, secs).await as f64 / secs,
                 };
                 let used = cpu_seconds(&t.pids) - before;
                 rps[i].push(r);

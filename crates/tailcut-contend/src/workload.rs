@@ -10,7 +10,7 @@ use rustfft::num_complex::Complex32;
 use std::hint::black_box;
 use std::time::Instant;
 
-use crate::agent::{sleep_until_unix_ms, AgentError, AgentKind, AgentSpec, Samples, Window};
+use crate::agent::{AgentError, AgentKind, AgentSpec, Samples, Window};
 
 /// Mean cost of one `Instant::now()` reading, ns (median of 21 batches of 10,000 pairs).
 pub fn timer_overhead_ns() -> f64 {

@@ -11,7 +11,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
 use tailcut_testkit::cli::{serve, Spawned};
-use tailcut_testkit::config::{hedged_chat_route, openai_provider, MEMORY_GATEWAY, OPEN_GATEWAY, SIM_HEDGED_JOBS, SIM_PROVIDERS};
+use tailcut_testkit::config::{
+    hedged_chat_route, openai_provider, single_chat_route, MEMORY_GATEWAY, OPEN_GATEWAY, SIM_HEDGED_JOBS, SIM_PROVIDERS,
+};
 
 /// A running `tailcut serve` and its base URL.
 struct Gateway(Spawned, String);
@@ -210,17 +212,11 @@ adapter = "openai"
 base_url = "{}/v1"
 rate_usd_per_s = 0.001
 expected_run_s = 6
-[policies.chat]
-kind = "single"
-provider = "good"
-[routes.chat]
-kind = "openai"
-models = ["m"]
-policy = "chat"
-"#,
+{}"#,
             sha("good-key"),
             sha("limited-key"),
-            good.url()
+            good.url(),
+            single_chat_route("chat", "good")
         ),
     )
     .unwrap();

@@ -20,11 +20,7 @@
 //! `TAILCUT_BENCH_BASELINE=path/to/tailcut` adds another build, e.g. an older commit, as
 //! a fourth target `tailcut@base` measured in the same interleaved rounds).
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use http_body_util::BodyExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -32,6 +28,10 @@ use std::time::{Duration, Instant};
 #[path = "common/procs.rs"]
 mod procs;
 use procs::{free_port, wait_for_port, Procs};
+
+#[path = "common/load.rs"]
+mod load;
+use load::{client, closed_loop, median, open_loop, pct, Http, Post};
 
 #[path = "gateway/configs.rs"]
 mod configs;
@@ -45,9 +45,10 @@ const SSE: [&str; 4] = [
     "data: [DONE]",
 ];
 const BODY: &str = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
-const STREAM_BODY: &str = r#"{"model":"s","messages":[{"role":"user","content":"hi"}],"stream":true}"#;
-
-type Http = Client<HttpConnector, Full<Bytes>>;
+/// A chat completion (nginx and the gateway's benchmark routes want no key).
+const CHAT_POST: Post = Post { body: BODY, key: None };
+/// A streamed chat completion (model `s`: the gateway's SSE route).
+const STREAM_POST: Post = Post { body: r#"{"model":"s","messages":[{"role":"user","content":"hi"}],"stream":true}"#, key: None };
 
 fn nginx_bin() -> Option<PathBuf> {
     ["/usr/sbin/nginx", "/usr/bin/nginx"].into_iter().map(PathBuf::from).find(|p| p.exists())
@@ -63,98 +64,6 @@ fn start_nginx(bin: &Path, dir: &Path, name: &str, body: &str) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .expect("nginx starts")
-}
-
-fn client() -> Http {
-    let mut c = HttpConnector::new();
-    c.set_nodelay(true);
-    Client::builder(TokioExecutor::new()).pool_timer(TokioTimer::new()).pool_max_idle_per_host(4096).build(c)
-}
-
-fn post(url: &str, body: &'static str) -> http::Request<Full<Bytes>> {
-    http::Request::post(url)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from_static(body.as_bytes())))
-        .expect("a valid request")
-}
-
-/// One request; true when it answered 200 with a body.
-async fn exchange(http: &Http, url: &str) -> bool {
-    match http.request(post(url, BODY)).await {
-        Ok(r) if r.status().is_success() => r.into_body().collect().await.is_ok(),
-        _ => false,
-    }
-}
-
-/// Connections the open-loop client may use, like a service's client pool (and wrk2's
-/// fixed connection count): a request waits for one, and its wait counts in its latency.
-/// Unbounded, a short stall would turn into a storm of new connections.
-const OPEN_LOOP_CONNECTIONS: usize = 64;
-
-/// Open loop at `rate` req/s for `secs`: latencies (ms) from the scheduled send times.
-/// A dedicated thread paces the sends with `thread::sleep` (tokio's timer rounds up to
-/// whole milliseconds, which would blur sub-millisecond differences).
-async fn open_loop(http: &Http, url: &str, rate: u32, secs: f64) -> (Vec<f64>, usize) {
-    let total = (f64::from(rate) * secs) as usize;
-    let interval = Duration::from_secs_f64(1.0 / f64::from(rate));
-    let handle = tokio::runtime::Handle::current();
-    let (http, url) = (http.clone(), url.to_string());
-    let connections = std::sync::Arc::new(tokio::sync::Semaphore::new(OPEN_LOOP_CONNECTIONS));
-    let pacer = std::thread::spawn(move || {
-        let start = Instant::now() + Duration::from_millis(5);
-        let mut tasks = Vec::with_capacity(total);
-        for i in 0..total {
-            let at = start + interval.mul_f64(i as f64);
-            let now = Instant::now();
-            if at > now {
-                std::thread::sleep(at - now);
-            }
-            let (http, url, connections) = (http.clone(), url.clone(), connections.clone());
-            tasks.push(handle.spawn(async move {
-                let _connection = connections.acquire_owned().await;
-                let ok = exchange(&http, &url).await;
-                (at.elapsed().as_secs_f64() * 1000.0, ok)
-            }));
-        }
-        tasks
-    });
-    let tasks = loop {
-        if pacer.is_finished() {
-            break pacer.join().expect("the pacer thread");
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
-    let mut lat = Vec::with_capacity(total);
-    let mut errors = 0;
-    for t in tasks {
-        match t.await {
-            Ok((ms, true)) => lat.push(ms),
-            _ => errors += 1,
-        }
-    }
-    (lat, errors)
-}
-
-/// Closed loop, `conns` connections, `secs` seconds: requests per second.
-async fn closed_loop(http: &Http, url: &str, conns: usize, secs: f64) -> f64 {
-    let until = Instant::now() + Duration::from_secs_f64(secs);
-    let tasks: Vec<_> = (0..conns)
-        .map(|_| {
-            let (http, url) = (http.clone(), url.to_string());
-            tokio::spawn(async move {
-                let mut n = 0u64;
-                while Instant::now() < until {
-                    n += u64::from(exchange(&http, &url).await);
-                }
-                n
-            })
-        })
-        .collect();
-    let mut n = 0;
-    for t in tasks {
-        n += t.await.unwrap_or(0);
-    }
-    n as f64 / secs
 }
 
 /// `wrk` closed loop: requests per second.
@@ -176,7 +85,7 @@ fn wrk(url: &str, conns: usize, secs: f64, dir: &Path) -> Option<f64> {
 /// Time to the first content token of one streamed completion, ms.
 async fn first_token(http: &Http, url: &str) -> Option<f64> {
     let t = Instant::now();
-    let resp = http.request(post(url, STREAM_BODY)).await.ok()?;
+    let resp = http.request(STREAM_POST.request(url)).await.ok()?;
     let mut body = resp.into_body();
     let mut seen = Vec::new();
     let mut at = None;
@@ -219,18 +128,6 @@ fn nginx_pids(master: u32) -> Vec<u32> {
     pids
 }
 
-fn pct(v: &mut [f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    v[((q * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)]
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    pct(&mut v, 0.5)
-}
-
 struct Target {
     name: &'static str,
     base: String,
@@ -251,20 +148,15 @@ fn main() {
     // The instant upstream.
     let up_port = free_port();
     match &nginx {
-        Some(n) => procs.0.push(start_nginx(n, dir.path(), "upstream", &upstream_conf(dir.path(), up_port))),
+        Some(n) => {
+            procs.0.push(start_nginx(n, dir.path(), "upstream", &upstream_conf(dir.path(), up_port)));
+            wait_for_port(up_port);
+        }
         None => {
             eprintln!("nginx is not installed (apt-get install nginx): no baseline; the upstream is tailcut sim-provider");
-            procs.0.push(
-                Command::new(bin)
-                    .args(["sim-provider", "--profile", "instant", "--port", &up_port.to_string(), "--max-workers", "1000000"])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .expect("sim-provider starts"),
-            )
+            procs.start_instant_upstream(bin, up_port);
         }
     }
-    wait_for_port(up_port);
     let upstream = format!("http://127.0.0.1:{up_port}");
 
     // The gateway, as users run it.
@@ -276,22 +168,8 @@ fn main() {
     // authentication there, so it serves the same way.
     let cfg_before_auth = dir.path().join("gateway-before-auth.toml");
     std::fs::write(&cfg_before_auth, gateway_toml(&upstream, false).replace("auth = \"none\"\n", "")).expect("write gateway config");
-    let mut start_gateway = |bin: &str, cfg: &Path| -> (String, u32) {
-        let port = free_port();
-        let gw = Command::new(bin)
-            .args(["serve", "--config", cfg.to_str().expect("utf-8 path"), "--listen", &format!("127.0.0.1:{port}")])
-            .env("TAILCUT_LOG", "off")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("tailcut serve starts");
-        let pid = gw.id();
-        procs.0.push(gw);
-        wait_for_port(port);
-        (format!("http://127.0.0.1:{port}"), pid)
-    };
-    let (gw_base, gw_pid) = start_gateway(bin, &cfg);
-    let (auto_base, auto_pid) = start_gateway(bin, &cfg_auto);
+    let (gw_base, gw_pid) = procs.start_gateway(bin, &cfg);
+    let (auto_base, auto_pid) = procs.start_gateway(bin, &cfg_auto);
     let baseline = std::env::var("TAILCUT_BENCH_BASELINE").ok().map(|b| {
         let accepts_auth = Command::new(&b)
             .args(["config", "check", cfg.to_str().expect("utf-8 path")])
@@ -299,7 +177,7 @@ fn main() {
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
-        start_gateway(&b, if accepts_auth { &cfg } else { &cfg_before_auth })
+        procs.start_gateway(&b, if accepts_auth { &cfg } else { &cfg_before_auth })
     });
 
     let mut targets = vec![
@@ -327,7 +205,7 @@ fn main() {
         let http = client();
         for t in &targets {
             let url = format!("{}/v1/chat/completions", t.base);
-            let (_, errors) = open_loop(&http, &url, 1000, 1.0).await;
+            let (_, errors) = open_loop(&http, &url, CHAT_POST, 1000, 1.0).await;
             assert_eq!(errors, 0, "{} failed during warm-up", t.name);
         }
 
@@ -337,7 +215,7 @@ fn main() {
             let mut per: Vec<(Vec<f64>, Vec<f64>, usize)> = targets.iter().map(|_| (vec![], vec![], 0)).collect();
             for _ in 0..rounds {
                 for (i, t) in targets.iter().enumerate() {
-                    let (mut lat, errors) = open_loop(&http, &format!("{}/v1/chat/completions", t.base), rate, secs).await;
+                    let (mut lat, errors) = open_loop(&http, &format!("{}/v1/chat/completions", t.base), CHAT_POST, rate, secs).await;
                     per[i].0.push(pct(&mut lat, 0.5));
                     per[i].1.push(pct(&mut lat, 0.99));
                     per[i].2 += errors;
@@ -367,7 +245,7 @@ fn main() {
                 let r = if have_wrk { wrk(&url, 64, secs, dir.path()) } else { None };
                 let r = match r {
                     Some(r) => r,
-                    None => closed_loop(&http, &url, 64, secs).await,
+                    None => closed_loop(&http, std::slice::from_ref(&url), CHAT_POST, 64, secs).await as f64 / secs,
                 };
                 let used = cpu_seconds(&t.pids) - before;
                 rps[i].push(r);

@@ -16,22 +16,20 @@
 //! for PostgreSQL sessions with `synchronous_commit=off`). Needs
 //! Debian's `postgresql` package (the server runs as `nobody` in a temporary directory).
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 #[path = "common/procs.rs"]
 mod procs;
-use procs::{free_port, wait_for_port, Procs};
+use procs::{free_port, Procs};
+
+#[path = "common/load.rs"]
+mod load;
+use load::{client, closed_loop, median, open_loop, pct, Post};
 use tailcut_testkit::postgres::PgServer;
 
-const BODY: &str = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
 const KEY: &str = "bench-key";
-type Http = Client<HttpConnector, Full<Bytes>>;
+/// A chat completion charged to the key's budget.
+const CHAT_POST: Post = Post { body: r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#, key: Some(KEY) };
 
 fn gateway_toml(upstream: &str, state: &str) -> String {
     let sha = tailcut_gateway::tenancy::sha256_hex(KEY);
@@ -46,118 +44,11 @@ fn gateway_toml(upstream: &str, state: &str) -> String {
     )
 }
 
+/// Writes `dir/name.toml` and serves it: the gateway's chat completions URL.
 fn start_gateway(bin: &str, dir: &std::path::Path, name: &str, toml: &str, procs: &mut Procs) -> String {
     let cfg = dir.join(format!("{name}.toml"));
     std::fs::write(&cfg, toml).expect("write the config");
-    let port = free_port();
-    procs.0.push(
-        Command::new(bin)
-            .args(["serve", "--config"])
-            .arg(&cfg)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .env("TAILCUT_LOG", "off")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("tailcut serve starts"),
-    );
-    wait_for_port(port);
-    format!("http://127.0.0.1:{port}")
-}
-
-fn client() -> Http {
-    let mut c = HttpConnector::new();
-    c.set_nodelay(true);
-    Client::builder(TokioExecutor::new()).pool_timer(TokioTimer::new()).pool_max_idle_per_host(4096).build(c)
-}
-
-async fn exchange(http: &Http, url: &str) -> bool {
-    let req = http::Request::post(url)
-        .header("content-type", "application/json")
-        .header("authorization", format!("Bearer {KEY}"))
-        .body(Full::new(Bytes::from_static(BODY.as_bytes())))
-        .expect("a valid request");
-    match http.request(req).await {
-        Ok(r) if r.status().is_success() => r.into_body().collect().await.is_ok(),
-        _ => false,
-    }
-}
-
-/// Open loop at `rate` req/s for `secs`, at most 64 connections: latencies (ms) from the
-/// scheduled send times (a pacing thread: tokio's timer rounds to whole milliseconds).
-async fn open_loop(http: &Http, url: &str, rate: u32, secs: f64) -> (Vec<f64>, usize) {
-    let total = (f64::from(rate) * secs) as usize;
-    let interval = Duration::from_secs_f64(1.0 / f64::from(rate));
-    let handle = tokio::runtime::Handle::current();
-    let (http, url) = (http.clone(), url.to_string());
-    let connections = std::sync::Arc::new(tokio::sync::Semaphore::new(64));
-    let pacer = std::thread::spawn(move || {
-        let start = Instant::now() + Duration::from_millis(5);
-        let mut tasks = Vec::with_capacity(total);
-        for i in 0..total {
-            let at = start + interval.mul_f64(i as f64);
-            let now = Instant::now();
-            if at > now {
-                std::thread::sleep(at - now);
-            }
-            let (http, url, connections) = (http.clone(), url.clone(), connections.clone());
-            tasks.push(handle.spawn(async move {
-                let _connection = connections.acquire_owned().await;
-                let ok = exchange(&http, &url).await;
-                (at.elapsed().as_secs_f64() * 1000.0, ok)
-            }));
-        }
-        tasks
-    });
-    let tasks = loop {
-        if pacer.is_finished() {
-            break pacer.join().expect("the pacer thread");
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
-    let (mut lat, mut errors) = (Vec::with_capacity(total), 0);
-    for t in tasks {
-        match t.await {
-            Ok((ms, true)) => lat.push(ms),
-            _ => errors += 1,
-        }
-    }
-    (lat, errors)
-}
-
-/// Closed loop over `urls` (round robin), `conns` connections, for `secs`: requests sent.
-async fn closed_loop(http: &Http, urls: &[String], conns: usize, secs: f64) -> usize {
-    let until = Instant::now() + Duration::from_secs_f64(secs);
-    let mut tasks = Vec::new();
-    for c in 0..conns {
-        let (http, url) = (http.clone(), format!("{}/v1/chat/completions", urls[c % urls.len()]));
-        tasks.push(tokio::spawn(async move {
-            let mut n = 0;
-            while Instant::now() < until {
-                if exchange(&http, &url).await {
-                    n += 1;
-                }
-            }
-            n
-        }));
-    }
-    let mut total = 0;
-    for t in tasks {
-        total += t.await.unwrap_or(0);
-    }
-    total
-}
-
-fn pct(v: &mut [f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    v[((q * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)]
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    pct(&mut v, 0.5)
+    format!("{}/v1/chat/completions", procs.start_gateway(bin, &cfg).0)
 }
 
 fn charges(bin: &str, config: &std::path::Path) -> i64 {
@@ -177,15 +68,7 @@ fn main() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let mut procs = Procs::default();
     let up_port = free_port();
-    procs.0.push(
-        Command::new(bin)
-            .args(["sim-provider", "--profile", "instant", "--port", &up_port.to_string(), "--max-workers", "1000000"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("sim-provider starts"),
-    );
-    wait_for_port(up_port);
+    procs.start_instant_upstream(bin, up_port);
     let upstream = format!("http://127.0.0.1:{up_port}");
     let embedded_state = format!("url = \"sqlite:{}\"", dir.path().join("state.sqlite").display());
     // TAILCUT_BENCH_ASYNC_COMMIT=1: the gateway's sessions commit without waiting for the
@@ -203,17 +86,16 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
     rt.block_on(async {
         let http = client();
-        for (_, base) in &targets {
-            let url = format!("{base}/v1/chat/completions");
-            let _ = open_loop(&http, &url, 500, 1.0).await; // warm-up: connections, leases
+        for (_, url) in &targets {
+            let _ = open_loop(&http, url, CHAT_POST, 500, 1.0).await; // warm-up: connections, leases
         }
         let rate: u32 = std::env::var("TAILCUT_BENCH_RATE").ok().and_then(|r| r.parse().ok()).unwrap_or(2000);
         println!("{rate} req/s open loop, {secs} s per round, {rounds} round(s), every request charged (global + key)");
         println!("target        p50 ms    p99 ms   errors   p99 by round");
         let mut per: Vec<(Vec<f64>, Vec<f64>, usize)> = vec![(Vec::new(), Vec::new(), 0); targets.len()];
         for _ in 0..rounds {
-            for (i, (_, base)) in targets.iter().enumerate() {
-                let (mut lat, errors) = open_loop(&http, &format!("{base}/v1/chat/completions"), rate, secs).await;
+            for (i, (_, url)) in targets.iter().enumerate() {
+                let (mut lat, errors) = open_loop(&http, url, CHAT_POST, rate, secs).await;
                 per[i].0.push(pct(&mut lat, 0.5));
                 per[i].1.push(pct(&mut lat, 0.99));
                 per[i].2 += errors;
@@ -233,22 +115,14 @@ fn main() {
 
     // Budget charges per second across three PostgreSQL replicas.
     let mut procs = Procs::default();
-    procs.0.push(
-        Command::new(bin)
-            .args(["sim-provider", "--profile", "instant", "--port", &up_port.to_string(), "--max-workers", "1000000"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("sim-provider starts"),
-    );
-    wait_for_port(up_port);
+    procs.start_instant_upstream(bin, up_port);
     let url3 = pg.database("bench3");
     let toml = gateway_toml(&upstream, &format!("url = \"{url3}\""));
     let replicas: Vec<String> = (0..3).map(|i| start_gateway(bin, dir.path(), &format!("replica{i}"), &toml, &mut procs)).collect();
     let cfg = dir.path().join("replica0.toml");
     let before = charges(bin, &cfg);
     let secs3 = if quick { 3.0 } else { 10.0 };
-    let sent = rt.block_on(async { closed_loop(&client(), &replicas, 96, secs3).await });
+    let sent = rt.block_on(async { closed_loop(&client(), &replicas, CHAT_POST, 96, secs3).await });
     let after = charges(bin, &cfg);
     println!(
         "3 PostgreSQL replicas, closed loop, 96 connections, {secs3} s: {sent} requests, {} ledger charges, {:.0} charges/s",

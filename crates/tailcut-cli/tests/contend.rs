@@ -7,15 +7,15 @@ fn tailcut(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_tailcut")).args(args).output().unwrap()
 }
 
-fn repo(p: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(p).display().to_string()
+/// The output of a command that must succeed, read as JSON.
+fn json_ok(out: &std::process::Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
-#[test]
-fn run_json_has_per_arm_stats_and_degradation() {
-    let dir = tempfile::tempdir().unwrap();
-    let svg = dir.path().join("c.svg");
-    let out = tailcut(&[
+/// `contend run` of an FFT and a GEMM agent sharing one core, with `extra` arguments.
+fn run_fft_gemm(trials: &str, warmup: &str, duration: &str, bootstrap: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
         "contend",
         "run",
         "--agent",
@@ -25,19 +25,36 @@ fn run_json_has_per_arm_stats_and_degradation() {
         "--mode",
         "same-core",
         "--trials",
-        "2",
+        trials,
         "--warmup",
-        "30ms",
+        warmup,
         "--duration",
-        "250ms",
+        duration,
         "--bootstrap",
-        "50",
-        "--json",
-        "--plot",
-        svg.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        bootstrap,
+    ];
+    args.extend_from_slice(extra);
+    tailcut(&args)
+}
+
+/// `contend agent --kind kind --size size` pinned to core 0, warming up 20 ms from
+/// `start` (Unix ms), then measuring 200 ms.
+fn agent_on_core_0(kind: &str, size: &str, start: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tailcut"));
+    cmd.args(["contend", "agent", "--kind", kind, "--size", size, "--cpu", "0"]);
+    cmd.args(["--warmup-ms", "20", "--duration-ms", "200", "--start-at-ms", start]);
+    cmd
+}
+
+fn repo(p: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(p).display().to_string()
+}
+
+#[test]
+fn run_json_has_per_arm_stats_and_degradation() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("c.svg");
+    let v = json_ok(&run_fft_gemm("2", "30ms", "250ms", "50", &["--json", "--plot", svg.to_str().unwrap()]));
     assert_eq!(v["mode"], "same-core");
     assert_eq!(v["agents"].as_array().unwrap().len(), 2);
     for a in v["agents"].as_array().unwrap() {
@@ -64,48 +81,13 @@ fn agent_files_feed_report_and_compare() {
         let out = dir.path().join(format!("fft-{arm}.json"));
         let mut handles = vec![];
         let start = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() + 200).to_string();
-        let fft = Command::new(env!("CARGO_BIN_EXE_tailcut"))
-            .args([
-                "contend",
-                "agent",
-                "--kind",
-                "fft",
-                "--size",
-                "1024",
-                "--batch",
-                "4",
-                "--cpu",
-                "0",
-                "--warmup-ms",
-                "20",
-                "--duration-ms",
-                "200",
-            ])
-            .args(["--start-at-ms", &start, "--name", "fft", "--arm", arm, "--out", out.to_str().unwrap()])
+        let fft = agent_on_core_0("fft", "1024", &start)
+            .args(["--batch", "4", "--name", "fft", "--arm", arm, "--out", out.to_str().unwrap()])
             .spawn()
             .unwrap();
         handles.push(fft);
         if let Some(kind) = extra {
-            let g = Command::new(env!("CARGO_BIN_EXE_tailcut"))
-                .args([
-                    "contend",
-                    "agent",
-                    "--kind",
-                    kind,
-                    "--size",
-                    "128",
-                    "--cpu",
-                    "0",
-                    "--warmup-ms",
-                    "20",
-                    "--duration-ms",
-                    "200",
-                    "--start-at-ms",
-                    &start,
-                ])
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
+            let g = agent_on_core_0(kind, "128", &start).stdout(std::process::Stdio::null()).spawn().unwrap();
             handles.push(g);
         }
         for mut h in handles {
@@ -113,8 +95,7 @@ fn agent_files_feed_report_and_compare() {
         }
     }
     let out = tailcut(&["contend", "report", dir.path().to_str().unwrap(), "--json", "--bootstrap", "20"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_ok(&out);
     assert_eq!(v["agents"][0]["agent"], "fft");
     assert!(v["agents"][0]["degradation"]["p50"].is_f64());
     let a = dir.path().join("a.json");
@@ -182,8 +163,7 @@ fn plan_example_places_every_agent_within_objective() {
         "--k8s",
         k8s.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_ok(&out);
     let seats: Vec<&serde_json::Value> = v["gpus"].as_array().unwrap().iter().flat_map(|g| g["seats"].as_array().unwrap()).collect();
     assert_eq!(seats.len(), 5);
     for s in seats {
@@ -221,8 +201,7 @@ fn matrix_table_feeds_plan_and_verify_closes_the_loop() {
         heat.to_str().unwrap(),
         "--json",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_ok(&out);
     assert_eq!(v["pairs"].as_array().unwrap().len(), 6, "every ordered pair of three agents");
     assert_eq!(v["triples"].as_array().unwrap().len(), 3);
     assert_eq!(v["table_mode"], "time-slicing");
@@ -258,8 +237,7 @@ fn matrix_table_feeds_plan_and_verify_closes_the_loop() {
         table.to_str().unwrap(),
         "--json",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let plan = json_ok(&out);
     assert_eq!(plan["gpus_used"], 1, "{plan}");
     assert_eq!(plan["gpus"][0]["mode"], "time-slicing");
     let seat = &plan["gpus"][0]["seats"][0];
@@ -268,8 +246,7 @@ fn matrix_table_feeds_plan_and_verify_closes_the_loop() {
     std::fs::write(&plan_path, &out.stdout).unwrap();
     let out =
         tailcut(&["contend", "verify", plan_path.to_str().unwrap(), "--trials", "1", "--warmup", "20ms", "--duration", "150ms", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = json_ok(&out); // exit 0: every objective met
     assert_eq!(r["seats"].as_array().unwrap().len(), 2);
     for s in r["seats"].as_array().unwrap() {
         assert!(s["measured_p99_ms"].as_f64().unwrap() > 0.0 && s["met"] == true, "{s}");
@@ -308,30 +285,7 @@ fn matrix_and_verify_reject_bad_input_with_exit_2() {
 fn expect_share_flags_a_share_that_is_not_enforced() {
     // Two CPU-bound agents time-slice one core: each gets about half of it, far from the
     // 5% slice it was "configured" (tests running alongside move the half, not this far).
-    let args = |share: &str, tol: &str| {
-        tailcut(&[
-            "contend",
-            "run",
-            "--agent",
-            "fft:1024x8",
-            "--agent",
-            "gemm:128",
-            "--mode",
-            "same-core",
-            "--trials",
-            "1",
-            "--warmup",
-            "20ms",
-            "--duration",
-            "300ms",
-            "--bootstrap",
-            "20",
-            "--expect-share",
-            share,
-            "--share-tolerance",
-            tol,
-        ])
-    };
+    let args = |share: &str, tol: &str| run_fft_gemm("1", "20ms", "300ms", "20", &["--expect-share", share, "--share-tolerance", tol]);
     let out = args("0.05", "0.01");
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
@@ -360,8 +314,7 @@ fn agent_loop_reports_ttft_and_tpot_per_call() {
         "--iterations",
         "3",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_ok(&out);
     assert_eq!(v["samples_ns"].as_array().unwrap().len(), 3);
     assert_eq!(v["ttft_ns"].as_array().unwrap().len(), 3);
     assert_eq!(v["tpot_ns"].as_array().unwrap().len(), 3);

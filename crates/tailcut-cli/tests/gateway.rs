@@ -11,7 +11,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
 use tailcut_testkit::cli::{serve, Spawned};
-use tailcut_testkit::config::{hedged_chat_route, openai_provider, MEMORY_GATEWAY, OPEN_GATEWAY, SIM_HEDGED_JOBS, SIM_PROVIDERS};
+use tailcut_testkit::config::{
+    hedged_chat_route, openai_provider, single_chat_route, MEMORY_GATEWAY, OPEN_GATEWAY, SIM_HEDGED_JOBS, SIM_PROVIDERS,
+};
 
 /// A running `tailcut serve` and its base URL.
 struct Gateway(Spawned, String);
@@ -100,12 +102,7 @@ async fn hedged_streaming_and_whole_responses_through_the_openai_client() {
     })
     .await
     .unwrap();
-    let stall = MockServer::start(
-        Flavor::OpenAi,
-        Behaviour { queue: Duration::from_secs(60), run: Duration::from_secs(1), ..Behaviour::default() },
-    )
-    .await
-    .unwrap();
+    let stall = MockServer::start(Flavor::OpenAi, Behaviour::timed(Duration::from_secs(60), Duration::from_secs(1))).await.unwrap();
     let good = MockServer::start(
         Flavor::OpenAi,
         Behaviour { queue: Duration::from_millis(50), run: Duration::from_millis(100), tokens: 5, ..Behaviour::default() },
@@ -179,15 +176,8 @@ policy = "slow"
     assert_eq!(models["data"][0]["id"], "m");
 
     // Jobs API: wait for a hedged job; cancel a slow one and get its receipts.
-    let v: serde_json::Value = http
-        .post(format!("{base}/v1/jobs?wait=10"))
-        .json(&serde_json::json!({"route": "jobs", "input": {"text": "hi"}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let submit = http.post(format!("{base}/v1/jobs?wait=10")).json(&serde_json::json!({"route": "jobs", "input": {"text": "hi"}}));
+    let v: serde_json::Value = submit.send().await.unwrap().json().await.unwrap();
     assert_eq!(v["state"], "succeeded", "{v}");
     assert_eq!(v["winner"], "fastsim");
     let id = v["id"].as_str().unwrap().to_string();
@@ -206,12 +196,7 @@ policy = "slow"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_keys_rate_limits_and_budgets() {
-    let good = MockServer::start(
-        Flavor::OpenAi,
-        Behaviour { queue: Duration::from_millis(10), run: Duration::from_millis(10), ..Behaviour::default() },
-    )
-    .await
-    .unwrap();
+    let good = MockServer::start(Flavor::OpenAi, Behaviour::timed(Duration::from_millis(10), Duration::from_millis(10))).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("gw.toml");
     let sha = tailcut_gateway::tenancy::sha256_hex;
@@ -227,17 +212,11 @@ adapter = "openai"
 base_url = "{}/v1"
 rate_usd_per_s = 0.001
 expected_run_s = 6
-[policies.chat]
-kind = "single"
-provider = "good"
-[routes.chat]
-kind = "openai"
-models = ["m"]
-policy = "chat"
-"#,
+{}"#,
             sha("good-key"),
             sha("limited-key"),
-            good.url()
+            good.url(),
+            single_chat_route("chat", "good")
         ),
     )
     .unwrap();

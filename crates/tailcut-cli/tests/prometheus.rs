@@ -284,16 +284,9 @@ async fn load(http: &reqwest::Client, base: &str) {
     assert_eq!(r.status(), 429, "the tiny key's budget refuses: {}", r.text().await.unwrap());
     let r = http.post(&chat).bearer_auth("ops-key").json(&serde_json::json!({"model": "nope", "messages": []})).send().await.unwrap();
     assert_eq!(r.status(), 404);
-    let job: serde_json::Value = http
-        .post(format!("{base}/v1/jobs"))
-        .bearer_auth("ops-key")
-        .json(&serde_json::json!({"route": "jobs", "input": {"prompt": "x"}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let submit =
+        http.post(format!("{base}/v1/jobs")).bearer_auth("ops-key").json(&serde_json::json!({"route": "jobs", "input": {"prompt": "x"}}));
+    let job: serde_json::Value = submit.send().await.unwrap().json().await.unwrap();
     let id = job["id"].as_str().expect("a job id");
     let done: serde_json::Value =
         http.delete(format!("{base}/v1/jobs/{id}")).bearer_auth("ops-key").send().await.unwrap().json().await.unwrap();
@@ -319,18 +312,8 @@ async fn dashboard_queries_and_rules_return_data_from_a_real_prometheus() {
         }
     }
 
-    let slow = MockServer::start(
-        Flavor::OpenAi,
-        Behaviour { queue: Duration::from_millis(600), run: Duration::from_millis(100), ..Behaviour::default() },
-    )
-    .await
-    .unwrap();
-    let fast = MockServer::start(
-        Flavor::OpenAi,
-        Behaviour { queue: Duration::from_millis(20), run: Duration::from_millis(30), ..Behaviour::default() },
-    )
-    .await
-    .unwrap();
+    let slow = MockServer::start(Flavor::OpenAi, Behaviour::timed(Duration::from_millis(600), Duration::from_millis(100))).await.unwrap();
+    let fast = MockServer::start(Flavor::OpenAi, Behaviour::timed(Duration::from_millis(20), Duration::from_millis(30))).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (_gw, base) = start_gateway(&config(dir.path(), &slow.url(), &fast.url()));
     let http = reqwest::Client::new();

@@ -91,17 +91,9 @@ async fn the_status_page_shows_a_request_just_made_in_a_real_browser() {
     // A request just made: hedged (the runpod-profile primary is slow, the instant hedge
     // wins) and its loser cancelled with a receipt.
     let rid = format!("req-ui-{}", std::process::id());
-    let job: serde_json::Value = http
-        .post(format!("{base}/v1/jobs?wait=60"))
-        .bearer_auth("ops-key")
-        .header("x-request-id", &rid)
-        .json(&serde_json::json!({"route": "jobs", "input": {"prompt": "hello"}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body = serde_json::json!({"route": "jobs", "input": {"prompt": "hello"}});
+    let submit = http.post(format!("{base}/v1/jobs?wait=60")).bearer_auth("ops-key").header("x-request-id", &rid).json(&body);
+    let job: serde_json::Value = submit.send().await.unwrap().json().await.unwrap();
     assert_eq!(job["state"], "succeeded", "{job}");
     assert_eq!(job["winner"], "fastsim", "{job}");
 

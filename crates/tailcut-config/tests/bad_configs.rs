@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use tailcut_config::{AuthMode, Config, ConfigError};
+use tailcut_testkit::config::{openai_provider, single_chat_route};
 
 fn corpus() -> Vec<(PathBuf, String)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
@@ -38,39 +39,31 @@ fn every_bad_config_in_the_corpus_is_refused_naming_its_key() {
     }
 }
 
-const ROUTES: &str = r#"
-[providers.up]
-adapter = "openai"
-base_url = "http://127.0.0.1:9/v1"
-rate_usd_per_s = 0.0
-[policies.p]
-kind = "single"
-provider = "up"
-[routes.chat]
-kind = "openai"
-models = ["m"]
-policy = "p"
-"#;
+/// A provider `up` served as the OpenAI route `chat` through policy `p`.
+fn routes() -> String {
+    format!("{}{}", openai_provider("up", "http://127.0.0.1:9/v1"), single_chat_route("p", "up"))
+}
 
 const SHA: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
 
 #[test]
 fn no_keys_needs_an_explicit_auth_none_to_serve() {
+    let routes = routes();
     // `keys = []` used to turn authentication off silently.
-    let c = Config::parse(&format!("[gateway]\nkeys = []\n{ROUTES}"), "t.toml").unwrap();
+    let c = Config::parse(&format!("[gateway]\nkeys = []\n{routes}"), "t.toml").unwrap();
     assert_eq!(c.gateway.auth, AuthMode::Keys, "keys is the default");
     let e = c.gateway.check_serving("t.toml").unwrap_err().to_string();
     assert!(e.starts_with("t.toml: key `gateway.keys`"), "{e}");
     assert!(e.contains("auth = \"none\"") && e.contains("sha256sum"), "says how to fix it: {e}");
     assert!(c.gateway.auth_warning().is_none());
 
-    let c = Config::parse(&format!("[gateway]\nauth = \"none\"\n{ROUTES}"), "t.toml").unwrap();
+    let c = Config::parse(&format!("[gateway]\nauth = \"none\"\n{routes}"), "t.toml").unwrap();
     assert_eq!(c.gateway.auth, AuthMode::None);
     c.gateway.check_serving("t.toml").unwrap();
     assert!(c.gateway.auth_warning().unwrap().contains("every route is unauthenticated"));
 
     let c = Config::parse(
-        &format!("[gateway]\nkeys = [{{ name = \"a\", sha256 = \"{SHA}\", budget_usd = 0.05, rate_per_s = 2 }}]\n{ROUTES}"),
+        &format!("[gateway]\nkeys = [{{ name = \"a\", sha256 = \"{SHA}\", budget_usd = 0.05, rate_per_s = 2 }}]\n{routes}"),
         "t",
     )
     .unwrap();
@@ -104,13 +97,14 @@ fn new_gateway_settings_have_their_defaults_and_are_range_checked() {
 
 #[test]
 fn unwritable_ledger_and_store_paths_fail_the_check_naming_the_key() {
+    let routes = routes();
     // /proc refuses new files even to root.
     let c =
-        Config::parse(&format!("[budget]\nledger = \"/proc/tailcut-test/ledger.sqlite\"\n[gateway]\nauth = \"none\"\n{ROUTES}"), "t.toml")
+        Config::parse(&format!("[budget]\nledger = \"/proc/tailcut-test/ledger.sqlite\"\n[gateway]\nauth = \"none\"\n{routes}"), "t.toml")
             .unwrap();
     let e = c.check_writable(true).unwrap_err().to_string();
     assert!(e.starts_with("t.toml: key `budget.ledger`: `/proc/tailcut-test/ledger.sqlite`"), "{e}");
-    let c = Config::parse(&format!("[budget]\nledger = \":memory:\"\n[gateway]\nstore = \"/proc/version\"\n{ROUTES}"), "t.toml").unwrap();
+    let c = Config::parse(&format!("[budget]\nledger = \":memory:\"\n[gateway]\nstore = \"/proc/version\"\n{routes}"), "t.toml").unwrap();
     let e = c.check_writable(true).unwrap_err().to_string();
     assert!(e.starts_with("t.toml: key `gateway.store`"), "{e}");
     // The store is only checked for the gateway.
@@ -126,8 +120,9 @@ fn unwritable_ledger_and_store_paths_fail_the_check_naming_the_key() {
 
 #[test]
 fn sane_values_at_the_edges_still_load() {
+    let routes = routes();
     let text = format!(
-        "[race]\ncap_s = 604800\n[budget]\nhard_stop_usd = 1e9\nsoft_stop_usd = 0\n[gateway]\njob_retention_s = 2592000\nkeys = [{{ name = \"a\", sha256 = \"{SHA}\", budget_usd = 1e-6, rate_per_s = 0.01, routes = [\"chat\"] }}]\n{ROUTES}[providers.x]\nadapter = \"sim\"\nidle_window_s = 0\nsim = {{ profile = \"runpod\", cold_slow_queue_s = [0.0, 604800.0] }}\n"
+        "[race]\ncap_s = 604800\n[budget]\nhard_stop_usd = 1e9\nsoft_stop_usd = 0\n[gateway]\njob_retention_s = 2592000\nkeys = [{{ name = \"a\", sha256 = \"{SHA}\", budget_usd = 1e-6, rate_per_s = 0.01, routes = [\"chat\"] }}]\n{routes}[providers.x]\nadapter = \"sim\"\nidle_window_s = 0\nsim = {{ profile = \"runpod\", cold_slow_queue_s = [0.0, 604800.0] }}\n"
     );
     let c = Config::parse(&text, "t").unwrap();
     assert_eq!(c.race.cap.as_secs(), 604_800);
@@ -136,15 +131,8 @@ fn sane_values_at_the_edges_still_load() {
 #[test]
 fn learned_policies_load_with_their_defaults() {
     use tailcut_config::PolicySpec;
-    let text = r#"
-[providers.a]
-adapter = "openai"
-base_url = "http://127.0.0.1:9/v1"
-rate_usd_per_s = 0.0
-[providers.b]
-adapter = "openai"
-base_url = "http://127.0.0.1:8/v1"
-rate_usd_per_s = 0.0
+    let providers = format!("{}{}", openai_provider("a", "http://127.0.0.1:9/v1"), openai_provider("b", "http://127.0.0.1:8/v1"));
+    let policies = r#"
 [policies.auto]
 kind = "auto"
 providers = ["a", "b"]
@@ -160,7 +148,7 @@ primary = "b"
 hedge = "a"
 extra_load_percent = 2
 "#;
-    let c = Config::parse(text, "t.toml").unwrap();
+    let c = Config::parse(&format!("{providers}{policies}"), "t.toml").unwrap();
     let Some(PolicySpec::Learned(auto)) = c.policy("auto") else { panic!("{:?}", c.policy("auto")) };
     assert_eq!(auto.providers, ["a", "b"]);
     let tailcut_model::LearnedKind::Auto(s) = auto.kind else { panic!() };

@@ -3,7 +3,7 @@
 //! (Unix milliseconds) agents in separate processes wait for.
 
 use serde::{Deserialize, Serialize};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// What an agent runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -156,6 +156,32 @@ pub struct Window {
     /// Stop after this many measured iterations, if that comes first.
     #[serde(default)]
     pub max_iterations: Option<u64>,
+}
+
+impl Window {
+    /// Sleeps until the start, runs `iteration` through the warm-up, then times each call
+    /// until the window ends or `max_iterations` calls are measured: the samples (ns) and
+    /// the measured window's length (ns).
+    pub fn time_loop(&self, mut iteration: impl FnMut()) -> (Vec<u64>, u64) {
+        sleep_until_unix_ms(self.start_at_unix_ms);
+        let warm_end = Instant::now() + self.warmup;
+        while Instant::now() < warm_end {
+            iteration();
+        }
+        let start = Instant::now();
+        let end = start + self.duration;
+        let mut samples = Vec::with_capacity(4096);
+        let cap = self.max_iterations.unwrap_or(u64::MAX) as usize;
+        loop {
+            let t0 = Instant::now();
+            if t0 >= end || samples.len() >= cap {
+                break;
+            }
+            iteration();
+            samples.push(t0.elapsed().as_nanos() as u64);
+        }
+        (samples, start.elapsed().as_nanos() as u64)
+    }
 }
 
 /// What an agent recorded.

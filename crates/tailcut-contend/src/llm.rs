@@ -249,7 +249,7 @@ pub fn run(spec: &AgentSpec, window: &Window) -> Result<LlmSamples, AgentError> 
     match spec.kind {
         AgentKind::LlmPrefill => {
             let mut m = Model::new(spec.size);
-            let (s, w) = loop_for(window, cap, || {
+            let (s, w) = window.time_loop(|| {
                 m.prefill(spec.size);
             });
             (out.samples_ns, out.window_ns) = (s, w);
@@ -257,7 +257,7 @@ pub fn run(spec: &AgentSpec, window: &Window) -> Result<LlmSamples, AgentError> 
         AgentKind::LlmDecode => {
             let mut m = Model::new(spec.size);
             m.prefill(1);
-            let (s, w) = loop_for(window, cap, || {
+            let (s, w) = window.time_loop(|| {
                 m.decode();
             });
             (out.samples_ns, out.window_ns) = (s, w);
@@ -298,26 +298,6 @@ pub fn run(spec: &AgentSpec, window: &Window) -> Result<LlmSamples, AgentError> 
         other => return Err(AgentError::Unsupported(format!("{} is not an LLM agent", other.name()))),
     }
     Ok(out)
-}
-
-fn loop_for(window: &Window, cap: usize, mut iteration: impl FnMut()) -> (Vec<u64>, u64) {
-    sleep_until_unix_ms(window.start_at_unix_ms);
-    let warm_end = Instant::now() + window.warmup;
-    while Instant::now() < warm_end {
-        iteration();
-    }
-    let start = Instant::now();
-    let end = start + window.duration;
-    let mut samples = Vec::with_capacity(4096);
-    loop {
-        let t0 = Instant::now();
-        if t0 >= end || samples.len() >= cap {
-            break;
-        }
-        iteration();
-        samples.push(t0.elapsed().as_nanos() as u64);
-    }
-    (samples, start.elapsed().as_nanos() as u64)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use rustfft::num_complex::Complex32;
 use std::hint::black_box;
 use std::time::Instant;
 
-use crate::agent::{sleep_until_unix_ms, AgentError, AgentKind, AgentSpec, Samples, Window};
+use crate::agent::{AgentError, AgentKind, AgentSpec, Samples, Window};
 
 /// Mean cost of one `Instant::now()` reading, ns (median of 21 batches of 10,000 pairs).
 pub fn timer_overhead_ns() -> f64 {
@@ -28,28 +28,6 @@ pub fn timer_overhead_ns() -> f64 {
     batches[batches.len() / 2]
 }
 
-/// Runs the iteration closure through warm-up and the measurement window.
-fn time_loop(window: &Window, mut iteration: impl FnMut()) -> (Vec<u64>, u64) {
-    sleep_until_unix_ms(window.start_at_unix_ms);
-    let warm_end = Instant::now() + window.warmup;
-    while Instant::now() < warm_end {
-        iteration();
-    }
-    let start = Instant::now();
-    let end = start + window.duration;
-    let mut samples = Vec::with_capacity(4096);
-    let cap = window.max_iterations.unwrap_or(u64::MAX) as usize;
-    loop {
-        let t0 = Instant::now();
-        if t0 >= end || samples.len() >= cap {
-            break;
-        }
-        iteration();
-        samples.push(t0.elapsed().as_nanos() as u64);
-    }
-    (samples, start.elapsed().as_nanos() as u64)
-}
-
 /// Runs a CPU agent (fft, gemm, membw) and returns its samples.
 pub fn run_cpu(spec: &AgentSpec, window: &Window) -> Result<(Vec<u64>, u64), AgentError> {
     match spec.kind {
@@ -60,7 +38,7 @@ pub fn run_cpu(spec: &AgentSpec, window: &Window) -> Result<(Vec<u64>, u64), Age
             let fft = rustfft::FftPlanner::<f32>::new().plan_fft_forward(spec.size);
             let mut buf: Vec<Complex32> = (0..spec.size * spec.batch).map(|i| Complex32::new((i % 7) as f32, (i % 3) as f32)).collect();
             let mut scratch = vec![Complex32::new(0.0, 0.0); fft.get_inplace_scratch_len()];
-            Ok(time_loop(window, || {
+            Ok(window.time_loop(|| {
                 fft.process_with_scratch(&mut buf, &mut scratch);
                 // Keep magnitudes bounded so repeated transforms never overflow.
                 let scale = 1.0 / (spec.size as f32).sqrt();
@@ -76,7 +54,7 @@ pub fn run_cpu(spec: &AgentSpec, window: &Window) -> Result<(Vec<u64>, u64), Age
             let a: Vec<f32> = (0..n * n).map(|i| (i % 13) as f32 * 0.01).collect();
             let b: Vec<f32> = (0..n * n).map(|i| (i % 17) as f32 * 0.01).collect();
             let mut c = vec![0f32; n * n];
-            Ok(time_loop(window, || {
+            Ok(window.time_loop(|| {
                 gemm_f32(n, &a, &b, &mut c);
                 black_box(&c);
             }))
@@ -85,7 +63,7 @@ pub fn run_cpu(spec: &AgentSpec, window: &Window) -> Result<(Vec<u64>, u64), Age
             let len = spec.size.max(1) * (1 << 20) / 8;
             let src: Vec<u64> = (0..len as u64).collect();
             let mut dst = vec![0u64; len];
-            Ok(time_loop(window, || {
+            Ok(window.time_loop(|| {
                 dst.copy_from_slice(black_box(&src));
                 black_box(&dst);
             }))

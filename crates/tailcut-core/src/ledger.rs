@@ -155,6 +155,27 @@ fn check_account(account: &Account, spent: MicroUsd, charge: &Charge<'_>) -> Res
     }
 }
 
+/// One reconcile entry as the database ledgers write it (a `ledger_entries` row of kind
+/// `reconcile`): a correction of a request's projected cost, why, and the account it moves
+/// besides the global total.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[derive(Clone, Debug)]
+struct ReconcileEntry {
+    provider: String,
+    request_id: String,
+    delta: MicroUsd,
+    note: String,
+    account: Option<String>,
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+impl ReconcileEntry {
+    fn new(provider: &str, request_id: &str, delta: MicroUsd, note: &str, account: Option<&str>) -> ReconcileEntry {
+        let (provider, request_id, note) = (provider.to_string(), request_id.to_string(), note.to_string());
+        ReconcileEntry { provider, request_id, delta, note, account: account.map(str::to_string) }
+    }
+}
+
 fn check(limits: &BudgetLimits, spent: MicroUsd, charge: &Charge<'_>) -> Result<(), LedgerError> {
     let after = spent + charge.amount;
     if after > limits.hard_stop {

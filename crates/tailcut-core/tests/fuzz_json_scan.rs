@@ -46,27 +46,4 @@ fn seeds() -> Vec<Vec<u8>> {
     s
 }
 
-#[test]
-fn seed_corpus() {
-    for seed in seeds() {
-        check(&seed).unwrap();
-    }
-}
-
-fn damaged() -> impl Strategy<Value = Vec<u8>> {
-    tailcut_testkit::fuzz::damaged(seeds().into_iter().filter(|s| s.len() < 4096).collect())
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
-
-    #[test]
-    fn arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
-        check(&bytes)?;
-    }
-
-    #[test]
-    fn damaged_replies(bytes in damaged()) {
-        check(&bytes)?;
-    }
-}
+tailcut_testkit::fuzz_tests!(seeds: seeds, check: check, cases: 3000);

@@ -315,28 +315,5 @@ mod fuzz {
         s
     }
 
-    #[test]
-    fn seed_corpus() {
-        for seed in seeds() {
-            check(&seed).unwrap();
-        }
-    }
-
-    fn damaged() -> impl Strategy<Value = Vec<u8>> {
-        tailcut_testkit::fuzz::damaged(seeds().into_iter().filter(|s| s.len() < 4096).collect())
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
-
-        #[test]
-        fn arbitrary_bytes(body in proptest::collection::vec(any::<u8>(), 0..600)) {
-            check(&body)?;
-        }
-
-        #[test]
-        fn damaged_request_bodies(body in damaged()) {
-            check(&body)?;
-        }
-    }
+    tailcut_testkit::fuzz_tests!(seeds: seeds, check: check, cases: 3000);
 }

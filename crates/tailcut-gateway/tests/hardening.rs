@@ -18,27 +18,21 @@ const BOB: &str = "bob-secret-key";
 fn config(gateway: &str) -> String {
     format!(
         r#"{MEMORY_GATEWAY}{gateway}
-{SIM_PROVIDERS}{}[policies.fast]
+{SIM_PROVIDERS}{}{}[policies.fast]
 kind = "single"
 provider = "fastsim"
 [policies.slow]
 kind = "single"
 provider = "slowsim"
-[policies.chat]
-kind = "single"
-provider = "up"
 [routes.jobs]
 kind = "jobs"
 policy = "fast"
 [routes.slowjobs]
 kind = "jobs"
 policy = "slow"
-[routes.chat]
-kind = "openai"
-models = ["m"]
-policy = "chat"
 "#,
-        tailcut_testkit::config::openai_provider("up", "http://127.0.0.1:9/v1")
+        tailcut_testkit::config::openai_provider("up", "http://127.0.0.1:9/v1"),
+        tailcut_testkit::config::single_chat_route("chat", "up")
     )
 }
 

@@ -61,6 +61,13 @@ impl Default for Behaviour {
     }
 }
 
+impl Behaviour {
+    /// Jobs that wait `queue` for a worker, then run for `run`; everything else default.
+    pub fn timed(queue: Duration, run: Duration) -> Behaviour {
+        Behaviour { queue, run, ..Behaviour::default() }
+    }
+}
+
 /// Where a job is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {

@@ -93,6 +93,41 @@ pub fn damaged(seeds: Vec<Vec<u8>>) -> impl Strategy<Value = Vec<u8>> {
     (proptest::sample::select(seeds), prop::collection::vec(mutation(), 1..6)).prop_map(|(seed, m)| mutate(seed, &m))
 }
 
+/// The three fuzz-style tests of a checker of byte strings, bounded for CI:
+/// `seed_corpus` (every seed `$seeds()` returns passes as it is), `arbitrary_bytes`
+/// (`$cases` strings of up to 600 random bytes) and `damaged_seeds` (`$cases` of the seeds
+/// under 4 KiB, each [`damaged`]). `$check` takes the bytes and returns
+/// `Result<(), TestCaseError>`; the crate that calls this depends on `proptest`.
+#[macro_export]
+macro_rules! fuzz_tests {
+    (seeds: $seeds:path, check: $check:path, cases: $cases:expr) => {
+        #[test]
+        fn seed_corpus() {
+            for seed in $seeds() {
+                $check(&seed).unwrap();
+            }
+        }
+
+        ::proptest::proptest! {
+            #![proptest_config(::proptest::prelude::ProptestConfig {
+                cases: $cases,
+                failure_persistence: None,
+                ..::proptest::prelude::ProptestConfig::default()
+            })]
+
+            #[test]
+            fn arbitrary_bytes(bytes in ::proptest::collection::vec(::proptest::prelude::any::<u8>(), 0..600)) {
+                $check(&bytes)?;
+            }
+
+            #[test]
+            fn damaged_seeds(bytes in $crate::fuzz::damaged($seeds().into_iter().filter(|s| s.len() < 4096).collect())) {
+                $check(&bytes)?;
+            }
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,8 @@
 //! stopped when the bench ends (also on panic) — SIGTERM first, since an nginx master
 //! killed outright leaves its workers running — and nothing else is ever stopped.
 
-use std::process::{Child, Command};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Child processes, stopped when the bench ends.
@@ -22,6 +23,40 @@ impl Drop for Procs {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+}
+
+impl Procs {
+    /// Starts `tailcut sim-provider --profile instant` on `port` and waits until it listens.
+    pub(crate) fn start_instant_upstream(&mut self, bin: &str, port: u16) {
+        self.0.push(
+            Command::new(bin)
+                .args(["sim-provider", "--profile", "instant", "--port", &port.to_string(), "--max-workers", "1000000"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("sim-provider starts"),
+        );
+        wait_for_port(port);
+    }
+
+    /// Starts `bin serve --config cfg` (logs off) on a free port and waits until it
+    /// listens: its base URL and pid.
+    pub(crate) fn start_gateway(&mut self, bin: &str, cfg: &Path) -> (String, u32) {
+        let port = free_port();
+        let gw = Command::new(bin)
+            .args(["serve", "--config"])
+            .arg(cfg)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env("TAILCUT_LOG", "off")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("tailcut serve starts");
+        let pid = gw.id();
+        self.0.push(gw);
+        wait_for_port(port);
+        (format!("http://127.0.0.1:{port}"), pid)
     }
 }
 

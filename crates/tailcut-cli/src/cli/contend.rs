@@ -53,15 +53,8 @@ pub struct ContendRunArgs {
     /// CUDA devices: one shared device (time-slicing, mps) or one per agent (mig: MIG UUIDs, dedicated: indices).
     #[arg(long, value_delimiter = ',')]
     pub devices: Vec<String>,
-    /// Base URL of the OpenAI-compatible server (http agents).
-    #[arg(long)]
-    pub url: Option<String>,
-    /// Model name for http agents.
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Requests per second for http agents.
-    #[arg(long, default_value_t = 5.0, value_parser = positive)]
-    pub rate: f64,
+    #[command(flatten)]
+    pub http: HttpAgentArgs,
     /// Bootstrap resamples for the degradation intervals.
     #[arg(long, default_value_t = 300)]
     pub bootstrap: usize,
@@ -122,18 +115,11 @@ pub struct ContendMatrixArgs {
     /// load burst.
     #[arg(long, default_value_t = 3)]
     pub trials: u32,
-    /// Warm-up per run (samples discarded).
-    #[arg(long, default_value = "150ms", value_parser = humantime::parse_duration)]
-    pub warmup: Duration,
-    /// Measurement window per run.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
-    pub duration: Duration,
+    #[command(flatten)]
+    pub window: BlockRunArgs,
     /// CUDA device shared by the agents (time-slicing, mps).
     #[arg(long, value_delimiter = ',')]
     pub devices: Vec<String>,
-    /// Think time of agent-loop agents, ms.
-    #[arg(long, default_value_t = 10)]
-    pub think_ms: u64,
     /// Bootstrap resamples per cell.
     #[arg(long, default_value_t = 200)]
     pub bootstrap: usize,
@@ -146,12 +132,8 @@ pub struct ContendMatrixArgs {
     /// Write an SVG heatmap of the p99 factors here.
     #[arg(long, value_name = "FILE")]
     pub heatmap: Option<PathBuf>,
-    /// Print the whole result as JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Also write the JSON result to this file (with the text report on standard output).
-    #[arg(long, value_name = "FILE")]
-    pub json_out: Option<PathBuf>,
+    #[command(flatten)]
+    pub output: JsonOutArgs,
 }
 
 /// Options of `tailcut contend verify`.
@@ -169,7 +151,31 @@ pub struct ContendVerifyArgs {
     /// measured p99 is the median of the trials' own p99s.
     #[arg(long, default_value_t = 3)]
     pub trials: u32,
-    /// Warm-up per run.
+    #[command(flatten)]
+    pub window: BlockRunArgs,
+    #[command(flatten)]
+    pub output: JsonOutArgs,
+}
+
+/// Where http agents send their requests (`contend run`, `contend agent`).
+#[derive(Debug, Args)]
+pub struct HttpAgentArgs {
+    /// Base URL of the OpenAI-compatible server (http agents).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Model name for http agents.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Requests per second for http agents.
+    #[arg(long, default_value_t = 5.0, value_parser = positive)]
+    pub rate: f64,
+}
+
+/// Each run of `contend matrix` and `contend verify`: its warm-up, its window and the
+/// agent-loop agents' think time.
+#[derive(Debug, Args)]
+pub struct BlockRunArgs {
+    /// Warm-up per run (samples discarded).
     #[arg(long, default_value = "150ms", value_parser = humantime::parse_duration)]
     pub warmup: Duration,
     /// Measurement window per run.
@@ -178,7 +184,12 @@ pub struct ContendVerifyArgs {
     /// Think time of agent-loop agents, ms.
     #[arg(long, default_value_t = 10)]
     pub think_ms: u64,
-    /// Print JSON.
+}
+
+/// Where a result goes: JSON or text on standard output, and optionally a JSON file.
+#[derive(Debug, Args)]
+pub struct JsonOutArgs {
+    /// Print the whole result as JSON.
     #[arg(long)]
     pub json: bool,
     /// Also write the JSON result to this file (with the text report on standard output).
@@ -229,15 +240,8 @@ pub struct ContendAgentArgs {
     /// Write the samples here instead of standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Base URL (http).
-    #[arg(long)]
-    pub url: Option<String>,
-    /// Model (http).
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Requests per second (http).
-    #[arg(long, default_value_t = 5.0, value_parser = positive)]
-    pub rate: f64,
+    #[command(flatten)]
+    pub http: HttpAgentArgs,
     /// Think time between model calls, ms (agent-loop).
     #[arg(long)]
     pub think_ms: Option<u64>,

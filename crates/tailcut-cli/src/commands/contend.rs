@@ -3,7 +3,7 @@
 
 use crate::cli::{
     ContendAgentArgs, ContendCommand, ContendCompareArgs, ContendK8sArgs, ContendMatrixArgs, ContendPlanArgs, ContendReportArgs,
-    ContendRunArgs, ContendVerifyArgs,
+    ContendRunArgs, ContendVerifyArgs, HttpAgentArgs,
 };
 use crate::commands::BadInput;
 use anyhow::Context;
@@ -62,9 +62,7 @@ fn agent_error(e: AgentError) -> anyhow::Error {
 fn run_cmd(a: &ContendRunArgs) -> anyhow::Result<ExitCode> {
     let mut agents = a.agents.iter().map(|t| parse_agent(t)).collect::<Result<Vec<_>, _>>()?;
     for spec in agents.iter_mut().filter(|s| s.kind == AgentKind::Http) {
-        spec.url.clone_from(&a.url);
-        spec.model.clone_from(&a.model);
-        spec.rate_per_s = a.rate;
+        set_http(spec, &a.http);
     }
     set_think(&mut agents, a.think_ms);
     if let Some(bad) = a.expect_share.iter().find(|s| **s > 1.0) {
@@ -98,17 +96,7 @@ fn run_cmd(a: &ContendRunArgs) -> anyhow::Result<ExitCode> {
     // One step per agent run: each agent solo, then all of them together, per trial.
     let runs = u64::from(settings.trials) * (settings.agents.len() as u64 + u64::from(settings.mode != Mode::Solo));
     let bar = crate::commands::progress(runs, "contention runs", quiet);
-    let mut report = protocol::run(&settings, &|line| {
-        if bar.is_hidden() {
-            if !quiet {
-                eprintln!("  {line}");
-            }
-        } else {
-            bar.set_message(line.to_string());
-            bar.inc(1);
-        }
-    })
-    .map_err(protocol_error)?;
+    let mut report = protocol::run(&settings, &step_reporter(&bar, quiet)).map_err(protocol_error)?;
     bar.finish_and_clear();
     if !a.expect_share.is_empty() {
         report.check_shares(&a.expect_share, a.share_tolerance);
@@ -120,17 +108,48 @@ fn run_cmd(a: &ContendRunArgs) -> anyhow::Result<ExitCode> {
     if !a.include_samples {
         report.samples.clear();
     }
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report.render());
-    }
+    emit(a.json, None, &report, || report.render())?;
     if !report.shares_ok() {
         let off: Vec<&str> = report.shares.iter().filter(|s| !s.ok).map(|s| s.agent.as_str()).collect();
         eprintln!("tailcut: measured share differs from the configured share for {}: the share is not enforced", off.join(", "));
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn set_http(spec: &mut AgentSpec, http: &HttpAgentArgs) {
+    spec.url.clone_from(&http.url);
+    spec.model.clone_from(&http.model);
+    spec.rate_per_s = http.rate;
+}
+
+/// What a long run reports after each step: the step on `bar`, or, without a bar (not a
+/// terminal), a line on standard error unless `quiet` (JSON output).
+fn step_reporter(bar: &indicatif::ProgressBar, quiet: bool) -> impl Fn(&str) + '_ {
+    move |line| {
+        if bar.is_hidden() {
+            if !quiet {
+                eprintln!("  {line}");
+            }
+        } else {
+            bar.set_message(line.to_string());
+            bar.inc(1);
+        }
+    }
+}
+
+/// Writes `result` to `json_out` (`--json-out`) when given, then prints it as JSON
+/// (`--json`) or as `text()`.
+fn emit<T: serde::Serialize>(json: bool, json_out: Option<&Path>, result: &T, text: impl FnOnce() -> String) -> anyhow::Result<()> {
+    if let Some(path) = json_out {
+        std::fs::write(path, serde_json::to_string_pretty(result)?).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(result)?);
+    } else {
+        print!("{}", text());
+    }
+    Ok(())
 }
 
 fn set_think(agents: &mut [AgentSpec], think_ms: u64) {
@@ -149,9 +168,7 @@ fn agent(a: &ContendAgentArgs) -> anyhow::Result<ExitCode> {
         spec.batch = b;
     }
     spec.device.clone_from(&a.device);
-    spec.url.clone_from(&a.url);
-    spec.model.clone_from(&a.model);
-    spec.rate_per_s = a.rate;
+    set_http(&mut spec, &a.http);
     if let Some(t) = a.think_ms {
         spec.think_ms = t;
     }
@@ -222,11 +239,7 @@ fn report(a: &ContendReportArgs) -> anyhow::Result<ExitCode> {
         tailcut_contend::plot::contention_svg(path, &r)?;
     }
     r.samples.clear();
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        print!("{}", r.render());
-    }
+    emit(a.json, None, &r, || r.render())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -373,9 +386,9 @@ fn matrix(a: &ContendMatrixArgs) -> anyhow::Result<ExitCode> {
     if let Some(h) = agents.iter().find(|s| s.kind == AgentKind::Http) {
         return Err(BadInput(format!("--agent {}: the matrix measures agents that share this machine's processor", h.kind.name())).into());
     }
-    set_think(&mut agents, a.think_ms);
+    set_think(&mut agents, a.window.think_ms);
     // Check the outputs before a run that takes minutes, not after.
-    for path in [&a.table, &a.heatmap, &a.json_out].into_iter().flatten() {
+    for path in [&a.table, &a.heatmap, &a.output.json_out].into_iter().flatten() {
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if !dir.is_dir() {
             return Err(BadInput(format!("{}: directory {} does not exist", path.display(), dir.display())).into());
@@ -388,8 +401,8 @@ fn matrix(a: &ContendMatrixArgs) -> anyhow::Result<ExitCode> {
             agents,
             mode: mode(&a.mode)?,
             trials: a.trials,
-            warmup: a.warmup,
-            duration: a.duration,
+            warmup: a.window.warmup,
+            duration: a.window.duration,
             iterations: None,
             bootstrap_rounds: a.bootstrap,
             thresholds: VerdictThresholds::default(),
@@ -404,18 +417,8 @@ fn matrix(a: &ContendMatrixArgs) -> anyhow::Result<ExitCode> {
         return Err(BadInput("--trials must be at least 1".into()).into());
     }
     let runs = tailcut_contend::matrix::runs_per_trial(n, a.triples) as u64;
-    let bar = crate::commands::progress(u64::from(a.trials) * runs, "interference matrix", a.json);
-    let report = tailcut_contend::matrix::run(&settings, &|line| {
-        if bar.is_hidden() {
-            if !a.json {
-                eprintln!("  {line}");
-            }
-        } else {
-            bar.set_message(line.to_string());
-            bar.inc(1);
-        }
-    })
-    .map_err(protocol_error)?;
+    let bar = crate::commands::progress(u64::from(a.trials) * runs, "interference matrix", a.output.json);
+    let report = tailcut_contend::matrix::run(&settings, &step_reporter(&bar, a.output.json)).map_err(protocol_error)?;
     bar.finish_and_clear();
     let command = format!(
         "tailcut contend matrix {} --mode {}{} --trials {} --duration {}",
@@ -423,7 +426,7 @@ fn matrix(a: &ContendMatrixArgs) -> anyhow::Result<ExitCode> {
         a.mode,
         if a.triples { " --triples" } else { "" },
         a.trials,
-        humantime::format_duration(a.duration)
+        humantime::format_duration(a.window.duration)
     );
     write_matrix(a, &report, &command)
 }
@@ -437,14 +440,7 @@ fn write_matrix(a: &ContendMatrixArgs, report: &tailcut_contend::matrix::MatrixR
         tailcut_contend::plot::matrix_heatmap(path, report)?;
         eprintln!("tailcut: wrote {}", path.display());
     }
-    if let Some(path) = &a.json_out {
-        std::fs::write(path, serde_json::to_string_pretty(report)?).with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(report)?);
-    } else {
-        print!("{}", report.render());
-    }
+    emit(a.output.json, a.output.json_out.as_deref(), report, || report.render())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -456,8 +452,8 @@ fn verify(a: &ContendVerifyArgs) -> anyhow::Result<ExitCode> {
         agents: Vec::new(),
         mode: if a.gpu { Mode::TimeSlicing } else { Mode::SameCore },
         trials: a.trials,
-        warmup: a.warmup,
-        duration: a.duration,
+        warmup: a.window.warmup,
+        duration: a.window.duration,
         iterations: None,
         bootstrap_rounds: 0,
         thresholds: VerdictThresholds::default(),
@@ -465,28 +461,11 @@ fn verify(a: &ContendVerifyArgs) -> anyhow::Result<ExitCode> {
         program: std::env::current_exe().context("cannot find the tailcut executable to start agents")?,
         seed: 1,
     };
-    let settings = tailcut_contend::verify::VerifySettings { plan, run: template, gpu: a.gpu, think_ms: a.think_ms };
+    let settings = tailcut_contend::verify::VerifySettings { plan, run: template, gpu: a.gpu, think_ms: a.window.think_ms };
     let runs = u64::from(a.trials) * settings.plan.gpus.len() as u64;
-    let bar = crate::commands::progress(runs, "verifying the plan", a.json);
-    let report = tailcut_contend::verify::run(&settings, &|line| {
-        if bar.is_hidden() {
-            if !a.json {
-                eprintln!("  {line}");
-            }
-        } else {
-            bar.set_message(line.to_string());
-            bar.inc(1);
-        }
-    })
-    .map_err(protocol_error)?;
+    let bar = crate::commands::progress(runs, "verifying the plan", a.output.json);
+    let report = tailcut_contend::verify::run(&settings, &step_reporter(&bar, a.output.json)).map_err(protocol_error)?;
     bar.finish_and_clear();
-    if let Some(path) = &a.json_out {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?).with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report.render());
-    }
+    emit(a.output.json, a.output.json_out.as_deref(), &report, || report.render())?;
     Ok(if report.all_met { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

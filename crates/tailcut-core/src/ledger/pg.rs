@@ -27,7 +27,7 @@
 //! [`PgLedger::reconciliation`] shows every micro-dollar: per budget, what was charged,
 //! reconciled, leased, returned and reclaimed, and whether the totals agree.
 
-use super::{Account, BudgetGate, BudgetLimits, Charge, ChargeFuture, LedgerError, LedgerSummary};
+use super::{Account, BudgetGate, BudgetLimits, Charge, ChargeFuture, LedgerError, LedgerSummary, ReconcileEntry};
 use crate::money::MicroUsd;
 use crate::pg::{PgError, PgState, Slice};
 mod books;
@@ -284,16 +284,8 @@ impl PgLedger {
         self.state.run(async move { reconciliation(&st).await }).await.map_err(storage)
     }
 
-    async fn reconcile_in(
-        &self,
-        provider: &str,
-        request_id: &str,
-        delta: MicroUsd,
-        note: &str,
-        account: Option<&str>,
-    ) -> Result<(), LedgerError> {
+    async fn reconcile_in(&self, row: ReconcileEntry) -> Result<(), LedgerError> {
         let st = self.state.clone();
-        let row = (provider.to_string(), request_id.to_string(), delta.0, note.to_string(), account.map(str::to_string));
         self.state
             .run(async move {
                 let mut c = st.client().await?;
@@ -301,14 +293,14 @@ impl PgLedger {
                 tx.execute(
                     "INSERT INTO ledger_entries (kind, provider, request_id, micro_usd, note, account, replica)
                      VALUES ('reconcile', $1, $2, $3, $4, $5, $6)",
-                    &[&row.0, &row.1, &row.2, &row.3, &row.4, &st.replica()],
+                    &[&row.provider, &row.request_id, &row.delta.0, &row.note, &row.account, &st.replica()],
                 )
                 .await?;
-                tx.execute("UPDATE budget_scopes SET spent = spent + $1 WHERE scope = 'global'", &[&row.2]).await?;
-                if let Some(a) = &row.4 {
+                tx.execute("UPDATE budget_scopes SET spent = spent + $1 WHERE scope = 'global'", &[&row.delta.0]).await?;
+                if let Some(a) = &row.account {
                     tx.execute(
                         "INSERT INTO budget_scopes (scope, spent) VALUES ($1, $2) ON CONFLICT (scope) DO UPDATE SET spent = budget_scopes.spent + $2",
-                        &[&account_scope(a), &row.2],
+                        &[&account_scope(a), &row.delta.0],
                     )
                     .await?;
                 }
@@ -402,17 +394,13 @@ impl BudgetGate for PgLedger {
     }
 
     fn reconcile(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str) -> Result<(), LedgerError> {
-        let (l, p, r, n) = (self.clone(), provider.to_string(), request_id.to_string(), note.to_string());
-        self.state
-            .block_on(async move { l.reconcile_in(&p, &r, delta, &n, None).await.map_err(|e| PgError::Db(e.to_string())) })
-            .map_err(storage)
+        let (l, row) = (self.clone(), ReconcileEntry::new(provider, request_id, delta, note, None));
+        self.state.block_on(async move { l.reconcile_in(row).await.map_err(|e| PgError::Db(e.to_string())) }).map_err(storage)
     }
 
     fn reconcile_account(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str, account: &str) -> Result<(), LedgerError> {
-        let (l, p, r, n, a) = (self.clone(), provider.to_string(), request_id.to_string(), note.to_string(), account.to_string());
-        self.state
-            .block_on(async move { l.reconcile_in(&p, &r, delta, &n, Some(&a)).await.map_err(|e| PgError::Db(e.to_string())) })
-            .map_err(storage)
+        let (l, row) = (self.clone(), ReconcileEntry::new(provider, request_id, delta, note, Some(account)));
+        self.state.block_on(async move { l.reconcile_in(row).await.map_err(|e| PgError::Db(e.to_string())) }).map_err(storage)
     }
 
     fn account_spent(&self, account: &str) -> Result<MicroUsd, LedgerError> {

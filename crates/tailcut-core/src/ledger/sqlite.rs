@@ -1,7 +1,7 @@
 //! The durable ledger: one SQLite file, safe across threads and processes (feature
 //! `sqlite`).
 
-use super::{check, check_account, Account, BudgetGate, BudgetLimits, Charge, LedgerError, LedgerSummary};
+use super::{check, check_account, Account, BudgetGate, BudgetLimits, Charge, LedgerError, LedgerSummary, ReconcileEntry};
 use crate::money::MicroUsd;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::fmt;
@@ -130,14 +130,8 @@ impl SqliteLedger {
         })
     }
 
-    fn reconcile_in(
-        &self,
-        provider: &str,
-        request_id: &str,
-        delta: MicroUsd,
-        note: &str,
-        account: Option<&str>,
-    ) -> Result<(), LedgerError> {
+    fn reconcile_in(&self, entry: &ReconcileEntry) -> Result<(), LedgerError> {
+        let ReconcileEntry { provider, request_id, delta, note, account } = entry;
         self.with_conn(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
             tx.execute(
@@ -165,7 +159,7 @@ impl BudgetGate for SqliteLedger {
     }
 
     fn reconcile(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str) -> Result<(), LedgerError> {
-        self.reconcile_in(provider, request_id, delta, note, None)
+        self.reconcile_in(&ReconcileEntry::new(provider, request_id, delta, note, None))
     }
 
     fn charge_account(&self, charge: &Charge<'_>, account: &Account) -> Result<MicroUsd, LedgerError> {
@@ -173,7 +167,7 @@ impl BudgetGate for SqliteLedger {
     }
 
     fn reconcile_account(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str, account: &str) -> Result<(), LedgerError> {
-        self.reconcile_in(provider, request_id, delta, note, Some(account))
+        self.reconcile_in(&ReconcileEntry::new(provider, request_id, delta, note, Some(account)))
     }
 
     fn account_spent(&self, account: &str) -> Result<MicroUsd, LedgerError> {

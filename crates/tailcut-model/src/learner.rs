@@ -353,6 +353,13 @@ impl PolicyState {
     /// Decides one request like [`PolicyState::decide_plan`] and explains it.
     pub fn decide(&mut self, gaps: &[Option<f64>]) -> Decision {
         let (plan, why) = self.decide_plan(gaps);
+        self.explain(plan, why)
+    }
+
+    /// The explanation of a plan [`PolicyState::decide_plan`] chose: its label and the
+    /// reason in words (formatting is the costly part of a decision, so a live caller may
+    /// keep the last explanation and call this only when the plan or the reason changed).
+    pub fn explain(&self, plan: Plan, why: Why) -> Decision {
         let (reason, predicted) = match (why, self.kind) {
             (Why::Quantile { delay_s, samples }, LearnedKind::Adaptive(a)) => {
                 (format!("hedge at learned p{} = {:.3}s of {} samples", fmt_q(a.quantile), delay_s, samples), None)

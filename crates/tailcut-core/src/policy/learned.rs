@@ -20,7 +20,7 @@ use crate::trace::{LearnedChoice, ProviderBelief, RequestTrace};
 use async_trait::async_trait;
 use std::sync::Mutex;
 use std::time::Duration;
-use tailcut_model::{LearnedKind, Learner, Model, ModelConfig, Observation, Outcome, Plan};
+use tailcut_model::{Decision, LearnedKind, Learner, Model, ModelConfig, Observation, Outcome, Plan, Why};
 use tokio::time::Instant;
 
 /// Model updates between recomputations of the quantiles a decision records.
@@ -43,9 +43,33 @@ struct Inner {
     /// Per provider: samples and learned (p50, p95, p99), as of `beliefs_at` updates.
     beliefs: Vec<(u64, [Option<f64>; 3])>,
     beliefs_at: Option<u64>,
+    /// The last plan, its reason and their explanation: a busy route decides the same
+    /// plan for the same reason for many requests in a row (until the model's tables
+    /// refresh), and formatting the explanation is most of a decision's cost.
+    explained: Option<(Plan, Why, Decision)>,
 }
 
 impl Inner {
+    /// Decides one request and explains it, reusing the last explanation when the plan
+    /// and its reason are the same as last time.
+    fn decide(&mut self, gaps: &[Option<f64>]) -> (Plan, LearnedChoice) {
+        let (plan, why) = self.learner.state().decide_plan(gaps);
+        if !matches!(&self.explained, Some((p, w, _)) if *p == plan && *w == why) {
+            self.explained = None;
+        }
+        let learner = &mut self.learner;
+        let (_, _, d) = self.explained.get_or_insert_with(|| (plan, why, learner.state().explain(plan, why)));
+        let choice = LearnedChoice {
+            plan: d.plan_label.clone(),
+            reason: d.reason.clone(),
+            predicted_miss: d.predicted.map(|p| p.miss),
+            predicted_cost_usd: d.predicted.map(|p| p.cost_usd()),
+            predicted_extra: d.predicted.map(|p| p.extra),
+            model: Vec::new(),
+        };
+        (plan, choice)
+    }
+
     /// What the model knows of each provider now. The samples are live; the quantiles
     /// are recomputed when the model changed, at most every [`BELIEFS_EVERY`] updates once
     /// every provider has [`BELIEFS_EVERY`]·4 samples (a busy route pays a sketch walk per
@@ -116,7 +140,9 @@ pub fn observations(trace: &RequestTrace, names: &[String], gaps: &[Option<f64>]
         // carry no metrics).
         let queued_poll =
             a.polls.iter().filter(|p| p.state == JobState::Queued).map(|p| (p.at_ms - a.submit_offset_ms).max(0.0) + 1.0).reduce(f64::max);
-        let queue_ms = metric("queue_delay_ms").or_else(|| metric(&format!("{}_delay_ms", a.provider))).or(queued_poll);
+        let own_delay =
+            || a.metrics.iter().find(|(k, _)| k.strip_suffix("_delay_ms") == Some(a.provider.as_str())).and_then(|(_, v)| v.as_f64());
+        let queue_ms = metric("queue_delay_ms").or_else(own_delay).or(queued_poll);
         let warm = a
             .metrics
             .get("warm")
@@ -196,7 +222,7 @@ impl LearnedPolicy {
             label: label.to_string(),
             names: meta.into_iter().map(|m| m.0).collect(),
             slots,
-            inner: Mutex::new(Inner { learner, last_served: vec![None; n], beliefs: Vec::new(), beliefs_at: None }),
+            inner: Mutex::new(Inner { learner, last_served: vec![None; n], beliefs: Vec::new(), beliefs_at: None, explained: None }),
         })
     }
 
@@ -363,20 +389,14 @@ impl Policy for LearnedPolicy {
     }
 
     async fn drive(&self, race: &mut Race) -> Result<(), RaceError> {
-        let (decision, model) = {
+        let (plan, choice) = {
             let mut inner = self.inner.lock().map_err(|_| RaceError::Stopped)?;
             let gaps = Self::gaps(&inner, race.t0());
-            let decision = inner.learner.decide(&gaps);
-            (decision, inner.beliefs(&self.names, &gaps))
+            let (plan, mut choice) = inner.decide(&gaps);
+            choice.model = inner.beliefs(&self.names, &gaps);
+            (plan, choice)
         };
-        race.explain(LearnedChoice {
-            plan: decision.plan_label.clone(),
-            reason: decision.reason.clone(),
-            predicted_miss: decision.predicted.map(|p| p.miss),
-            predicted_cost_usd: decision.predicted.map(|p| p.cost_usd()),
-            predicted_extra: decision.predicted.map(|p| p.extra),
-            model,
-        });
-        self.run_plan(race, decision.plan).await
+        race.explain(choice);
+        self.run_plan(race, plan).await
     }
 }

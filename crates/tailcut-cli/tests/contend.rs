@@ -250,8 +250,14 @@ fn matrix_table_feeds_plan_and_verify_closes_the_loop() {
     assert_eq!(r["seats"].as_array().unwrap().len(), 2);
     for s in r["seats"].as_array().unwrap() {
         assert!(s["measured_p99_ms"].as_f64().unwrap() > 0.0 && s["met"] == true, "{s}");
+        // Each sharing agent also ran alone in the trial: a measured factor beside the plan's.
+        assert!(s["solo_now_p99_ms"].as_f64().unwrap() > 0.0, "{s}");
+        assert!(s["measured_factor"].as_f64().unwrap() > 0.0 && s["predicted_factor"].as_f64().unwrap() > 0.0, "{s}");
+        let e = s["factor_error"].as_f64().unwrap();
+        let expected = s["measured_factor"].as_f64().unwrap() / s["predicted_factor"].as_f64().unwrap() - 1.0;
+        assert!((e - expected).abs() < 1e-9, "{s}");
     }
-    assert!(r["pair_mean_abs_error"].is_f64());
+    assert!(r["pair_mean_abs_error"].is_f64() && r["pair_mean_abs_factor_error"].is_f64(), "{r}");
 
     // The same plan with an objective nobody can meet: verify exits 1 and names the agent.
     let strict = String::from_utf8(std::fs::read(&plan_path).unwrap()).unwrap().replace("10000.0", "0.000001");

@@ -8,6 +8,12 @@
 //! time, device `g` on core `g mod cores`, over interleaved trials. An agent's measured p99
 //! is the median over trials of each trial's p99, so one trial hit by a load burst on the
 //! machine does not decide the verdict. With `gpu`, the seats must be CUDA agents and device `g` is CUDA device `devices[g]` (or `g`).
+//!
+//! With `solo` (the default), each trial also runs every sharing agent alone on its
+//! device, back to back with the group: the measured factor (shared over solo p99, the
+//! median of the trials' own ratios) is compared with the planned factor, so the error
+//! reported beside the absolute one is the interference model's alone, not the machine's
+//! drift since the matrix measured the solo p99s.
 
 use crate::agent::{AgentSpec, Samples};
 use crate::matrix::trial_order;
@@ -42,6 +48,18 @@ pub struct SeatCheck {
     pub predicted_p99_ms: f64,
     /// measured / predicted − 1.
     pub prediction_error: f64,
+    /// Solo p99 measured in this run, back to back with the group, ms (sharing agents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solo_now_p99_ms: Option<f64>,
+    /// Measured factor: the median over trials of shared p99 / solo p99.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_factor: Option<f64>,
+    /// The plan's factor: predicted p99 / the solo p99 it scaled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_factor: Option<f64>,
+    /// measured factor / predicted factor − 1: the prediction rebased on this run's solo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub factor_error: Option<f64>,
     /// The plan's expected error, if it stated one.
     pub expected_error: Option<f64>,
     /// Whether |prediction error| is within the expected error.
@@ -78,6 +96,13 @@ pub struct VerifyReport {
     pub pair_mean_abs_error: Option<f64>,
     /// Mean |prediction error| over agents sharing with two or more others.
     pub group_mean_abs_error: Option<f64>,
+    /// Mean |factor error| (the prediction rebased on this run's solo) over agents sharing
+    /// with one other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair_mean_abs_factor_error: Option<f64>,
+    /// The same over agents sharing with two or more others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_mean_abs_factor_error: Option<f64>,
 }
 
 /// What to verify and how.
@@ -92,6 +117,70 @@ pub struct VerifySettings {
     pub gpu: bool,
     /// Think time of agent-loop agents, ms.
     pub think_ms: u64,
+    /// Also run each sharing agent alone in every trial (the measured factor).
+    pub solo: bool,
+}
+
+/// Runs one device's group and, with `solo`, each of its agents alone, in an order that
+/// flips between trials.
+fn run_device(
+    run: &RunSettings,
+    names: &[String],
+    which: &[usize],
+    places: &[Placement],
+    solo: bool,
+    trial: u32,
+    progress: &dyn Fn(&str),
+) -> Result<Vec<Samples>, ProtocolError> {
+    let mut out = Vec::new();
+    let alone = |out: &mut Vec<Samples>| -> Result<(), ProtocolError> {
+        for (k, &i) in which.iter().enumerate() {
+            progress(&format!("trial {trial}/{}: {} alone", run.trials, names[i]));
+            out.extend(run_placed(run, names, &[i], &places[k..=k], "solo", trial)?);
+        }
+        Ok(())
+    };
+    let solo = solo && which.len() > 1;
+    if solo && trial % 2 == 0 {
+        alone(&mut out)?;
+    }
+    out.extend(run_placed(run, names, which, places, "verify", trial)?);
+    if solo && trial % 2 == 1 {
+        alone(&mut out)?;
+    }
+    Ok(out)
+}
+
+/// Per trial, the samples (ms) of `agent` in `arm`.
+fn per_trial(collected: &[Samples], agent: &str, arm: &str, trials: u32) -> Vec<Vec<f64>> {
+    (1..=trials)
+        .map(|t| {
+            collected
+                .iter()
+                .filter(|s| s.name.as_deref() == Some(agent) && s.arm.as_deref() == Some(arm) && s.trial == Some(t))
+                .flat_map(|s| s.samples_ns.iter().map(|&x| x as f64 / 1e6))
+                .collect()
+        })
+        .collect()
+}
+
+/// The median over trials of each trial's shared p99 / solo p99 (trials missing either
+/// are skipped; None when none has both).
+fn median_trial_ratio(shared: &[Vec<f64>], solo: &[Vec<f64>]) -> Option<f64> {
+    let mut ratios: Vec<f64> = shared
+        .iter()
+        .zip(solo)
+        .filter_map(|(a, b)| {
+            let (pa, _) = median_trial_p99(std::slice::from_ref(a));
+            let (pb, _) = median_trial_p99(std::slice::from_ref(b));
+            (pa.is_finite() && pb.is_finite() && pb > 0.0).then(|| pa / pb)
+        })
+        .collect();
+    if ratios.is_empty() {
+        return None;
+    }
+    tailcut_stats::sort_latencies(&mut ratios);
+    Some(tailcut_stats::quantile_linear(&ratios, 0.5))
 }
 
 /// Runs the check. `progress` receives a line per run.
@@ -169,24 +258,21 @@ pub fn run(settings: &VerifySettings, progress: &dyn Fn(&str)) -> Result<VerifyR
             let (gpu, mode, which, places) = &devices[d];
             let label: Vec<&str> = which.iter().map(|&i| names[i].as_str()).collect();
             progress(&format!("trial {trial}/{}: device {gpu} ({}): {}", run.trials, mode.name(), label.join(" + ")));
-            collected.extend(run_placed(&run, &names, which, places, "verify", trial)?);
+            collected.extend(run_device(&run, &names, which, places, settings.solo, trial, progress)?);
         }
     }
     let mut seats = Vec::new();
     for g in &settings.plan.gpus {
         for seat in &g.seats {
-            let per_trial: Vec<Vec<f64>> = (1..=run.trials)
-                .map(|t| {
-                    collected
-                        .iter()
-                        .filter(|s| s.name.as_deref() == Some(seat.agent.as_str()) && s.trial == Some(t))
-                        .flat_map(|s| s.samples_ns.iter().map(|&x| x as f64 / 1e6))
-                        .collect()
-                })
-                .collect();
-            let (p99, trial_p99_ms) = median_trial_p99(&per_trial);
-            let samples = per_trial.iter().map(Vec::len).sum();
+            let shared = per_trial(&collected, &seat.agent, "verify", run.trials);
+            let alone = per_trial(&collected, &seat.agent, "solo", run.trials);
+            let (p99, trial_p99_ms) = median_trial_p99(&shared);
+            let samples = shared.iter().map(Vec::len).sum();
             let err = p99 / seat.predicted_p99_ms - 1.0;
+            let solo_now = Some(median_trial_p99(&alone).0).filter(|x| x.is_finite());
+            let measured_factor = median_trial_ratio(&shared, &alone);
+            let predicted_factor = seat.solo_p99_ms.filter(|s| *s > 0.0).map(|s| seat.predicted_p99_ms / s);
+            let factor_error = measured_factor.zip(predicted_factor).map(|(m, p)| m / p - 1.0);
             seats.push(SeatCheck {
                 agent: seat.agent.clone(),
                 kind: seat.kind.clone(),
@@ -198,6 +284,10 @@ pub fn run(settings: &VerifySettings, progress: &dyn Fn(&str)) -> Result<VerifyR
                 objective_ms: seat.objective_ms,
                 predicted_p99_ms: seat.predicted_p99_ms,
                 prediction_error: err,
+                solo_now_p99_ms: solo_now,
+                measured_factor,
+                predicted_factor,
+                factor_error,
                 expected_error: seat.expected_error,
                 within_expected: seat.expected_error.map(|e| err.abs() <= e),
                 met: p99 <= seat.objective_ms,
@@ -228,14 +318,15 @@ pub fn median_trial_p99(per_trial: &[Vec<f64>]) -> (f64, Vec<f64>) {
 /// Builds the report from the per-seat checks.
 pub fn summarise(plan: &Plan, seats: Vec<SeatCheck>, trials: u32, duration_s: f64, run_time_s: f64, gpu: bool) -> VerifyReport {
     let size = |s: &SeatCheck| plan.gpus.iter().find(|g| g.gpu == s.gpu).map_or(1, |g| g.seats.len());
-    let mean = |pick: &dyn Fn(usize) -> bool| {
+    let mean = |pick: &dyn Fn(usize) -> bool, error: &dyn Fn(&SeatCheck) -> Option<f64>| {
         let v: Vec<f64> = seats
             .iter()
             .filter(|s| matches!(s.mode, GroupMode::TimeSlicing | GroupMode::Mps) && pick(size(s)))
-            .map(|s| s.prediction_error.abs())
+            .filter_map(|s| error(s).map(f64::abs))
             .collect();
         (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
     };
+    let (absolute, factor) = (|s: &SeatCheck| Some(s.prediction_error), |s: &SeatCheck| s.factor_error);
     VerifyReport {
         tool: "tailcut contend verify".into(),
         target: if gpu { "gpu" } else { "cpu" }.into(),
@@ -243,8 +334,10 @@ pub fn summarise(plan: &Plan, seats: Vec<SeatCheck>, trials: u32, duration_s: f6
         duration_s,
         run_time_s,
         all_met: seats.iter().all(|s| s.met),
-        pair_mean_abs_error: mean(&|n| n == 2),
-        group_mean_abs_error: mean(&|n| n >= 3),
+        pair_mean_abs_error: mean(&|n| n == 2, &absolute),
+        group_mean_abs_error: mean(&|n| n >= 3, &absolute),
+        pair_mean_abs_factor_error: mean(&|n| n == 2, &factor),
+        group_mean_abs_factor_error: mean(&|n| n >= 3, &factor),
         seats,
     }
 }
@@ -270,6 +363,12 @@ impl VerifyReport {
                     if c.met { "met".into() } else { "MISSED".into() },
                     format!("{:.3}", c.predicted_p99_ms),
                     format!("{:+.1}%", c.prediction_error * 100.0),
+                    c.solo_now_p99_ms.map_or("-".into(), |x| format!("{x:.3}")),
+                    match (c.measured_factor, c.predicted_factor) {
+                        (Some(m), Some(p)) => format!("×{m:.2} / ×{p:.2}"),
+                        _ => "-".into(),
+                    },
+                    c.factor_error.map_or("-".into(), |e| format!("{:+.1}%", e * 100.0)),
                     match (c.expected_error, c.within_expected) {
                         (Some(e), Some(true)) => format!("within ±{:.0}%", e * 100.0),
                         (Some(e), _) => format!("OUTSIDE ±{:.0}%", e * 100.0),
@@ -278,7 +377,21 @@ impl VerifyReport {
                 ]
             })
             .collect();
-        s.push_str(&crate::report::table(&["agent", "device", "n", "p99 ms", "objective", "", "predicted", "error", "expected"], &rows));
+        let head = [
+            "agent",
+            "device",
+            "n",
+            "p99 ms",
+            "objective",
+            "",
+            "predicted",
+            "error",
+            "solo now",
+            "factor meas/plan",
+            "factor error",
+            "expected",
+        ];
+        s.push_str(&crate::report::table(&head, &rows));
         if self.seats.iter().any(SeatCheck::few_samples) {
             s.push_str("* under 100 samples per trial: each trial's p99 is close to its maximum; give a longer --duration\n");
         }
@@ -287,6 +400,12 @@ impl VerifyReport {
         }
         if let Some(e) = self.group_mean_abs_error {
             let _ = writeln!(s, "prediction error, agents sharing with two or more: mean |error| {:.1}%", e * 100.0);
+        }
+        if let Some(e) = self.pair_mean_abs_factor_error {
+            let _ = writeln!(s, "factor error (the prediction rebased on this run's solo p99), pairs: mean |error| {:.1}%", e * 100.0);
+        }
+        if let Some(e) = self.group_mean_abs_factor_error {
+            let _ = writeln!(s, "factor error, two or more: mean |error| {:.1}%", e * 100.0);
         }
         let missed: Vec<&str> = self.seats.iter().filter(|c| !c.met).map(|c| c.agent.as_str()).collect();
         if missed.is_empty() {
@@ -309,6 +428,7 @@ mod tests {
             kind: "fft".into(),
             profile: None,
             predicted_p99_ms: predicted,
+            solo_p99_ms: Some(1.0),
             objective_ms: objective,
             memory_gb: 0.0,
             expected_error: Some(0.1),
@@ -328,6 +448,10 @@ mod tests {
             objective_ms: objective,
             predicted_p99_ms: predicted,
             prediction_error: err,
+            solo_now_p99_ms: None,
+            measured_factor: None,
+            predicted_factor: None,
+            factor_error: None,
             expected_error: Some(0.1),
             within_expected: Some(err.abs() <= 0.1),
             met: measured <= objective,
@@ -352,6 +476,19 @@ mod tests {
         let p = tailcut_stats::quantile_linear(&pooled, 0.99);
         assert!(p > 40.0, "pooling lets the burst own the p99: {p}");
         assert!(median_trial_p99(&[vec![], vec![]]).0.is_nan());
+    }
+
+    /// The measured factor is the median of the trials' own shared/solo ratios: a trial
+    /// whose solo run was hit by a burst (ratio ×0.1) does not move it, a trial missing its
+    /// solo run is skipped, and no solo run at all gives no factor.
+    #[test]
+    fn the_measured_factor_is_the_median_of_per_trial_ratios() {
+        let flat = |v: f64| vec![v; 200];
+        let shared = vec![flat(3.0), flat(3.0), flat(3.3), flat(9.0)];
+        let solo = vec![flat(2.0), flat(30.0), flat(2.0), vec![]];
+        let f = median_trial_ratio(&shared, &solo).unwrap();
+        assert!((f - 1.5).abs() < 1e-9, "ratios 1.5, 0.1, 1.65: median 1.5, got {f}");
+        assert_eq!(median_trial_ratio(&shared, &[vec![], vec![], vec![], vec![]]), None);
     }
 
     #[test]
@@ -381,8 +518,13 @@ mod tests {
             check("d", 1, ts, 2.0, 2.0, 3.0),
             check("e", 1, ts, 3.5, 2.0, 3.0),
         ];
+        let mut seats = seats;
+        seats[0].factor_error = Some(0.05);
+        seats[1].factor_error = Some(-0.15);
         let r = summarise(&plan, seats, 2, 1.0, 10.0, false);
         assert!((r.pair_mean_abs_error.unwrap() - 0.1).abs() < 1e-9);
+        assert!((r.pair_mean_abs_factor_error.unwrap() - 0.1).abs() < 1e-9);
+        assert_eq!(r.group_mean_abs_factor_error, None);
         assert!((r.group_mean_abs_error.unwrap() - (0.5 + 0.0 + 0.75) / 3.0).abs() < 1e-9);
         assert!(!r.all_met);
         let text = r.render();

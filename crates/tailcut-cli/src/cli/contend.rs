@@ -151,6 +151,12 @@ pub struct ContendVerifyArgs {
     /// measured p99 is the median of the trials' own p99s.
     #[arg(long, default_value_t = 3)]
     pub trials: u32,
+    /// Skip the solo runs: by default each trial also runs every sharing agent alone,
+    /// back to back with its group, and reports the measured interference factor against
+    /// the plan's (the prediction rebased on today's solo p99). Without them the run is
+    /// shorter and only the absolute p99 is compared with the prediction.
+    #[arg(long)]
+    pub no_solo: bool,
     #[command(flatten)]
     pub window: BlockRunArgs,
     #[command(flatten)]

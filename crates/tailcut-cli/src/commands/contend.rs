@@ -461,8 +461,10 @@ fn verify(a: &ContendVerifyArgs) -> anyhow::Result<ExitCode> {
         program: std::env::current_exe().context("cannot find the tailcut executable to start agents")?,
         seed: 1,
     };
-    let settings = tailcut_contend::verify::VerifySettings { plan, run: template, gpu: a.gpu, think_ms: a.window.think_ms };
-    let runs = u64::from(a.trials) * settings.plan.gpus.len() as u64;
+    let settings =
+        tailcut_contend::verify::VerifySettings { plan, run: template, gpu: a.gpu, think_ms: a.window.think_ms, solo: !a.no_solo };
+    let solo_runs: usize = if settings.solo { settings.plan.gpus.iter().map(|g| g.seats.len()).filter(|&n| n > 1).sum() } else { 0 };
+    let runs = u64::from(a.trials) * (settings.plan.gpus.len() + solo_runs) as u64;
     let bar = crate::commands::progress(runs, "verifying the plan", a.output.json);
     let report = tailcut_contend::verify::run(&settings, &step_reporter(&bar, a.output.json)).map_err(protocol_error)?;
     bar.finish_and_clear();

@@ -85,6 +85,7 @@ impl Planner {
             expected_error: None,
             profile: profile.map(str::to_string),
             predicted_p99_ms: p99,
+            solo_p99_ms: Some(a.solo_p99_ms),
             objective_ms: a.p99_objective_ms,
             memory_gb: a.memory_gb,
         }

@@ -216,6 +216,10 @@ pub struct Seat {
     pub profile: Option<String>,
     /// Predicted p99, ms.
     pub predicted_p99_ms: f64,
+    /// The solo p99 the prediction scales, ms (predicted / solo is the predicted
+    /// interference factor; `contend verify` rebases it on a solo run of its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solo_p99_ms: Option<f64>,
     /// Objective, ms.
     pub objective_ms: f64,
     /// Memory, GB.

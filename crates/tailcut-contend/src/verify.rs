@@ -141,11 +141,11 @@ fn run_device(
         Ok(())
     };
     let solo = solo && which.len() > 1;
-    if solo && trial % 2 == 0 {
+    if solo && trial.is_multiple_of(2) {
         alone(&mut out)?;
     }
     out.extend(run_placed(run, names, which, places, "verify", trial)?);
-    if solo && trial % 2 == 1 {
+    if solo && !trial.is_multiple_of(2) {
         alone(&mut out)?;
     }
     Ok(out)

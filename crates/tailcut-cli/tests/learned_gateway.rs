@@ -39,24 +39,18 @@ async fn chat(http: &reqwest::Client, url: &str, id: &str) {
     let _ = r.bytes().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_learned_model_survives_kill_9_and_decides_the_first_request_after_restart() {
-    let quick = |ms| Behaviour { queue: Duration::ZERO, run: Duration::from_millis(ms), ..Behaviour::default() };
-    let slow = MockServer::start(Flavor::OpenAi, quick(300)).await.unwrap();
-    let fast = MockServer::start(Flavor::OpenAi, quick(5)).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let (ledger, trace, cfg) = (dir.path().join("ledger.sqlite"), dir.path().join("trace.jsonl"), dir.path().join("gw.toml"));
+/// A gateway whose one route is a learned `auto` over `slow` and `fast`; `state` is the
+/// config's state section (a `[budget] ledger` file, or `[state] url`).
+fn learned_config(path: &std::path::Path, state: &str, trace: &std::path::Path, slow: &MockServer, fast: &MockServer) {
     let priced = |name: &str, url: String| openai_provider(name, &url).replace("rate_usd_per_s = 0.0", "rate_usd_per_s = 0.001");
     std::fs::write(
-        &cfg,
+        path,
         format!(
-            r#"[budget]
-ledger = "{}"
+            r#"{}
 [trace]
 path = "{}"
 [gateway]
-store = ":memory:"
-keys = [{{ name = "ops", sha256 = "{}", admin = true }}]
+{}keys = [{{ name = "ops", sha256 = "{}", admin = true }}]
 {}{}[policies.auto]
 kind = "auto"
 providers = ["slow", "fast"]
@@ -68,14 +62,47 @@ kind = "openai"
 models = ["m"]
 policy = "auto"
 "#,
-            ledger.display(),
+            state,
             trace.display(),
+            // The job store lives in the PostgreSQL state when there is one.
+            if state.contains("[state]") { "" } else { "store = \":memory:\"\n" },
             tailcut_gateway::tenancy::sha256_hex(KEY),
             priced("slow", format!("{}/v1", slow.url())),
             priced("fast", format!("{}/v1", fast.url())),
         ),
     )
     .unwrap();
+}
+
+/// Waits until `saved()` reports a model of at least `updates` observations.
+async fn wait_for_save(saved: impl Fn() -> Option<u64>, updates: u64) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < until {
+        if saved().is_some_and(|u| u >= updates) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no save of the learned model with {updates} updates");
+}
+
+/// The first request a gateway serves is decided with a warm model: every provider has
+/// samples, no exploration, `fast` first.
+fn assert_warm_first_decision(first: &serde_json::Value) {
+    let beliefs = first["learned"]["model"].as_array().unwrap();
+    assert!(beliefs.iter().all(|b| b["samples"].as_u64().unwrap() >= 5), "decided with the warm model: {first}");
+    assert!(!first["learned"]["reason"].as_str().unwrap().contains("exploring"), "{first}");
+    assert_eq!(first["attempts"][0]["provider"], "fast", "the learned primary: {first}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_learned_model_survives_kill_9_and_decides_the_first_request_after_restart() {
+    let quick = |ms| Behaviour { queue: Duration::ZERO, run: Duration::from_millis(ms), ..Behaviour::default() };
+    let slow = MockServer::start(Flavor::OpenAi, quick(300)).await.unwrap();
+    let fast = MockServer::start(Flavor::OpenAi, quick(5)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (ledger, trace, cfg) = (dir.path().join("ledger.sqlite"), dir.path().join("trace.jsonl"), dir.path().join("gw.toml"));
+    learned_config(&cfg, &format!("[budget]\nledger = \"{}\"", ledger.display()), &trace, &slow, &fast);
     let bin = env!("CARGO_BIN_EXE_tailcut");
     let http = reqwest::Client::new();
     let (mut gw, url) = serve(bin, &cfg, &["--workers", "1"]);
@@ -87,16 +114,7 @@ policy = "auto"
         chat(&http, &url, &format!("warmup-{i}")).await;
     }
     // The saver writes the changed model within about a second.
-    let until = Instant::now() + Duration::from_secs(20);
-    let mut saved = None;
-    while Instant::now() < until {
-        saved = saved_updates(&ledger).filter(|&u| u >= 16);
-        if saved.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(saved.is_some(), "no save of the learned model in {}", ledger.display());
+    wait_for_save(|| saved_updates(&ledger), 16).await;
     // The live table, with the admin key; refused without one (exit 2, naming the status).
     let out = Command::new(bin).args(["model", "show", "--from-gateway", &url, "--key", KEY]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -114,8 +132,34 @@ policy = "auto"
     let first = trace_of(&trace, "after-restart").await;
     // Shown with `--nocapture`: the decision the restarted gateway made first.
     println!("first decision after the restart: {}", first["learned"]);
-    let beliefs = first["learned"]["model"].as_array().unwrap();
-    assert!(beliefs.iter().all(|b| b["samples"].as_u64().unwrap() >= 5), "decided with the warm model: {first}");
-    assert!(!first["learned"]["reason"].as_str().unwrap().contains("exploring"), "{first}");
-    assert_eq!(first["attempts"][0]["provider"], "fast", "the learned primary: {first}");
+    assert_warm_first_decision(&first);
+}
+
+/// On the shared PostgreSQL state, the learned model is saved there: a second replica
+/// started while the first serves decides its first request with what the first learned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_a_new_replica_decides_with_the_model_another_learned() {
+    let Some(pg) = tailcut_testkit::postgres::PgServer::start() else { return };
+    let quick = |ms| Behaviour { queue: Duration::ZERO, run: Duration::from_millis(ms), ..Behaviour::default() };
+    let slow = MockServer::start(Flavor::OpenAi, quick(300)).await.unwrap();
+    let fast = MockServer::start(Flavor::OpenAi, quick(5)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (trace, cfg) = (dir.path().join("trace.jsonl"), dir.path().join("gw.toml"));
+    learned_config(&cfg, &format!("[state]\nurl = \"{}\"", pg.url()), &trace, &slow, &fast);
+    let bin = env!("CARGO_BIN_EXE_tailcut");
+    let http = reqwest::Client::new();
+    let (_a, url_a) = serve(bin, &cfg, &["--workers", "1"]);
+    for i in 0..16 {
+        chat(&http, &url_a, &format!("a-{i}")).await;
+    }
+    let saved = || {
+        let json = pg.query("SELECT model_json FROM learned_models WHERE route = 'chat/chat'");
+        serde_json::from_str::<serde_json::Value>(&json).ok()?["updates"].as_u64()
+    };
+    wait_for_save(saved, 16).await;
+    let (_b, url_b) = serve(bin, &cfg, &["--workers", "1"]);
+    chat(&http, &url_b, "b-first").await;
+    let first = trace_of(&trace, "b-first").await;
+    println!("the second replica's first decision: {}", first["learned"]);
+    assert_warm_first_decision(&first);
 }

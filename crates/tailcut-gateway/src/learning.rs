@@ -3,10 +3,10 @@
 //!
 //! This module owns:
 //! - [`ModelStore`], the storage of learned models by key (`{route}/{slot}`, a slot being
-//!   one raced kind of request: `chat`, `chat_stream`, ..., `jobs`), with a SQLite
-//!   implementation in the ledger's file (table `learned_models`) and an in-memory one
-//!   (for `budget.ledger = ":memory:"`). All storage code is here, so another store
-//!   (PostgreSQL) implements the same two calls;
+//!   one raced kind of request: `chat`, `chat_stream`, ..., `jobs`), kept beside the
+//!   ledger: in the shared PostgreSQL state (`[state] url = "postgres://…"`: every
+//!   replica starts from what the others learned; the last save wins), in the ledger's
+//!   SQLite file (table `learned_models`), or in memory (`budget.ledger = ":memory:"`);
 //! - [`LiveModels`], every learned policy of one runtime: built from the stored models
 //!   (range-checked; a corrupt row is logged and the policy starts cold), saved when
 //!   changed (by the saver, about once a second, and on drain), exported on `/metrics`
@@ -108,8 +108,55 @@ impl ModelStore for MemoryModelStore {
     }
 }
 
-/// The store for a configuration: the ledger's SQLite file, or memory without one.
-pub fn open_store(ledger: Option<&Path>) -> Result<Arc<dyn ModelStore>, StoreError> {
+/// Models in the shared PostgreSQL state (table `learned_models`, created by its
+/// migrations), so a replica that starts, or restarts, decides with what the others
+/// learned. Called off the serving threads (the saver runs on a blocking thread).
+#[cfg(feature = "postgres")]
+#[derive(Debug)]
+pub struct PgModelStore {
+    pg: Arc<tailcut_core::pg::PgState>,
+}
+
+#[cfg(feature = "postgres")]
+impl ModelStore for PgModelStore {
+    fn load(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let (pg, key) = (self.pg.clone(), key.to_string());
+        self.pg
+            .block_on(async move {
+                let c = pg.client().await?;
+                let row = c.query_opt("SELECT model_json FROM learned_models WHERE route = $1", &[&key]).await?;
+                Ok(row.map(|r| r.get::<_, String>(0)))
+            })
+            .map_err(|e| StoreError(e.to_string()))
+    }
+
+    fn save(&self, key: &str, json: &str) -> Result<(), StoreError> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        let (pg, key, json) = (self.pg.clone(), key.to_string(), json.to_string());
+        self.pg
+            .block_on(async move {
+                let c = pg.client().await?;
+                c.execute(
+                    "INSERT INTO learned_models (route, model_json, saved_at) VALUES ($1, $2, $3)
+                     ON CONFLICT (route) DO UPDATE SET model_json = excluded.model_json, saved_at = excluded.saved_at",
+                    &[&key, &json, &now],
+                )
+                .await?;
+                Ok(())
+            })
+            .map_err(|e| StoreError(e.to_string()))
+    }
+}
+
+/// The store for a configuration: the shared PostgreSQL state when there is one, else
+/// the ledger's SQLite file, or memory without one.
+pub fn open_store(ledger: Option<&Path>, pg: Option<&crate::state::SharedState>) -> Result<Arc<dyn ModelStore>, StoreError> {
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = pg {
+        return Ok(Arc::new(PgModelStore { pg: pg.clone() }));
+    }
+    #[cfg(not(feature = "postgres"))]
+    let _ = pg;
     Ok(match ledger {
         Some(p) => Arc::new(SqliteModelStore::open(p)?),
         None => Arc::new(MemoryModelStore::default()),

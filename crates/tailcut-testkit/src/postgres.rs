@@ -180,6 +180,19 @@ impl PgServer {
         format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
     }
 
+    /// Runs one SQL statement with `psql` on the `postgres` database and returns its
+    /// unaligned, tuples-only output (one row per line, columns split by `|`).
+    pub fn query(&self, sql: &str) -> String {
+        let psql = bin_dir().map_or_else(|| PathBuf::from("psql"), |b| b.join("psql"));
+        let port = self.port.to_string();
+        let out = Command::new(psql)
+            .args(["-h", "127.0.0.1", "-p", &port, "-U", "postgres", "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-At", "-c", sql])
+            .output()
+            .expect("run psql");
+        assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
     /// The port it listens on.
     pub fn port(&self) -> u16 {
         self.port

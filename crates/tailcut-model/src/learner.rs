@@ -105,6 +105,12 @@ pub struct SingleRFit {
     pub tail_s: f64,
     /// Predicted extra attempts per request.
     pub extra: f64,
+    /// Reissue delay used while the budget's bucket is low ([`SINGLER_RESERVE`]
+    /// tokens or fewer), s: where the primary's tail mode starts (the gap below its
+    /// `level`-quantile), so that a reissue there is spent only on a tail request; never
+    /// below `delay_s`.
+    #[serde(default)]
+    pub reserve_delay_s: f64,
 }
 
 /// Fits SingleR's (d, q) to the model: for each candidate d, the largest q within the
@@ -158,7 +164,7 @@ pub fn fit_singler(model: &Model, s: &SingleRSettings) -> Option<SingleRFit> {
         b
     };
     let plain = first_below(&sp, 0.0);
-    let mut best = SingleRFit { delay_s: 0.0, q: 0.0, tail_s: plain, extra: 0.0 };
+    let mut best = SingleRFit { delay_s: 0.0, q: 0.0, tail_s: plain, extra: 0.0, reserve_delay_s: 0.0 };
     let mut delays: Vec<f64> = (0..=64).map(|i| tp.quantile(0.5 + 0.5 * f64::from(i) / 64.0)).collect();
     delays.extend((0..=64).map(|i| tp.hedge_point(0.5 + 0.5 * f64::from(i) / 64.0)));
     delays.sort_by(f64::total_cmp);
@@ -178,9 +184,10 @@ pub fn fit_singler(model: &Model, s: &SingleRSettings) -> Option<SingleRFit> {
         let tail = first_below(&f, d);
         let extra = q * above;
         if tail < best.tail_s - 1e-9 || (tail <= best.tail_s + 1e-9 && extra < best.extra) {
-            best = SingleRFit { delay_s: d, q, tail_s: tail, extra };
+            best = SingleRFit { delay_s: d, q, tail_s: tail, extra, reserve_delay_s: d };
         }
     }
+    best.reserve_delay_s = tp.hedge_point(s.level).max(best.delay_s);
     Some(best)
 }
 
@@ -188,9 +195,13 @@ pub fn fit_singler(model: &Model, s: &SingleRSettings) -> Option<SingleRFit> {
 /// starts empty and holds 5 tokens, so a fit that expects to launch at exactly the
 /// budget rate runs the bucket dry at every random run of launches above the mean, and
 /// the refused reissues are as likely to be the stragglers the reissue is for: at 20 %
-/// in `straggler` that put p99 back at 10 s. Planning 80 % of it leaves the bucket
-/// room.
-pub const SINGLER_HEADROOM: f64 = 0.8;
+/// in `straggler` that put p99 back at 10 s. The fill level of the bucket is a random
+/// walk that drifts up by `B − launches` per request; at 80 % the drift was small
+/// enough that the bucket was often below one token (B = 3 %, seed 2: 4 of ~40
+/// stragglers refused, p99 +0.04 s above the fixed hedge at 1.2 s, which has no
+/// bucket). At 60 % the drift is twice that, and with [`SINGLER_RESERVE`] refusals are
+/// rare. (Tried on straggler seeds 1–5, checked on 6–10: 0.8 and 0.5 were worse.)
+pub const SINGLER_HEADROOM: f64 = 0.6;
 
 /// Share of the tail mass `1 − level` the SingleR fit lets a plan leave above its
 /// predicted tail. A randomised reissue leaves `(1 − q)·P(L_p > t)` unrescued; the fit
@@ -199,6 +210,16 @@ pub const SINGLER_HEADROOM: f64 = 0.8;
 /// requests, decides whether p99 is 2.3 s or 10 s. Fitting at 80 % of the tail mass
 /// keeps a margin for that noise.
 pub const SINGLER_TAIL_MARGIN: f64 = 0.8;
+
+/// Tokens under which SingleR reissues at its fit's `reserve_delay_s` (the start of the
+/// primary's tail mode) instead of its delay. A reissue before the tail mode starts
+/// also fires for requests of the fast mode that would have answered moments later;
+/// when the budget's bucket (5 tokens) is nearly empty, those launches take the token
+/// that the next straggler needs, and a refused straggler is a 10 s answer. In
+/// `straggler` that is what put SingleR above the fixed-delay curve: 4 of ~40
+/// stragglers refused at B = 3 % (seed 2), while the fixed hedge at 1.2 s, which has
+/// no bucket, rescued them all.
+pub const SINGLER_RESERVE: f64 = 2.0;
 
 /// One learned policy's decision state (tables, fit, budget, coin), deciding from a
 /// [`Model`] it does not own, so that several policies can share one model (the replay
@@ -323,7 +344,9 @@ impl PolicyState {
                 Some(fit) if fit.q > 0.0 => {
                     let draw = self.coin.next_f64();
                     if draw < fit.q {
-                        (Plan::Hedge { p: s.primary, h: s.hedge, delay_s: fit.delay_s }, Why::Coin { fit, draw, armed: true })
+                        // Low on tokens: keep them for the tail requests the reissue is for.
+                        let delay_s = if self.budget.tokens() < SINGLER_RESERVE { fit.reserve_delay_s } else { fit.delay_s };
+                        (Plan::Hedge { p: s.primary, h: s.hedge, delay_s }, Why::Coin { fit, draw, armed: true })
                     } else {
                         (Plan::Single { p: s.primary }, Why::Coin { fit, draw, armed: false })
                     }
@@ -361,8 +384,9 @@ impl PolicyState {
             (Why::TooFewSamples, _) => ("no hedge: model not fitted yet".to_string(), None),
             (Why::Coin { fit, draw, armed: true }, LearnedKind::Singler(s)) => (
                 format!(
-                    "reissue armed at d={:.3}s (q={:.3}, coin {:.3}; predicted p{} {:.2}s)",
-                    fit.delay_s,
+                    "reissue armed at d={:.3}s{} (q={:.3}, coin {:.3}; predicted p{} {:.2}s)",
+                    hedge_delay(&plan).unwrap_or(fit.delay_s),
+                    if hedge_delay(&plan).is_some_and(|d| d != fit.delay_s) { ", the tail mode's start: budget low" } else { "" },
                     fit.q,
                     draw,
                     fmt_q(s.level),
@@ -460,6 +484,13 @@ impl Learner {
     /// Decides one request; see [`PolicyState::decide`].
     pub fn decide(&mut self, gaps: &[Option<f64>]) -> Decision {
         self.state.decide(gaps)
+    }
+}
+
+fn hedge_delay(plan: &Plan) -> Option<f64> {
+    match *plan {
+        Plan::Hedge { delay_s, .. } => Some(delay_s),
+        _ => None,
     }
 }
 

@@ -113,7 +113,8 @@ pub fn fit_singler(model: &Model, s: &SingleRSettings) -> Option<SingleRFit> {
 /// enough that the bucket was often below one token (B = 3 %, seed 2: 4 of ~40
 /// stragglers refused, p99 +0.04 s above the fixed hedge at 1.2 s, which has no
 /// bucket). At 60 % the drift is twice that, and with [`SINGLER_RESERVE`] refusals are
-/// rare. (Tried on straggler seeds 1–5, checked on 6–10: 0.8 and 0.5 were worse.)
+/// rare. (Tried at 0.8, 0.6 and 0.5 on straggler seeds 1–10, chosen on 1–5: 0.8 and
+/// 0.5 were worse.)
 pub const SINGLER_HEADROOM: f64 = 0.6;
 
 /// Share of the tail mass `1 − level` the SingleR fit lets a plan leave above its

@@ -6,7 +6,7 @@
 //! until the next refresh.
 
 use crate::model::{joint_survival, Model, GAP_EDGES_S};
-use crate::plan::{AutoSettings, Choice, Plan, Prediction, COST_TIE};
+use crate::plan::{AutoSettings, Choice, Plan, Prediction, COST_TIE, TAIL_TRADE, TAIL_TRADE_MIN_GAIN};
 use crate::sketch::DecayedSketch;
 
 /// Grid points of the survival tables.
@@ -181,6 +181,21 @@ impl Predictor {
         s[k] * (1.0 - f) + s[k + 1] * f
     }
 
+    /// The first time the survival `s` falls to the miss target (interpolated on the
+    /// grid), +∞ if it never does on the grid.
+    fn at_level(&self, s: &[f64]) -> f64 {
+        let m = self.settings.target_miss;
+        match s.iter().position(|v| *v <= m) {
+            Some(0) => 0.0,
+            Some(k) => {
+                let (a, b) = (s[k - 1], s[k]);
+                let f = if a > b { ((a - m) / (a - b)).clamp(0.0, 1.0) } else { 1.0 };
+                (k as f64 - 1.0 + f) * self.dt
+            }
+            None => f64::INFINITY,
+        }
+    }
+
     /// ∫ from step `from` to the end of the grid of `s`, plus the tail beyond it.
     fn integral(&self, s: &[f64], from: usize, tail: f64) -> f64 {
         let mut acc = 0.0;
@@ -207,6 +222,7 @@ impl Predictor {
                 let s = &surv[p];
                 Prediction {
                     miss: self.at_deadline(s),
+                    tail_s: self.at_level(s),
                     active_usd: t[p].rate * self.integral(s, 0, t[p].tail_all),
                     idle_usd: t[p].idle_usd,
                     extra: 0.0,
@@ -219,6 +235,7 @@ impl Predictor {
                 let launch = if m == 0 { 1.0 } else { surv[p][m] };
                 Prediction {
                     miss: self.at_deadline(&buf),
+                    tail_s: self.at_level(&buf),
                     active_usd: t[p].rate * self.integral(&buf, 0, tail) + t[h].rate * self.integral(&buf, m, tail),
                     idle_usd: t[p].idle_usd + t[h].idle_usd * launch,
                     extra: launch,
@@ -261,6 +278,7 @@ impl Predictor {
                 }
                 Prediction {
                     miss: self.at_deadline(&mix),
+                    tail_s: self.at_level(&mix),
                     active_usd: a * sw_active + (1.0 - a) * kept_active,
                     idle_usd: a * sw_idle + (1.0 - a) * kept_idle,
                     extra: a * sw_extra + (1.0 - a) * kept_launch,
@@ -342,13 +360,23 @@ impl Predictor {
         };
         let within = |pr: &Prediction| pr.extra <= s.max_extra + 1e-9;
         let meets = |pr: &Prediction| pr.miss <= s.target_miss;
-        let fallback = (Plan::Single { p: 0 }, Prediction { miss: 1.0, active_usd: 0.0, idle_usd: 0.0, extra: 0.0 });
+        let fallback = (Plan::Single { p: 0 }, Prediction { miss: 1.0, active_usd: 0.0, idle_usd: 0.0, extra: 0.0, tail_s: f64::INFINITY });
         if let Some(best) = cheapest(&mut preds.iter().filter(|(_, pr)| within(pr) && meets(pr))) {
             // Plans within COST_TIE of the cheapest cost the same for practical purposes:
             // among them take the least predicted miss (a queue cutover costs what the
             // primary alone costs when the primary is warm, and misses less).
             let bar = best.1.cost_on(basis) * (1.0 + COST_TIE) + 1e-12;
             let pick = least_miss(&mut preds.iter().filter(|(_, pr)| within(pr) && meets(pr) && pr.cost_on(basis) <= bar)).unwrap_or(best);
+            // Trade up to TAIL_TRADE of the cost for a faster tail (see its doc).
+            let trade = best.1.cost_on(basis) * (1.0 + TAIL_TRADE) + 1e-12;
+            let faster = preds
+                .iter()
+                .filter(|(_, pr)| within(pr) && meets(pr) && pr.cost_on(basis) <= trade)
+                .min_by(|a, b| a.1.tail_s.total_cmp(&b.1.tail_s).then(a.1.cost_on(basis).total_cmp(&b.1.cost_on(basis))));
+            let pick = match faster {
+                Some(f) if f.1.tail_s < pick.1.tail_s * (1.0 - TAIL_TRADE_MIN_GAIN) => *f,
+                _ => pick,
+            };
             return Choice { base: pick, alt: None };
         }
         let base = least_miss(&mut preds.iter().filter(|(_, pr)| within(pr))).unwrap_or(fallback);
@@ -380,7 +408,7 @@ impl Predictor {
         let n = self.providers.len();
         if n == 0 {
             return Choice {
-                base: (Plan::Single { p: 0 }, Prediction { miss: 1.0, active_usd: 0.0, idle_usd: 0.0, extra: 0.0 }),
+                base: (Plan::Single { p: 0 }, Prediction { miss: 1.0, active_usd: 0.0, idle_usd: 0.0, extra: 0.0, tail_s: f64::INFINITY }),
                 alt: None,
             };
         }

@@ -135,3 +135,29 @@ fn singler_reissues_at_the_fast_modes_edge_not_on_a_coarse_grid() {
     assert!(fit.delay_s > 1.1 && fit.delay_s < 1.22, "{fit:?}");
     assert!(fit.extra <= 0.05 + 1e-9 && fit.tail_s < 2.5, "{fit:?}");
 }
+
+#[test]
+fn singler_keeps_its_last_tokens_for_the_tail_mode() {
+    // Fast mode 0.8–1.2 s, 2 % stragglers at 10 s, a budget big enough to reissue inside
+    // the fast mode: while the bucket holds fewer than SINGLER_RESERVE tokens, the
+    // reissue waits for the start of the tail mode, so the last tokens go to stragglers.
+    let s = SingleRSettings { primary: 0, hedge: 1, budget: 0.3, level: 0.99, min_samples: 10 };
+    let mut l = Learner::new(LearnedKind::Singler(s), &providers(), None, ModelConfig { half_life: 1e6, ..ModelConfig::default() }, 1);
+    for i in 0..3000u64 {
+        let lat = if i % 50 == 7 { 10.0 } else { 0.8 + (i % 41) as f64 * 0.01 };
+        l.observe(&[Observation { provider: 0, outcome: Outcome::Valid { latency_s: lat }, queue_s: None, idle_gap_s: None, warm: None }]);
+    }
+    let fit = l.state().singler_fit().unwrap();
+    assert!(fit.q == 1.0 && fit.delay_s < 1.15, "{fit:?}");
+    assert!(fit.reserve_delay_s > 1.19 && fit.reserve_delay_s < 1.25, "{fit:?}");
+    // The bucket starts empty: the first decisions reissue at the tail mode's start.
+    let d = l.decide(&[]);
+    assert_eq!(d.plan, Plan::Hedge { p: 0, h: 1, delay_s: fit.reserve_delay_s }, "{d:?}");
+    assert!(d.reason.contains("budget low"), "{}", d.reason);
+    // Once the bucket holds SINGLER_RESERVE tokens, at the fitted delay.
+    for _ in 0..10 {
+        l.decide(&[]);
+    }
+    assert!(l.state().budget().tokens() >= SINGLER_RESERVE);
+    assert_eq!(l.decide(&[]).plan, Plan::Hedge { p: 0, h: 1, delay_s: fit.delay_s });
+}

@@ -103,3 +103,26 @@ fn a_race_of_never_slow_together_providers_costs_what_both_run() {
     let single = p.predict(&Plan::Single { p: 0 }, &[None, None]);
     assert!(race.active_usd > single.active_usd, "{race:?} vs {single:?}");
 }
+
+#[test]
+fn auto_pays_at_most_the_tail_trade_for_a_faster_tail() {
+    // For several deadlines over the moss shape: the pick meets the target, costs at most
+    // TAIL_TRADE more than the cheapest plan that does, and no plan in that cost band
+    // has a predicted tail lower by TAIL_TRADE_MIN_GAIN or more.
+    let m = moss_like();
+    for deadline_s in [30.0, 45.0, 60.0, 90.0, 120.0] {
+        let s = AutoSettings { deadline_s, max_extra: 1.0, ..AutoSettings::default() };
+        let mut p = Predictor::new(&m, s);
+        let (plan, pr) = p.decide(&[None, None], 0.5);
+        let surv: Vec<Vec<f64>> = (0..2).map(|i| p.mixed(i, p.level(i, None))).collect();
+        let meeting: Vec<(Plan, Prediction)> =
+            p.candidates().into_iter().map(|c| (c, p.predict_with(&c, &surv))).filter(|(_, q)| q.miss <= s.target_miss).collect();
+        let Some(cheapest) = meeting.iter().map(|(_, q)| q.active_usd).min_by(f64::total_cmp) else { continue };
+        assert!(pr.miss <= s.target_miss, "{deadline_s}: {plan:?} {pr:?}");
+        assert!(pr.active_usd <= cheapest * (1.0 + TAIL_TRADE) + 1e-12, "{deadline_s}: {pr:?} vs {cheapest}");
+        for (c, q) in meeting.iter().filter(|(_, q)| q.active_usd <= cheapest * (1.0 + TAIL_TRADE)) {
+            assert!(q.tail_s >= pr.tail_s * (1.0 - TAIL_TRADE_MIN_GAIN) - 1e-9, "{deadline_s}: {c:?} {q:?} beats {plan:?} {pr:?}");
+        }
+        assert!(pr.tail_s.is_finite() && pr.tail_s <= deadline_s, "{pr:?}");
+    }
+}

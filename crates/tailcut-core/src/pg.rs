@@ -172,6 +172,8 @@ pub struct PgState {
     pub(crate) leases: std::sync::Mutex<LocalLeases>,
     /// Serialises lease refills (one lease statement per scope at a time).
     pub(crate) refill: tokio::sync::Mutex<()>,
+    /// Writes the ledger's charge rows, batched (group commit).
+    pub(crate) charges: crate::ledger::pg::commit::ChargeWriter,
     /// Live replicas (not stopped, not taken over, heartbeat not expired), counted at
     /// each heartbeat: the gateway shares its rate limits among them.
     live: Arc<std::sync::atomic::AtomicUsize>,
@@ -225,11 +227,14 @@ impl PgState {
                 .build()
                 .map_err(|e| PgError::Db(e.to_string()))?
         };
+        let replica = replica_id();
+        let charges = crate::ledger::pg::commit::ChargeWriter::start(&handle, pool.clone(), replica.clone());
         let state = Arc::new(PgState {
             pool,
             handle,
             _stop: stop_tx,
-            replica: replica_id(),
+            replica,
+            charges,
             settings,
             leases: std::sync::Mutex::default(),
             refill: tokio::sync::Mutex::new(()),

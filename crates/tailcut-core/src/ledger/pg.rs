@@ -31,8 +31,10 @@ use super::{Account, BudgetGate, BudgetLimits, Charge, ChargeFuture, LedgerError
 use crate::money::MicroUsd;
 use crate::pg::{PgError, PgState, Slice};
 mod books;
+pub(crate) mod commit;
 use books::reconciliation;
 pub use books::{Reconciliation, ScopeReconciliation};
+use commit::{ChargeRow, Written};
 use std::fmt;
 use std::sync::Arc;
 
@@ -58,13 +60,6 @@ impl fmt::Debug for PgLedger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PgLedger").field("replica", &self.state.replica()).field("limits", &self.limits).finish()
     }
-}
-
-/// Why a charge could not be written.
-enum Written {
-    Yes,
-    /// Its lease was closed meanwhile (a refill or a drain): charge again.
-    LeaseClosed,
 }
 
 impl PgLedger {
@@ -95,27 +90,17 @@ impl PgLedger {
                     continue;
                 }
             };
-            let st = self.state.clone();
-            let row =
-                (charge.provider.to_string(), charge.request_id.to_string(), amount, account.map(|a| a.name.clone()), lease, account_lease);
-            let written = self
-                .state
-                .run(async move {
-                    let c = st.client().await?;
-                    let n = c
-                        .execute(
-                            "INSERT INTO ledger_entries (kind, provider, request_id, micro_usd, account, lease, account_lease, replica)
-                             SELECT 'projected', $1, $2, $3, $4, $5, $6, $7
-                             WHERE (SELECT count(*) FROM (SELECT 1 FROM budget_leases
-                                    WHERE id IN ($5, $6) AND closed_at IS NULL FOR SHARE) o)
-                                   = CASE WHEN $6::bigint IS NULL THEN 1 ELSE 2 END",
-                            &[&row.0, &row.1, &row.2, &row.3, &row.4, &row.5, &st.replica()],
-                        )
-                        .await?;
-                    Ok(if n == 1 { Written::Yes } else { Written::LeaseClosed })
-                })
-                .await
-                .map_err(storage)?;
+            let row = ChargeRow {
+                provider: charge.provider.to_string(),
+                request_id: charge.request_id.to_string(),
+                micro_usd: amount,
+                account: account.map(|a| a.name.clone()),
+                lease,
+                account_lease,
+            };
+            // Written with the charges of the same moment (group commit); durable when
+            // this returns.
+            let written = self.state.charges.write(row).await.map_err(storage)?;
             match written {
                 Written::Yes => return Ok(charge.amount),
                 Written::LeaseClosed => continue,

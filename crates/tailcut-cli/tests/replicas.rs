@@ -384,7 +384,10 @@ async fn a_keys_rate_limit_holds_across_three_replicas() {
     }
     let accepted = codes.get(&202).copied().unwrap_or(0) as f64;
     let bound = RATE * elapsed + RATE.max(1.0) + N as f64;
-    eprintln!("rate limit across {N} replicas: {codes:?} in {elapsed:.2} s, accepted {accepted} (bound {bound:.1}, rate × T = {:.1})", RATE * elapsed);
+    eprintln!(
+        "rate limit across {N} replicas: {codes:?} in {elapsed:.2} s, accepted {accepted} (bound {bound:.1}, rate × T = {:.1})",
+        RATE * elapsed
+    );
     assert_eq!(codes.keys().copied().filter(|c| *c != 202 && *c != 429).count(), 0, "{codes:?}");
     assert!(accepted <= bound, "accepted {accepted} > {bound:.1}: the limit is not shared ({codes:?})");
     assert!(accepted >= 0.8 * RATE * elapsed, "accepted {accepted}: the key gets far less than its rate ({codes:?})");

@@ -228,7 +228,8 @@ impl PgState {
                 .map_err(|e| PgError::Db(e.to_string()))?
         };
         let replica = replica_id();
-        let charges = crate::ledger::pg::commit::ChargeWriter::start(&handle, pool.clone(), replica.clone());
+        let writers = crate::ledger::pg::commit::writers(settings.pool_size.max(2));
+        let charges = crate::ledger::pg::commit::ChargeWriter::start(&handle, pool.clone(), replica.clone(), writers);
         let state = Arc::new(PgState {
             pool,
             handle,

@@ -6,8 +6,9 @@
 //! committed (or failed): nothing goes out before its charge is durable, as before. What
 //! changes is the cost under load: rows that arrive while a batch commits wait for the
 //! next one and share its round trip and flush, instead of queueing for a statement
-//! each. At most [`WRITERS`] batches are in flight; when none is, a row is written alone
-//! at once (no timer, no added wait at low load).
+//! each. At most [`writers`] batches are in flight (half the pool); while one of them is
+//! free, a row is written at once, alone (no timer, no added wait at low load), and
+//! PostgreSQL flushes concurrent commits together; once all are busy, rows gather.
 //!
 //! The batch statement keeps the rule of one row: a row is written only while the
 //! leases it names are open (`FOR SHARE` on them, held to the commit, so a lease being
@@ -19,8 +20,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
-/// Batches written at the same time (each on its own pooled connection).
-pub(crate) const WRITERS: usize = 2;
+/// Batches written at the same time (each on its own pooled connection): half the pool,
+/// at least 2, leaving the rest for leases, jobs and heartbeats.
+pub(crate) fn writers(pool_size: usize) -> usize {
+    (pool_size / 2).max(2)
+}
 
 /// The most rows in one batch.
 const MAX_BATCH: usize = 512;
@@ -67,9 +71,9 @@ impl std::fmt::Debug for Pending {
 impl ChargeWriter {
     /// Starts the writer task on `handle` (the state's runtime); it ends when the writer
     /// is dropped and the rows queued before have been written.
-    pub(crate) fn start(handle: &tokio::runtime::Handle, pool: deadpool_postgres::Pool, replica: String) -> ChargeWriter {
+    pub(crate) fn start(handle: &tokio::runtime::Handle, pool: deadpool_postgres::Pool, replica: String, writers: usize) -> ChargeWriter {
         let (tx, rx) = mpsc::unbounded_channel();
-        handle.spawn(run(rx, pool, Arc::from(replica)));
+        handle.spawn(run(rx, pool, Arc::from(replica), writers));
         ChargeWriter { tx }
     }
 
@@ -81,8 +85,8 @@ impl ChargeWriter {
     }
 }
 
-async fn run(mut rx: mpsc::UnboundedReceiver<Pending>, pool: deadpool_postgres::Pool, replica: Arc<str>) {
-    let writers = Arc::new(Semaphore::new(WRITERS));
+async fn run(mut rx: mpsc::UnboundedReceiver<Pending>, pool: deadpool_postgres::Pool, replica: Arc<str>, writers: usize) {
+    let writers = Arc::new(Semaphore::new(writers));
     loop {
         // A free writer first: rows arriving while every writer is busy gather into the
         // next batch.

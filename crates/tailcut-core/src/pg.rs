@@ -426,4 +426,9 @@ impl Slice {
 #[derive(Debug, Default)]
 pub(crate) struct LocalLeases {
     pub(crate) slices: std::collections::HashMap<String, Slice>,
+    /// Charges taken from each lease whose rows are not written yet.
+    pub(crate) in_flight: std::collections::HashMap<i64, usize>,
+    /// Leases replaced by a new slice while charges on them were in flight: closed by the
+    /// last of those charges (see `ledger::pg::commit::InFlight`).
+    pub(crate) retired: std::collections::HashSet<i64>,
 }

@@ -34,7 +34,7 @@ mod books;
 pub(crate) mod commit;
 use books::reconciliation;
 pub use books::{Reconciliation, ScopeReconciliation};
-use commit::{ChargeRow, Written};
+use commit::{ChargeRow, InFlight, Written};
 use std::fmt;
 use std::sync::Arc;
 
@@ -90,6 +90,8 @@ impl PgLedger {
                     continue;
                 }
             };
+            // Until its row is written, the leases it names are not closed by a refill.
+            let _in_flight = InFlight::new(&self.state, lease, account_lease);
             let row = ChargeRow {
                 provider: charge.provider.to_string(),
                 request_id: charge.request_id.to_string(),
@@ -175,7 +177,16 @@ impl PgLedger {
     /// a new one of at most `want` (at least `min`) while `limit - spent - leased` covers
     /// `min` (for a request's first charge, while the soft stop does).
     async fn lease(&self, scope: &str, limit: i64, soft: i64, min: i64, want: i64, opens: bool) -> Result<(), Refused> {
-        let old = self.state.leases.lock().ok().and_then(|mut l| l.slices.remove(scope));
+        // The slice being replaced: closed in the same transaction, unless charges taken
+        // from it are still being written (then the last of them closes it).
+        let old = self.state.leases.lock().ok().and_then(|mut l| {
+            let old = l.slices.remove(scope)?;
+            if l.in_flight.get(&old.lease).is_some_and(|n| *n > 0) {
+                l.retired.insert(old.lease);
+                return None;
+            }
+            Some(old)
+        });
         let st = self.state.clone();
         let scope_owned = scope.to_string();
         let granted = self
@@ -240,6 +251,7 @@ impl PgLedger {
         let _one = self.state.refill.lock().await;
         if let Ok(mut l) = self.state.leases.lock() {
             l.slices.clear();
+            l.retired.clear(); // closed below, with every open lease of this replica
         }
         let st = self.state.clone();
         let replica = st.replica().to_string();
@@ -313,7 +325,7 @@ enum Refused {
 /// Closes lease `id` if it is open: its charges (summed under the lease's row lock, so
 /// charges being written are counted) move to `spent`, the rest is given back and
 /// recorded as a `how` row (`returned` or `reclaimed`). Returns the amount given back.
-async fn close_lease(tx: &deadpool_postgres::Transaction<'_>, id: i64, how: &str, by: &str) -> Result<MicroUsd, PgError> {
+pub(crate) async fn close_lease(tx: &deadpool_postgres::Transaction<'_>, id: i64, how: &str, by: &str) -> Result<MicroUsd, PgError> {
     let Some(row) = tx.query_opt("SELECT scope, granted FROM budget_leases WHERE id = $1 AND closed_at IS NULL FOR UPDATE", &[&id]).await?
     else {
         return Ok(MicroUsd::ZERO);

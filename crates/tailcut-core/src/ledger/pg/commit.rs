@@ -42,6 +42,64 @@ pub(crate) struct ChargeRow {
     pub(crate) account_lease: Option<i64>,
 }
 
+/// A charge taken from this replica's slices whose row is not written yet: while it
+/// lives, a refill does not close the leases it names (it retires them instead), so a
+/// refill does not send the charges in flight on the old slice round again. When the last
+/// charge on a retired lease ends (written, refused or dropped), the lease is closed as
+/// `returned` in the background; a drain closes whatever is still open.
+pub(crate) struct InFlight {
+    state: Arc<crate::pg::PgState>,
+    leases: [Option<i64>; 2],
+}
+
+impl InFlight {
+    pub(crate) fn new(state: &Arc<crate::pg::PgState>, lease: i64, account_lease: Option<i64>) -> InFlight {
+        let leases = [Some(lease), account_lease];
+        if let Ok(mut l) = state.leases.lock() {
+            for id in leases.iter().flatten() {
+                *l.in_flight.entry(*id).or_insert(0) += 1;
+            }
+        }
+        InFlight { state: state.clone(), leases }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut to_close = Vec::new();
+        if let Ok(mut l) = self.state.leases.lock() {
+            for id in self.leases.iter().flatten() {
+                let left = l.in_flight.get_mut(id).map(|n| {
+                    *n = n.saturating_sub(1);
+                    *n
+                });
+                if left == Some(0) {
+                    l.in_flight.remove(id);
+                    if l.retired.remove(id) {
+                        to_close.push(*id);
+                    }
+                }
+            }
+        }
+        for id in to_close {
+            let st = self.state.clone();
+            self.state.spawn(async move {
+                let closed = async {
+                    let mut c = st.client().await?;
+                    let tx = c.transaction().await?;
+                    super::close_lease(&tx, id, "returned", st.replica()).await?;
+                    tx.commit().await?;
+                    Ok::<_, PgError>(())
+                };
+                if let Err(e) = closed.await {
+                    // It stays open until the drain returns it (or a survivor reclaims it).
+                    eprintln!("{}", serde_json::json!({"event": "budget_lease_not_returned", "lease": id, "error": e.to_string()}));
+                }
+            });
+        }
+    }
+}
+
 /// What became of a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Written {

@@ -11,7 +11,6 @@ use crate::state::AppState;
 use crate::store::Orphan;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use std::time::Duration;
 use tailcut_core::{CancelContext, Receipt};
 
 /// Cancels the provider jobs a dead gateway left in flight, by id, through the current
@@ -55,8 +54,6 @@ pub(crate) async fn cancel_orphans(st: &AppState, orphans: Vec<Orphan>) -> Vec<R
     all
 }
 
-/// How often a replica looks for `DELETE`s of its jobs made on other replicas.
-#[cfg(feature = "postgres")]
 /// Cancels, in the background, the provider jobs this gateway's previous process left
 /// running (found when the state was built: [`AppState::new`]).
 pub(crate) fn cancel_startup_orphans(state: &Arc<AppState>) {
@@ -70,7 +67,9 @@ pub(crate) fn cancel_startup_orphans(state: &Arc<AppState>) {
     });
 }
 
-const CANCEL_POLL: Duration = Duration::from_millis(200);
+/// How often a replica looks for `DELETE`s of its jobs made on other replicas.
+#[cfg(feature = "postgres")]
+const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// On PostgreSQL: every 200 ms, stops the races whose jobs were deleted on another
 /// replica; every `lease_ttl / 3`, reclaims the budget leases of replicas dead for the

@@ -4,7 +4,8 @@
 //! killed with `kill -9` under load has its jobs taken over (interrupted, provider jobs
 //! cancelled with receipts) and its budget lease reclaimed, with no lost or duplicated
 //! ledger row; and 600 concurrent jobs over three replicas never overspend a key's
-//! budget or the global hard stop, the ledger reconciling with the traces' charges.
+//! budget or the global hard stop, the ledger reconciling with the traces' charges; and
+//! a key's rate limit holds across three replicas within the stated tolerance.
 //!
 //! Skipped (with a note) where PostgreSQL is not installed, unless
 //! `TAILCUT_REQUIRE_POSTGRES=1` (CI), where that is a failure.
@@ -350,4 +351,58 @@ async fn six_hundred_concurrent_jobs_over_three_replicas_never_overspend() {
     // Every request hedged: a race of both providers.
     let (total, alice, _) = overspend_race("both").await;
     eprintln!("overspend run at 100 % hedge rate: charged {total} of 50000 µ$ global, alice {alice} of 20000 µ$");
+}
+
+/// The shared per-key rate limit: 3 `tailcut serve` processes on one PostgreSQL, a key
+/// limited to `RATE` requests per second, a paced load three times that spread
+/// round-robin over the replicas. Accepted requests stay within the tolerance
+/// docs/replicas.md states (`rate × T + max(rate, 1) + N` over T seconds: the buckets'
+/// shares, plus one token per replica for rounding), where three independent limits
+/// would let through three times the rate; and the key still gets most of its rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_rate_limit_holds_across_three_replicas() {
+    const RATE: f64 = 10.0;
+    const N: usize = 3;
+    let Some(pg) = PgServer::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tailcut.toml");
+    let toml = format!(
+        "[budget]\nsoft_stop_usd = 1000\nhard_stop_usd = 1000\n[state]\nurl = \"{}\"\nlease_ttl_s = 1\n\
+         [gateway]\nkeys = [{{ name = \"limited\", sha256 = \"{}\", rate_per_s = {RATE} }}]\n{}\
+         [policies.fast]\nkind = \"single\"\nprovider = \"fastsim\"\n[routes.fast]\nkind = \"jobs\"\npolicy = \"fast\"\n",
+        pg.url(),
+        tailcut_gateway::tenancy::sha256_hex(ALICE),
+        tailcut_testkit::config::SIM_PROVIDERS,
+    );
+    std::fs::write(&config, toml).unwrap();
+    let replicas: Vec<(Spawned, String)> = (0..N).map(|_| serve(tailcut(), &config, &[])).collect();
+    // Every replica has counted the others (heartbeats every lease_ttl_s / 3).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let http = reqwest::Client::new();
+    let interval = Duration::from_secs_f64(1.0 / (3.0 * RATE));
+    let start = Instant::now();
+    let mut sends = Vec::new();
+    for i in 0..(3.0 * RATE * 6.0) as u32 {
+        let at = start + interval * i;
+        tokio::time::sleep_until(at.into()).await;
+        let (http, base) = (http.clone(), replicas[i as usize % N].1.clone());
+        sends.push(tokio::spawn(async move { post_job(&http, &base, ALICE, "fast", None).await.0 }));
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut codes = std::collections::BTreeMap::new();
+    for s in sends {
+        *codes.entry(s.await.unwrap()).or_insert(0usize) += 1;
+    }
+    for (g, _) in replicas {
+        stop(g);
+    }
+    let accepted = codes.get(&202).copied().unwrap_or(0) as f64;
+    let bound = RATE * elapsed + RATE.max(1.0) + N as f64;
+    eprintln!(
+        "rate limit across {N} replicas: {codes:?} in {elapsed:.2} s, accepted {accepted} (bound {bound:.1}, rate × T = {:.1})",
+        RATE * elapsed
+    );
+    assert_eq!(codes.keys().copied().filter(|c| *c != 202 && *c != 429).count(), 0, "{codes:?}");
+    assert!(accepted <= bound, "accepted {accepted} > {bound:.1}: the limit is not shared ({codes:?})");
+    assert!(accepted >= 0.8 * RATE * elapsed, "accepted {accepted}: the key gets far less than its rate ({codes:?})");
 }

@@ -172,6 +172,8 @@ pub struct PgState {
     pub(crate) leases: std::sync::Mutex<LocalLeases>,
     /// Serialises lease refills (one lease statement per scope at a time).
     pub(crate) refill: tokio::sync::Mutex<()>,
+    /// Writes the ledger's charge rows, batched (group commit).
+    pub(crate) charges: crate::ledger::pg::commit::ChargeWriter,
     /// Live replicas (not stopped, not taken over, heartbeat not expired), counted at
     /// each heartbeat: the gateway shares its rate limits among them.
     live: Arc<std::sync::atomic::AtomicUsize>,
@@ -225,11 +227,15 @@ impl PgState {
                 .build()
                 .map_err(|e| PgError::Db(e.to_string()))?
         };
+        let replica = replica_id();
+        let writers = crate::ledger::pg::commit::writers(settings.pool_size.max(2));
+        let charges = crate::ledger::pg::commit::ChargeWriter::start(&handle, pool.clone(), replica.clone(), writers);
         let state = Arc::new(PgState {
             pool,
             handle,
             _stop: stop_tx,
-            replica: replica_id(),
+            replica,
+            charges,
             settings,
             leases: std::sync::Mutex::default(),
             refill: tokio::sync::Mutex::new(()),
@@ -420,4 +426,9 @@ impl Slice {
 #[derive(Debug, Default)]
 pub(crate) struct LocalLeases {
     pub(crate) slices: std::collections::HashMap<String, Slice>,
+    /// Charges taken from each lease whose rows are not written yet.
+    pub(crate) in_flight: std::collections::HashMap<i64, usize>,
+    /// Leases replaced by a new slice while charges on them were in flight: closed by the
+    /// last of those charges (see `ledger::pg::commit::InFlight`).
+    pub(crate) retired: std::collections::HashSet<i64>,
 }

@@ -34,7 +34,7 @@ fn spawn_cleaner(state: &Arc<AppState>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_secs(60)).await;
-            let _ = st.store.cleanup(retention);
+            let _ = st.store.cleanup(retention).await;
         }
     })
 }

@@ -421,7 +421,7 @@ impl AppState {
     pub(crate) async fn wait_for_job(&self, id: &str, max: Duration) -> Option<crate::store::JobRow> {
         let until = tokio::time::Instant::now() + max;
         loop {
-            let row = self.store.get(id).ok().flatten();
+            let row = self.store.get(id).await.ok().flatten();
             if row.as_ref().is_some_and(|r| r.state != "running") || tokio::time::Instant::now() >= until {
                 return row;
             }

@@ -11,6 +11,10 @@
 //! gateway cancels their provider jobs by id (`state::cancel_orphans`), with receipts.
 //! A `DELETE` on a replica that does not run the job sets `cancel_requested`; the owner
 //! polls for it ([`JobStore::cancel_requests`]) and stops the race.
+//!
+//! Every call the API makes is `async`: on PostgreSQL it is awaited on the state's own
+//! runtime ([`tailcut_core::pg::PgState::run`]), so a round trip to the database never
+//! blocks a serving thread; on SQLite it is a local write under the connection's lock.
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
@@ -219,7 +223,7 @@ impl JobStore {
     }
 
     /// Records a new running job owned by `owner`.
-    pub fn insert(&self, id: &str, route: &str, owner: &str) -> StoreResult<()> {
+    pub async fn insert(&self, id: &str, route: &str, owner: &str) -> StoreResult<()> {
         match &self.backend {
             Backend::Sqlite(_) => self.with(|c| {
                 c.execute(
@@ -231,15 +235,17 @@ impl JobStore {
             #[cfg(feature = "postgres")]
             Backend::Pg(st) => {
                 let (s, id, route, owner) = (st.clone(), id.to_string(), route.to_string(), owner.to_string());
-                Ok(st.block_on(async move {
-                    let c = s.client().await?;
-                    c.execute(
-                        "INSERT INTO jobs (id, route, state, created_ms, owner, replica) VALUES ($1, $2, 'running', $3, $4, $5)",
-                        &[&id, &route, &now_ms(), &owner, &s.replica()],
-                    )
-                    .await?;
-                    Ok(())
-                })?)
+                Ok(st
+                    .run(async move {
+                        let c = s.client().await?;
+                        c.execute(
+                            "INSERT INTO jobs (id, route, state, created_ms, owner, replica) VALUES ($1, $2, 'running', $3, $4, $5)",
+                            &[&id, &route, &now_ms(), &owner, &s.replica()],
+                        )
+                        .await?;
+                        Ok(())
+                    })
+                    .await?)
             }
         }
     }
@@ -276,7 +282,7 @@ impl JobStore {
 
     /// Records a job's end (a job already ended, e.g. taken over as `interrupted`, keeps
     /// its first end).
-    pub fn finish(
+    pub async fn finish(
         &self,
         id: &str,
         state: &str,
@@ -304,7 +310,8 @@ impl JobStore {
                     trace.map(Value::to_string),
                     error.map(str::to_string),
                 );
-                Ok(st.block_on(async move {
+                Ok(st
+                    .run(async move {
                     let c = s.client().await?;
                     c.execute(
                         "UPDATE jobs SET state = $2, finished_ms = $3, result = $4, winner = $5, trace = $6, error = $7 WHERE id = $1 AND state = 'running'",
@@ -312,13 +319,13 @@ impl JobStore {
                     )
                     .await?;
                     Ok(())
-                })?)
+                }).await?)
             }
         }
     }
 
     /// A job by id, whoever owns it (for the gateway's own use: webhooks, draining).
-    pub fn get(&self, id: &str) -> StoreResult<Option<JobRow>> {
+    pub async fn get(&self, id: &str) -> StoreResult<Option<JobRow>> {
         let parse = |s: Option<String>| s.and_then(|s| serde_json::from_str(&s).ok());
         match &self.backend {
             Backend::Sqlite(_) => self.with(|c| {
@@ -344,28 +351,30 @@ impl JobStore {
             #[cfg(feature = "postgres")]
             Backend::Pg(st) => {
                 let (s, id) = (st.clone(), id.to_string());
-                let row = st.block_on(async move {
-                    let c = s.client().await?;
-                    let r = c
-                        .query_opt(
-                            "SELECT id, route, state, created_ms, result, winner, trace, error, owner FROM jobs WHERE id = $1",
-                            &[&id],
-                        )
-                        .await?;
-                    Ok(r.map(|r| {
-                        (
-                            r.get::<_, String>(0),
-                            r.get::<_, String>(1),
-                            r.get::<_, String>(2),
-                            r.get::<_, i64>(3),
-                            r.get::<_, Option<String>>(4),
-                            r.get::<_, Option<String>>(5),
-                            r.get::<_, Option<String>>(6),
-                            r.get::<_, Option<String>>(7),
-                            r.get::<_, Option<String>>(8),
-                        )
-                    }))
-                })?;
+                let row = st
+                    .run(async move {
+                        let c = s.client().await?;
+                        let r = c
+                            .query_opt(
+                                "SELECT id, route, state, created_ms, result, winner, trace, error, owner FROM jobs WHERE id = $1",
+                                &[&id],
+                            )
+                            .await?;
+                        Ok(r.map(|r| {
+                            (
+                                r.get::<_, String>(0),
+                                r.get::<_, String>(1),
+                                r.get::<_, String>(2),
+                                r.get::<_, i64>(3),
+                                r.get::<_, Option<String>>(4),
+                                r.get::<_, Option<String>>(5),
+                                r.get::<_, Option<String>>(6),
+                                r.get::<_, Option<String>>(7),
+                                r.get::<_, Option<String>>(8),
+                            )
+                        }))
+                    })
+                    .await?;
                 Ok(row.map(|(id, route, state, created_ms, result, winner, trace, error, owner)| JobRow {
                     id,
                     route,
@@ -382,23 +391,25 @@ impl JobStore {
     }
 
     /// A job by id if `owner` created it; `None` when it is missing or someone else's.
-    pub fn get_owned(&self, id: &str, owner: &str) -> StoreResult<Option<JobRow>> {
-        Ok(self.get(id)?.filter(|row| row.owner.as_deref() == Some(owner)))
+    pub async fn get_owned(&self, id: &str, owner: &str) -> StoreResult<Option<JobRow>> {
+        Ok(self.get(id).await?.filter(|row| row.owner.as_deref() == Some(owner)))
     }
 
     /// Asks the replica running job `id` to stop it (PostgreSQL; on SQLite the job runs
     /// here or nowhere).
-    pub fn request_cancel(&self, #[cfg_attr(not(feature = "postgres"), allow(unused_variables))] id: &str) -> StoreResult<()> {
+    pub async fn request_cancel(&self, #[cfg_attr(not(feature = "postgres"), allow(unused_variables))] id: &str) -> StoreResult<()> {
         match &self.backend {
             Backend::Sqlite(_) => Ok(()),
             #[cfg(feature = "postgres")]
             Backend::Pg(st) => {
                 let (s, id) = (st.clone(), id.to_string());
-                Ok(st.block_on(async move {
-                    let c = s.client().await?;
-                    c.execute("UPDATE jobs SET cancel_requested = true WHERE id = $1 AND state = 'running'", &[&id]).await?;
-                    Ok(())
-                })?)
+                Ok(st
+                    .run(async move {
+                        let c = s.client().await?;
+                        c.execute("UPDATE jobs SET cancel_requested = true WHERE id = $1 AND state = 'running'", &[&id]).await?;
+                        Ok(())
+                    })
+                    .await?)
             }
         }
     }
@@ -444,7 +455,7 @@ impl JobStore {
     }
 
     /// Deletes finished jobs older than `retention`; returns how many.
-    pub fn cleanup(&self, retention: Duration) -> StoreResult<usize> {
+    pub async fn cleanup(&self, retention: Duration) -> StoreResult<usize> {
         let cutoff = now_ms() - retention.as_millis() as i64;
         match &self.backend {
             Backend::Sqlite(_) => self.with(|c| {
@@ -457,88 +468,16 @@ impl JobStore {
             #[cfg(feature = "postgres")]
             Backend::Pg(st) => {
                 let s = st.clone();
-                Ok(st.block_on(async move {
-                    let c = s.client().await?;
-                    Ok(c.execute("DELETE FROM jobs WHERE finished_ms IS NOT NULL AND finished_ms <= $1", &[&cutoff]).await? as usize)
-                })?)
+                Ok(st
+                    .run(async move {
+                        let c = s.client().await?;
+                        Ok(c.execute("DELETE FROM jobs WHERE finished_ms IS NOT NULL AND finished_ms <= $1", &[&cutoff]).await? as usize)
+                    })
+                    .await?)
             }
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn restart_marks_running_jobs_interrupted_and_keeps_finished_ones() {
-        let dir = std::env::temp_dir().join(format!("tailcut-store-{}", std::process::id()));
-        let path = dir.join("jobs.sqlite");
-        {
-            let s = JobStore::open(Some(&path)).unwrap();
-            s.insert("a", "r", "t").unwrap();
-            s.insert("b", "r", "t").unwrap();
-            s.finish("b", "succeeded", Some(&json!({"x": 1})), Some("p"), None, None).unwrap();
-        }
-        let s = JobStore::open(Some(&path)).unwrap();
-        assert_eq!(s.mark_interrupted().unwrap().0, 1);
-        assert_eq!(s.get("a").unwrap().unwrap().state, "interrupted");
-        assert_eq!(s.get("b").unwrap().unwrap().result, Some(json!({"x": 1})));
-        assert_eq!(s.cleanup(Duration::ZERO).unwrap(), 2);
-        let _ = std::fs::remove_dir_all(dir);
-    }
-
-    #[tokio::test]
-    async fn a_restart_returns_the_provider_jobs_its_predecessor_left_in_flight() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("jobs.sqlite");
-        {
-            let s = JobStore::open(Some(&path)).unwrap();
-            s.insert("a", "r", "t").unwrap();
-            s.record_attempt("a", 0, "runpod", Some("rp-1")).await.unwrap();
-            s.record_attempt("a", 1, "fal", Some("fal-9")).await.unwrap();
-            s.insert("b", "r", "t").unwrap();
-            s.record_attempt("b", 0, "runpod", Some("rp-2")).await.unwrap();
-            s.finish("b", "succeeded", None, Some("runpod"), None, None).unwrap();
-        }
-        let s = JobStore::open(Some(&path)).unwrap();
-        let (n, orphans) = s.mark_interrupted().unwrap();
-        assert_eq!(n, 1);
-        let ids: Vec<(&str, &str)> = orphans.iter().map(|o| (o.provider.as_str(), o.provider_job_id.as_str())).collect();
-        assert_eq!(ids, [("runpod", "rp-1"), ("fal", "fal-9")], "only the interrupted job's attempts");
-        s.set_orphan_receipts("a", &json!([{"job_id": "rp-1"}])).await.unwrap();
-        assert_eq!(s.get("a").unwrap().unwrap().to_json()["receipts"][0]["job_id"], "rp-1");
-        // A late finish of a job already interrupted does not overwrite it.
-        s.finish("a", "succeeded", None, None, None, None).unwrap();
-        assert_eq!(s.get("a").unwrap().unwrap().state, "interrupted");
-    }
-
-    #[test]
-    fn a_job_is_readable_only_by_its_owner() {
-        let s = JobStore::open(None).unwrap();
-        s.insert("j", "r", "alice").unwrap();
-        assert_eq!(s.get_owned("j", "alice").unwrap().unwrap().owner.as_deref(), Some("alice"));
-        assert_eq!(s.get_owned("j", "bob").unwrap(), None);
-        assert_eq!(s.get_owned("missing", "alice").unwrap(), None);
-    }
-
-    #[test]
-    fn a_store_from_before_owners_gains_the_column_and_its_jobs_stay_unreadable() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("old.sqlite");
-        {
-            let c = Connection::open(&path).unwrap();
-            c.execute_batch(
-                "CREATE TABLE jobs (id TEXT PRIMARY KEY, route TEXT NOT NULL, state TEXT NOT NULL, created_ms INTEGER NOT NULL,
-                 finished_ms INTEGER, result TEXT, winner TEXT, trace TEXT, error TEXT);
-                 INSERT INTO jobs (id, route, state, created_ms) VALUES ('old', 'r', 'succeeded', 1);",
-            )
-            .unwrap();
-        }
-        let s = JobStore::open(Some(&path)).unwrap();
-        assert_eq!(s.get("old").unwrap().unwrap().owner, None);
-        assert_eq!(s.get_owned("old", "anonymous").unwrap(), None);
-        s.insert("new", "r", "alice").unwrap();
-        assert!(s.get_owned("new", "alice").unwrap().is_some());
-    }
-}
+mod tests;

@@ -31,8 +31,10 @@ use super::{Account, BudgetGate, BudgetLimits, Charge, ChargeFuture, LedgerError
 use crate::money::MicroUsd;
 use crate::pg::{PgError, PgState, Slice};
 mod books;
+pub(crate) mod commit;
 use books::reconciliation;
 pub use books::{Reconciliation, ScopeReconciliation};
+use commit::{ChargeRow, InFlight, Written};
 use std::fmt;
 use std::sync::Arc;
 
@@ -58,13 +60,6 @@ impl fmt::Debug for PgLedger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PgLedger").field("replica", &self.state.replica()).field("limits", &self.limits).finish()
     }
-}
-
-/// Why a charge could not be written.
-enum Written {
-    Yes,
-    /// Its lease was closed meanwhile (a refill or a drain): charge again.
-    LeaseClosed,
 }
 
 impl PgLedger {
@@ -95,27 +90,19 @@ impl PgLedger {
                     continue;
                 }
             };
-            let st = self.state.clone();
-            let row =
-                (charge.provider.to_string(), charge.request_id.to_string(), amount, account.map(|a| a.name.clone()), lease, account_lease);
-            let written = self
-                .state
-                .run(async move {
-                    let c = st.client().await?;
-                    let n = c
-                        .execute(
-                            "INSERT INTO ledger_entries (kind, provider, request_id, micro_usd, account, lease, account_lease, replica)
-                             SELECT 'projected', $1, $2, $3, $4, $5, $6, $7
-                             WHERE (SELECT count(*) FROM (SELECT 1 FROM budget_leases
-                                    WHERE id IN ($5, $6) AND closed_at IS NULL FOR SHARE) o)
-                                   = CASE WHEN $6::bigint IS NULL THEN 1 ELSE 2 END",
-                            &[&row.0, &row.1, &row.2, &row.3, &row.4, &row.5, &st.replica()],
-                        )
-                        .await?;
-                    Ok(if n == 1 { Written::Yes } else { Written::LeaseClosed })
-                })
-                .await
-                .map_err(storage)?;
+            // Until its row is written, the leases it names are not closed by a refill.
+            let _in_flight = InFlight::new(&self.state, lease, account_lease);
+            let row = ChargeRow {
+                provider: charge.provider.to_string(),
+                request_id: charge.request_id.to_string(),
+                micro_usd: amount,
+                account: account.map(|a| a.name.clone()),
+                lease,
+                account_lease,
+            };
+            // Written with the charges of the same moment (group commit); durable when
+            // this returns.
+            let written = self.state.charges.write(row).await.map_err(storage)?;
             match written {
                 Written::Yes => return Ok(charge.amount),
                 Written::LeaseClosed => continue,
@@ -190,7 +177,16 @@ impl PgLedger {
     /// a new one of at most `want` (at least `min`) while `limit - spent - leased` covers
     /// `min` (for a request's first charge, while the soft stop does).
     async fn lease(&self, scope: &str, limit: i64, soft: i64, min: i64, want: i64, opens: bool) -> Result<(), Refused> {
-        let old = self.state.leases.lock().ok().and_then(|mut l| l.slices.remove(scope));
+        // The slice being replaced: closed in the same transaction, unless charges taken
+        // from it are still being written (then the last of them closes it).
+        let old = self.state.leases.lock().ok().and_then(|mut l| {
+            let old = l.slices.remove(scope)?;
+            if l.in_flight.get(&old.lease).is_some_and(|n| *n > 0) {
+                l.retired.insert(old.lease);
+                return None;
+            }
+            Some(old)
+        });
         let st = self.state.clone();
         let scope_owned = scope.to_string();
         let granted = self
@@ -255,6 +251,7 @@ impl PgLedger {
         let _one = self.state.refill.lock().await;
         if let Ok(mut l) = self.state.leases.lock() {
             l.slices.clear();
+            l.retired.clear(); // closed below, with every open lease of this replica
         }
         let st = self.state.clone();
         let replica = st.replica().to_string();
@@ -320,7 +317,7 @@ enum Refused {
 /// Closes lease `id` if it is open: its charges (summed under the lease's row lock, so
 /// charges being written are counted) move to `spent`, the rest is given back and
 /// recorded as a `how` row (`returned` or `reclaimed`). Returns the amount given back.
-async fn close_lease(tx: &deadpool_postgres::Transaction<'_>, id: i64, how: &str, by: &str) -> Result<MicroUsd, PgError> {
+pub(crate) async fn close_lease(tx: &deadpool_postgres::Transaction<'_>, id: i64, how: &str, by: &str) -> Result<MicroUsd, PgError> {
     let Some(row) = tx.query_opt("SELECT scope, granted FROM budget_leases WHERE id = $1 AND closed_at IS NULL FOR UPDATE", &[&id]).await?
     else {
         return Ok(MicroUsd::ZERO);

@@ -96,6 +96,19 @@ async fn three_replicas_and_600_concurrent_charges_never_overspend() {
     // With nothing leased any more, the budgets were used up to their last slices: a
     // charge of the largest size no longer fits one of them.
     assert!(total > 50_000 - 300 || keyed > 20_000 - 300, "keyed {keyed}, total {total}: budgets left unused");
+    // The charges were group-committed: rows written in one transaction share its
+    // timestamp, so there are fewer distinct timestamps than rows.
+    let st = replicas[0].state().clone();
+    let (rows, commits): (i64, i64) = replicas[0]
+        .state()
+        .run(async move {
+            let c = st.client().await?;
+            let r = c.query_one("SELECT count(*), count(DISTINCT ts) FROM ledger_entries WHERE kind = 'projected'", &[]).await?;
+            Ok((r.get(0), r.get(1)))
+        })
+        .await
+        .unwrap();
+    assert!(commits < rows, "{rows} charge rows in {commits} commits: not batched");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,4 +163,68 @@ async fn migrations_run_once_when_replicas_start_together() {
     let states: Vec<Arc<PgState>> = starts.into_iter().map(|t| t.join().unwrap()).collect();
     let v = states[0].schema_version().await.unwrap();
     assert_eq!(v, crate::pg::MIGRATIONS.last().unwrap().version);
+}
+
+/// Group commit, as a property: any number of concurrent charges (random amounts, over
+/// one to three replicas, some with a key's budget, slices small enough that leases close
+/// and charges retry while batches are in flight) leave exactly one row per charge, and
+/// the ledger's sums equal the charges' sums, globally and per key, to the micro-dollar.
+#[test]
+fn concurrent_charges_leave_one_row_each_and_the_sums_agree() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    let Some(pg) = PgServer::start() else { return };
+    let case = std::sync::atomic::AtomicUsize::new(0);
+    let strategy = (prop::collection::vec((1i64..5_000, any::<bool>()), 1..160), 1usize..=3, 2_000i64..40_000);
+    let mut runner = TestRunner::new(Config { cases: 6, failure_persistence: None, ..Config::default() });
+    runner
+        .run(&strategy, |(charges, replicas, slice)| {
+            let url = pg.database(&format!("group_{}", case.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            let (want_total, want_keyed, r) = rt.block_on(async {
+                let limits = BudgetLimits { soft_stop: MicroUsd(1_000_000_000), hard_stop: MicroUsd(1_000_000_000) };
+                let ledgers: Vec<PgLedger> =
+                    (0..replicas).map(|_| PgLedger::new(replica(&url, slice, Duration::from_secs(30)), limits)).collect();
+                let key = Arc::new(Account { name: "k".into(), limit: Some(MicroUsd(1_000_000_000)) });
+                let tasks: Vec<_> = charges
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(amount, keyed))| {
+                        let (l, key) = (ledgers[i % replicas].clone(), key.clone());
+                        tokio::spawn(async move {
+                            let rid = format!("r{i}");
+                            let c = Charge { provider: "p", request_id: &rid, amount: MicroUsd(amount), opens_request: i % 3 != 0 };
+                            if keyed {
+                                l.charge_account_async(&c, &key).await
+                            } else {
+                                l.charge_async(&c).await
+                            }
+                        })
+                    })
+                    .collect();
+                for t in tasks {
+                    t.await.unwrap().unwrap();
+                }
+                // Slices replaced while their charges were in flight are closed once
+                // those are written: soon at most one open lease per replica and budget.
+                let until = std::time::Instant::now() + Duration::from_secs(10);
+                let mut r = ledgers[0].reconciliation().await.unwrap();
+                while r.scopes.iter().any(|s| s.open_leases > replicas as i64) && std::time::Instant::now() < until {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    r = ledgers[0].reconciliation().await.unwrap();
+                }
+                let total: i64 = charges.iter().map(|c| c.0).sum();
+                let keyed: i64 = charges.iter().filter(|c| c.1).map(|c| c.0).sum();
+                (total, keyed, r)
+            });
+            prop_assert!(r.balanced, "{r:#?}");
+            prop_assert!(r.scopes.iter().all(|s| s.open_leases <= replicas as i64), "replaced slices left open: {r:#?}");
+            let g = &r.scopes[0];
+            prop_assert_eq!((g.charges, g.charged), (charges.len() as i64, want_total));
+            let k = r.scopes.iter().find(|s| s.scope == "account:k");
+            let keyed_n = charges.iter().filter(|c| c.1).count() as i64;
+            prop_assert_eq!(k.map_or((0, 0), |k| (k.charges, k.charged)), (keyed_n, want_keyed));
+            Ok(())
+        })
+        .unwrap();
 }

@@ -81,7 +81,7 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
     };
     authorize(&tenant, &route.cfg.name)?;
     let id = new_job_id().map_err(|e| ApiError::Unavailable(format!("no randomness for a job id: {e}")))?;
-    st.store.insert(&id, &route.cfg.name, &tenant.name).map_err(|e| ApiError::Unavailable(format!("job store: {e}")))?;
+    st.store.insert(&id, &route.cfg.name, &tenant.name).await.map_err(|e| ApiError::Unavailable(format!("job store: {e}")))?;
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     if let Ok(mut r) = st.running.lock() {
         r.insert(id.clone(), stop_tx);
@@ -128,12 +128,12 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
                 )
             }
         };
-        let _ = st2.store.finish(&id2, state, result.as_ref(), winner.as_deref(), trace.as_ref(), error.as_deref());
+        let _ = st2.store.finish(&id2, state, result.as_ref(), winner.as_deref(), trace.as_ref(), error.as_deref()).await;
         if let Ok(mut r) = st2.running.lock() {
             r.remove(&id2);
         }
         if let Some(url) = webhook {
-            if let Ok(Some(row)) = st2.store.get(&id2) {
+            if let Ok(Some(row)) = st2.store.get(&id2).await {
                 if let Err(e) = crate::webhook::deliver(&url, allow_private, &row.to_json()).await {
                     log("webhook_failed", || json!({"job": id2, "error": e.to_string()}));
                 }
@@ -160,7 +160,7 @@ pub(crate) async fn get(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let q = WaitQuery::parse(query.as_deref())?;
-    let row = owned_job(&st, &headers, &id)?;
+    let row = owned_job(&st, &headers, &id).await?;
     let row = match q.wait {
         Some(w) if w > 0.0 && row.state == "running" => st
             .wait_for_job(&id, Duration::from_secs_f64(w.min(3600.0)))
@@ -173,10 +173,11 @@ pub(crate) async fn get(
 
 /// The caller's job `id`: 401 without a valid key, 404 when it is missing or another
 /// tenant's (the same answer, so a job's existence is never revealed).
-fn owned_job(st: &AppState, headers: &HeaderMap, id: &str) -> Result<crate::store::JobRow, ApiError> {
+async fn owned_job(st: &AppState, headers: &HeaderMap, id: &str) -> Result<crate::store::JobRow, ApiError> {
     let tenant = authenticate(&st.rt(), headers)?;
     st.store
         .get_owned(id, &tenant.name)
+        .await
         .map_err(|e| ApiError::Unavailable(format!("job store: {e}")))?
         .ok_or_else(|| ApiError::NotFound(format!("no job `{id}`")))
 }
@@ -185,7 +186,7 @@ fn owned_job(st: &AppState, headers: &HeaderMap, id: &str) -> Result<crate::stor
 /// returns it; a finished job is returned as it is, a missing or foreign one is a 404 at
 /// once.
 pub(crate) async fn delete(State(st): State<Arc<AppState>>, headers: HeaderMap, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let row = owned_job(&st, &headers, &id)?;
+    let row = owned_job(&st, &headers, &id).await?;
     if row.state != "running" {
         return Ok(Json(row.to_json()).into_response());
     }
@@ -195,7 +196,7 @@ pub(crate) async fn delete(State(st): State<Arc<AppState>>, headers: HeaderMap, 
             let _ = tx.send(());
         }
         // Another replica runs it: it polls for the request and stops the race.
-        None => st.store.request_cancel(&id).map_err(|e| ApiError::Unavailable(format!("job store: {e}")))?,
+        None => st.store.request_cancel(&id).await.map_err(|e| ApiError::Unavailable(format!("job store: {e}")))?,
     }
     let row = st.wait_for_job(&id, Duration::from_secs(60)).await.ok_or_else(|| ApiError::NotFound(format!("no job `{id}`")))?;
     Ok(Json(row.to_json()).into_response())

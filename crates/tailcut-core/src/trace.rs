@@ -81,9 +81,10 @@ pub struct Decisions {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LearnedChoice {
     /// The plan run (`cutover:runpod->cerebrium@q2.5s+s8.5s`, `hedge:a->b@1.09s`, ...).
-    pub plan: String,
+    /// Shared (`Arc<str>`): a busy route repeats its last explanation without copying it.
+    pub plan: std::sync::Arc<str>,
     /// Why, in words, with the numbers the model gave.
-    pub reason: String,
+    pub reason: std::sync::Arc<str>,
     /// Predicted P(latency > deadline) (`auto`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted_miss: Option<f64>,
@@ -102,8 +103,8 @@ pub struct LearnedChoice {
 /// One provider as a learned policy's model saw it at a decision.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProviderBelief {
-    /// Provider name.
-    pub provider: String,
+    /// Provider name (shared with the policy's list).
+    pub provider: std::sync::Arc<str>,
     /// Attempts the model has observed (0: a cold model).
     pub samples: u64,
     /// Learned median latency, s (streams: time to the first content token).

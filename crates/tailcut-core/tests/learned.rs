@@ -132,7 +132,7 @@ async fn auto_learns_to_cut_over_from_a_queued_primary() {
         tokio::time::sleep(s(600.0)).await;
     }
     let late = &traces[40..];
-    let plans: Vec<String> = late.iter().map(|t| t.decisions.learned.as_ref().unwrap().plan.clone()).collect();
+    let plans: Vec<String> = late.iter().map(|t| t.decisions.learned.as_ref().unwrap().plan.to_string()).collect();
     // It learned to pair RunPod with Cerebrium (a queue cutover, or Cerebrium first with
     // RunPod as its hedge) and never runs either alone.
     assert!(plans.iter().all(|p| p.contains("runpod->cerebrium") || p.contains("cerebrium->runpod")), "{plans:?}");

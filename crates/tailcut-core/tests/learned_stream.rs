@@ -128,7 +128,7 @@ async fn adaptive_hedges_a_stalled_stream_at_the_learned_first_token_quantile() 
     assert!(*ttft < ms(300), "the stalled stream's first token came from the hedge: {ttft:?}");
     // The beliefs in the trace are the first-token quantiles.
     let a = &choice.model[0];
-    assert_eq!(a.provider, "a");
+    assert_eq!(&*a.provider, "a");
     assert!(a.p50_s.unwrap() > 0.09 && a.p50_s.unwrap() < 0.13, "{a:?}");
     // Hedges only where the primary is slow: about the stalled tenth plus p80's share.
     let hedged = runs[20..].iter().filter(|(t, _)| t.decisions.hedge_launched).count();
@@ -153,7 +153,7 @@ async fn auto_learns_which_stream_stalls_and_makes_the_other_primary() {
     for (t, ttft) in &runs[30..] {
         let c = t.decisions.learned.as_ref().unwrap();
         // `b` is primary (alone, or with a hedge to `a` the model expects never to fire).
-        assert!(c.plan == "single:b" || c.plan.starts_with("hedge:b->a@"), "{c:?}");
+        assert!(&*c.plan == "single:b" || c.plan.starts_with("hedge:b->a@"), "{c:?}");
         assert!(c.predicted_miss.unwrap() <= 0.01, "{c:?}");
         assert!(c.model.iter().all(|b| b.samples >= 5), "{c:?}");
         assert_eq!(t.attempts[0].provider, "b");

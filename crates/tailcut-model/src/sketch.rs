@@ -411,6 +411,26 @@ impl DecayedSketch {
         hit.map(bucket_value)
     }
 
+    /// [`DecayedSketch::quantile_reached`] of each of `qs` (ascending) in one walk of the
+    /// buckets.
+    pub fn quantiles_reached<const N: usize>(&self, qs: [f64; N]) -> [Option<f64>; N] {
+        let mut out = [None; N];
+        if self.is_empty() || N == 0 {
+            return out;
+        }
+        let targets = qs.map(|q| q.clamp(0.0, 1.0) - 1e-9);
+        let (mut acc, mut next) = (0.0, 0);
+        self.scan_masses_with(false, |k, m| {
+            acc += m;
+            while next < N && acc >= targets[next] {
+                out[next] = Some(bucket_value(k));
+                next += 1;
+            }
+            next == N
+        });
+        out
+    }
+
     /// The q-quantile (`None` when empty); when the mass never reaches `q` (censored
     /// beyond everything seen), the largest value seen — a lower bound, which planning
     /// uses as such. Reports use [`DecayedSketch::quantile_reached`].

@@ -18,7 +18,7 @@ use crate::job::JobState;
 use crate::provider::Provider;
 use crate::trace::{LearnedChoice, ProviderBelief, RequestTrace};
 use async_trait::async_trait;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailcut_model::{Decision, LearnedKind, Learner, Model, ModelConfig, Observation, Outcome, Plan, Why};
 use tokio::time::Instant;
@@ -31,6 +31,8 @@ const BELIEFS_EVERY: u64 = 16;
 pub struct LearnedPolicy {
     label: String,
     names: Vec<String>,
+    /// The same names, shared with every decision's trace.
+    shared_names: Vec<Arc<str>>,
     /// Model index → index of that provider in the hedger's list.
     slots: Vec<usize>,
     inner: Mutex<Inner>,
@@ -46,7 +48,23 @@ struct Inner {
     /// The last plan, its reason and their explanation: a busy route decides the same
     /// plan for the same reason for many requests in a row (until the model's tables
     /// refresh), and formatting the explanation is most of a decision's cost.
-    explained: Option<(Plan, Why, Decision)>,
+    explained: Option<Explained>,
+}
+
+/// A decision's explanation, kept to be repeated (shared, not copied, into each trace).
+#[derive(Debug)]
+struct Explained {
+    plan: Plan,
+    why: Why,
+    label: Arc<str>,
+    reason: Arc<str>,
+    predicted: Option<tailcut_model::Prediction>,
+}
+
+impl Explained {
+    fn new(plan: Plan, why: Why, d: Decision) -> Explained {
+        Explained { plan, why, label: d.plan_label.into(), reason: d.reason.into(), predicted: d.predicted }
+    }
 }
 
 impl Inner {
@@ -54,13 +72,13 @@ impl Inner {
     /// and its reason are the same as last time.
     fn decide(&mut self, gaps: &[Option<f64>]) -> (Plan, LearnedChoice) {
         let (plan, why) = self.learner.state().decide_plan(gaps);
-        if !matches!(&self.explained, Some((p, w, _)) if *p == plan && *w == why) {
+        if !matches!(&self.explained, Some(e) if e.plan == plan && e.why == why) {
             self.explained = None;
         }
         let learner = &mut self.learner;
-        let (_, _, d) = self.explained.get_or_insert_with(|| (plan, why, learner.state().explain(plan, why)));
+        let d = self.explained.get_or_insert_with(|| Explained::new(plan, why, learner.state().explain(plan, why)));
         let choice = LearnedChoice {
-            plan: d.plan_label.clone(),
+            plan: d.label.clone(),
             reason: d.reason.clone(),
             predicted_miss: d.predicted.map(|p| p.miss),
             predicted_cost_usd: d.predicted.map(|p| p.cost_usd()),
@@ -74,7 +92,7 @@ impl Inner {
     /// are recomputed when the model changed, at most every [`BELIEFS_EVERY`] updates once
     /// every provider has [`BELIEFS_EVERY`]·4 samples (a busy route pays a sketch walk per
     /// provider every few requests, not per request).
-    fn beliefs(&mut self, names: &[String], gaps: &[Option<f64>]) -> Vec<ProviderBelief> {
+    fn beliefs(&mut self, names: &[Arc<str>], gaps: &[Option<f64>]) -> Vec<ProviderBelief> {
         let m = self.learner.model();
         let young = m.providers.iter().any(|p| p.samples() < 4 * BELIEFS_EVERY);
         let due = match self.beliefs_at {
@@ -85,7 +103,7 @@ impl Inner {
             self.beliefs = m
                 .providers
                 .iter()
-                .map(|p| (p.samples(), [0.5, 0.95, 0.99].map(|q| p.latency.quantile_reached(q).filter(|x| x.is_finite()))))
+                .map(|p| (p.samples(), p.latency.quantiles_reached([0.5, 0.95, 0.99]).map(|x| x.filter(|x| x.is_finite()))))
                 .collect();
             self.beliefs_at = Some(m.updates);
         }
@@ -220,6 +238,7 @@ impl LearnedPolicy {
         let learner = Learner::new(kind, &meta, model, config, seed);
         Ok(LearnedPolicy {
             label: label.to_string(),
+            shared_names: meta.iter().map(|m| Arc::from(m.0.as_str())).collect(),
             names: meta.into_iter().map(|m| m.0).collect(),
             slots,
             inner: Mutex::new(Inner { learner, last_served: vec![None; n], beliefs: Vec::new(), beliefs_at: None, explained: None }),
@@ -393,7 +412,7 @@ impl Policy for LearnedPolicy {
             let mut inner = self.inner.lock().map_err(|_| RaceError::Stopped)?;
             let gaps = Self::gaps(&inner, race.t0());
             let (plan, mut choice) = inner.decide(&gaps);
-            choice.model = inner.beliefs(&self.names, &gaps);
+            choice.model = inner.beliefs(&self.shared_names, &gaps);
             (plan, choice)
         };
         race.explain(choice);

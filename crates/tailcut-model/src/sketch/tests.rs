@@ -163,3 +163,22 @@ fn a_quantile_beyond_every_observation_is_unknown_in_reports() {
         assert_eq!(t.quantile_reached(q), t.quantile(q));
     }
 }
+
+/// One walk for several quantiles gives what one walk per quantile gives, censored or not
+/// (a quantile the mass never reaches stays unknown in both).
+#[test]
+fn quantiles_in_one_walk_equal_one_walk_each() {
+    let mut s = DecayedSketch::new(64.0);
+    let mut x = 0.013_f64;
+    for i in 0..500 {
+        x = (x * 7.31 + 0.017).fract();
+        if i % 5 == 0 {
+            s.insert_censored(0.002 + x * 0.5);
+        } else {
+            s.insert(0.001 + x * x * 3.0);
+        }
+        let qs = [0.01, 0.5, 0.95, 0.99, 1.0];
+        assert_eq!(s.quantiles_reached(qs), qs.map(|q| s.quantile_reached(q)), "after {i} inserts");
+    }
+    assert_eq!(DecayedSketch::new(64.0).quantiles_reached([0.5]), [None]);
+}

@@ -14,6 +14,9 @@
 //! start together apply each exactly once. [`PgState::connect`] returns only after every
 //! migration is in place, which is what the gateway's readiness waits for.
 
+/// Group commit of the ledger's charge rows: the writer tasks this state owns.
+pub(crate) mod commit;
+
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -173,7 +176,7 @@ pub struct PgState {
     /// Serialises lease refills (one lease statement per scope at a time).
     pub(crate) refill: tokio::sync::Mutex<()>,
     /// Writes the ledger's charge rows, batched (group commit).
-    pub(crate) charges: crate::ledger::pg::commit::ChargeWriter,
+    pub(crate) charges: commit::ChargeWriter,
     /// Live replicas (not stopped, not taken over, heartbeat not expired), counted at
     /// each heartbeat: the gateway shares its rate limits among them.
     live: Arc<std::sync::atomic::AtomicUsize>,
@@ -228,8 +231,8 @@ impl PgState {
                 .map_err(|e| PgError::Db(e.to_string()))?
         };
         let replica = replica_id();
-        let writers = crate::ledger::pg::commit::writers(settings.pool_size.max(2));
-        let charges = crate::ledger::pg::commit::ChargeWriter::start(&handle, pool.clone(), replica.clone(), writers);
+        let writers = commit::writers(settings.pool_size.max(2));
+        let charges = commit::ChargeWriter::start(&handle, pool.clone(), replica.clone(), writers);
         let state = Arc::new(PgState {
             pool,
             handle,
@@ -429,6 +432,6 @@ pub(crate) struct LocalLeases {
     /// Charges taken from each lease whose rows are not written yet.
     pub(crate) in_flight: std::collections::HashMap<i64, usize>,
     /// Leases replaced by a new slice while charges on them were in flight: closed by the
-    /// last of those charges (see `ledger::pg::commit::InFlight`).
+    /// last of those charges (see `pg::commit::InFlight`).
     pub(crate) retired: std::collections::HashSet<i64>,
 }

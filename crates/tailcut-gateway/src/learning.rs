@@ -148,15 +148,14 @@ impl ModelStore for PgModelStore {
     }
 }
 
-/// The store for a configuration: the shared PostgreSQL state when there is one, else
-/// the ledger's SQLite file, or memory without one.
-pub fn open_store(ledger: Option<&Path>, pg: Option<&crate::state::SharedState>) -> Result<Arc<dyn ModelStore>, StoreError> {
-    #[cfg(feature = "postgres")]
-    if let Some(pg) = pg {
-        return Ok(Arc::new(PgModelStore { pg: pg.clone() }));
-    }
-    #[cfg(not(feature = "postgres"))]
-    let _ = pg;
+/// The shared PostgreSQL state's store (`[state] url = "postgres://…"`).
+#[cfg(feature = "postgres")]
+pub fn pg_store(pg: Arc<tailcut_core::pg::PgState>) -> Arc<dyn ModelStore> {
+    Arc::new(PgModelStore { pg })
+}
+
+/// The store without shared state: the ledger's SQLite file, or memory without one.
+pub fn open_store(ledger: Option<&Path>) -> Result<Arc<dyn ModelStore>, StoreError> {
     Ok(match ledger {
         Some(p) => Arc::new(SqliteModelStore::open(p)?),
         None => Arc::new(MemoryModelStore::default()),

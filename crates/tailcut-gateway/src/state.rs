@@ -321,7 +321,11 @@ impl AppState {
         crate::connection::raise_fd_limit();
         let connections = crate::connection::Connections::new(config.gateway.max_connections);
         let ledger = config.budget.ledger.clone();
-        let model_store = crate::learning::open_store(ledger.as_deref(), pg.as_ref()).map_err(|e| e.to_string())?;
+        let model_store = match &pg {
+            #[cfg(feature = "postgres")]
+            Some(pg) => crate::learning::pg_store(pg.clone()),
+            _ => crate::learning::open_store(ledger.as_deref()).map_err(|e| e.to_string())?,
+        };
         let runtime = Runtime::build(config, &store, pg.as_ref(), model_store.clone())?;
         let metrics = Arc::new(Metrics::default());
         runtime.zero_series(&metrics);
@@ -382,7 +386,7 @@ impl AppState {
         let models = {
             let mut s = self.model_store.lock().map_err(|_| "model store lock poisoned".to_string())?;
             if s.0 != config.budget.ledger && pg.is_none() {
-                let opened = crate::learning::open_store(config.budget.ledger.as_deref(), None).map_err(|e| e.to_string())?;
+                let opened = crate::learning::open_store(config.budget.ledger.as_deref()).map_err(|e| e.to_string())?;
                 *s = (config.budget.ledger.clone(), opened);
             }
             s.1.clone()

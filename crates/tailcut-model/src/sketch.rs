@@ -12,7 +12,9 @@
 use serde::{Deserialize, Serialize};
 
 mod cdf;
+mod rate;
 pub use cdf::{CdfTable, GAP_BUCKETS, TAIL_MODE_SHARE};
+pub use rate::DecayedRate;
 
 /// Smallest distinguished value, s; smaller values share bucket 0.
 pub const MIN_S: f64 = 1e-3;
@@ -450,56 +452,6 @@ impl DecayedSketch {
             false
         });
         hit.or(last).map(bucket_value)
-    }
-}
-
-/// A decayed success/trial counter: `P(event)` with the same forward decay.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DecayedRate {
-    half_life: f64,
-    scale: f64,
-    hits: f64,
-    trials: f64,
-    n: u64,
-}
-
-impl DecayedRate {
-    /// An empty counter.
-    pub fn new(half_life: f64) -> DecayedRate {
-        DecayedRate { half_life: half_life.max(1.0), scale: 1.0, hits: 0.0, trials: 0.0, n: 0 }
-    }
-
-    /// Records one trial.
-    pub fn record(&mut self, hit: bool) {
-        self.trials += self.scale;
-        if hit {
-            self.hits += self.scale;
-        }
-        self.n += 1;
-        self.scale *= 2f64.powf(1.0 / self.half_life);
-        if self.scale > 1e100 {
-            let inv = 1.0 / self.scale;
-            self.hits *= inv;
-            self.trials *= inv;
-            self.scale = 1.0;
-        }
-    }
-
-    /// Trials ever recorded.
-    pub fn samples(&self) -> u64 {
-        self.n
-    }
-
-    /// Decayed (hits, trials), relative to the newest trial's weight.
-    pub fn weights(&self) -> (f64, f64) {
-        (self.hits / self.scale, self.trials / self.scale)
-    }
-
-    /// The decayed rate, shrunk toward `prior` with `prior_weight` pseudo-trials.
-    pub fn rate(&self, prior: f64, prior_weight: f64) -> f64 {
-        let eff = self.trials / self.scale;
-        let hits = self.hits / self.scale;
-        (hits + prior * prior_weight) / (eff + prior_weight).max(f64::MIN_POSITIVE)
     }
 }
 

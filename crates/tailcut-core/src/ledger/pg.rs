@@ -29,17 +29,14 @@
 
 use super::{Account, BudgetGate, BudgetLimits, Charge, ChargeFuture, LedgerError, LedgerSummary, ReconcileEntry};
 use crate::money::MicroUsd;
+use crate::pg::commit::{close_lease, ChargeRow, InFlight, Written, GLOBAL};
 use crate::pg::{PgError, PgState, Slice};
 mod books;
-pub(crate) mod commit;
+
 use books::reconciliation;
 pub use books::{Reconciliation, ScopeReconciliation};
-use commit::{ChargeRow, InFlight, Written};
 use std::fmt;
 use std::sync::Arc;
-
-/// The global budget's scope.
-const GLOBAL: &str = "global";
 
 fn account_scope(name: &str) -> String {
     format!("account:{name}")
@@ -312,37 +309,6 @@ impl PgLedger {
 enum Refused {
     Budget { spent: i64, leased: i64 },
     Storage(LedgerError),
-}
-
-/// Closes lease `id` if it is open: its charges (summed under the lease's row lock, so
-/// charges being written are counted) move to `spent`, the rest is given back and
-/// recorded as a `how` row (`returned` or `reclaimed`). Returns the amount given back.
-pub(crate) async fn close_lease(tx: &deadpool_postgres::Transaction<'_>, id: i64, how: &str, by: &str) -> Result<MicroUsd, PgError> {
-    let Some(row) = tx.query_opt("SELECT scope, granted FROM budget_leases WHERE id = $1 AND closed_at IS NULL FOR UPDATE", &[&id]).await?
-    else {
-        return Ok(MicroUsd::ZERO);
-    };
-    let (scope, granted): (String, i64) = (row.get(0), row.get(1));
-    let column = if scope == GLOBAL { "lease" } else { "account_lease" };
-    let charged: i64 = tx
-        .query_one(
-            &format!("SELECT COALESCE(SUM(micro_usd), 0)::bigint FROM ledger_entries WHERE kind = 'projected' AND {column} = $1"),
-            &[&id],
-        )
-        .await?
-        .get(0);
-    let unused = granted - charged;
-    tx.execute("UPDATE budget_leases SET closed_at = now(), closed_how = $2, charged = $3 WHERE id = $1", &[&id, &how, &charged]).await?;
-    tx.execute("UPDATE budget_scopes SET spent = spent + $2, leased = leased - $3 WHERE scope = $1", &[&scope, &charged, &granted]).await?;
-    let account = scope.strip_prefix("account:").map(str::to_string);
-    let note = format!("lease {id} of {scope}: granted {granted}, charged {charged}, {how} {unused} (by {by})");
-    let (lease, account_lease) = if scope == GLOBAL { (Some(id), None) } else { (None, Some(id)) };
-    tx.execute(
-        "INSERT INTO ledger_entries (kind, micro_usd, note, account, lease, account_lease, replica) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        &[&how, &unused, &note, &account, &lease, &account_lease, &by],
-    )
-    .await?;
-    Ok(MicroUsd(unused))
 }
 
 /// Closes every open lease of `replica` as `how`, one transaction each.

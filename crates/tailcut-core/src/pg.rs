@@ -280,6 +280,22 @@ impl PgState {
         Ok(self.pool.get().await?)
     }
 
+    /// Runs one statement with owned parameters on the state's runtime, from any runtime;
+    /// returns the rows it changed.
+    pub async fn execute(
+        &self,
+        sql: &'static str,
+        params: Vec<Box<dyn tokio_postgres::types::ToSql + Send + Sync>>,
+    ) -> Result<u64, PgError> {
+        let pool = self.pool.clone();
+        self.run(async move {
+            let c = pool.get().await?;
+            let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params.iter().map(|p| &**p as _).collect();
+            Ok(c.execute(sql, &refs).await?)
+        })
+        .await
+    }
+
     /// Runs `fut` on the state's runtime and awaits it from any runtime.
     pub async fn run<T: Send + 'static>(&self, fut: impl Future<Output = Result<T, PgError>> + Send + 'static) -> Result<T, PgError> {
         self.handle.spawn(fut).await.map_err(|_| PgError::Closed)?

@@ -135,14 +135,13 @@ impl ModelStore for PgModelStore {
         let (pg, key, json) = (self.pg.clone(), key.to_string(), json.to_string());
         self.pg
             .block_on(async move {
-                let c = pg.client().await?;
-                c.execute(
+                pg.execute(
                     "INSERT INTO learned_models (route, model_json, saved_at) VALUES ($1, $2, $3)
                      ON CONFLICT (route) DO UPDATE SET model_json = excluded.model_json, saved_at = excluded.saved_at",
-                    &[&key, &json, &now],
+                    vec![Box::new(key), Box::new(json), Box::new(now)],
                 )
-                .await?;
-                Ok(())
+                .await
+                .map(|_| ())
             })
             .map_err(|e| StoreError(e.to_string()))
     }

@@ -234,18 +234,18 @@ impl JobStore {
             }),
             #[cfg(feature = "postgres")]
             Backend::Pg(st) => {
-                let (s, id, route, owner) = (st.clone(), id.to_string(), route.to_string(), owner.to_string());
-                Ok(st
-                    .run(async move {
-                        let c = s.client().await?;
-                        c.execute(
-                            "INSERT INTO jobs (id, route, state, created_ms, owner, replica) VALUES ($1, $2, 'running', $3, $4, $5)",
-                            &[&id, &route, &now_ms(), &owner, &s.replica()],
-                        )
-                        .await?;
-                        Ok(())
-                    })
-                    .await?)
+                st.execute(
+                    "INSERT INTO jobs (id, route, state, created_ms, owner, replica) VALUES ($1, $2, 'running', $3, $4, $5)",
+                    vec![
+                        Box::new(id.to_string()),
+                        Box::new(route.to_string()),
+                        Box::new(now_ms()),
+                        Box::new(owner.to_string()),
+                        Box::new(st.replica().to_string()),
+                    ],
+                )
+                .await?;
+                Ok(())
             }
         }
     }
@@ -263,19 +263,13 @@ impl JobStore {
             }),
             #[cfg(feature = "postgres")]
             Backend::Pg(st) => {
-                let (s, id, provider, pid) = (st.clone(), id.to_string(), provider.to_string(), provider_job_id.map(str::to_string));
-                Ok(st
-                    .run(async move {
-                        let c = s.client().await?;
-                        c.execute(
-                            "INSERT INTO job_attempts (job_id, seq, provider, provider_job_id, submitted_ms) VALUES ($1, $2, $3, $4, $5)
-                             ON CONFLICT (job_id, seq) DO UPDATE SET provider = $3, provider_job_id = $4",
-                            &[&id, &seq, &provider, &pid, &now_ms()],
-                        )
-                        .await?;
-                        Ok(())
-                    })
-                    .await?)
+                st.execute(
+                    "INSERT INTO job_attempts (job_id, seq, provider, provider_job_id, submitted_ms) VALUES ($1, $2, $3, $4, $5)
+                     ON CONFLICT (job_id, seq) DO UPDATE SET provider = $3, provider_job_id = $4",
+                    vec![Box::new(id.to_string()), Box::new(seq), Box::new(provider.to_string()), Box::new(provider_job_id.map(str::to_string)), Box::new(now_ms())],
+                )
+                .await?;
+                Ok(())
             }
         }
     }
@@ -301,25 +295,20 @@ impl JobStore {
             }),
             #[cfg(feature = "postgres")]
             Backend::Pg(st) => {
-                let s = st.clone();
-                let row = (
-                    id.to_string(),
-                    state.to_string(),
-                    result.map(Value::to_string),
-                    winner.map(str::to_string),
-                    trace.map(Value::to_string),
-                    error.map(str::to_string),
-                );
-                Ok(st
-                    .run(async move {
-                    let c = s.client().await?;
-                    c.execute(
-                        "UPDATE jobs SET state = $2, finished_ms = $3, result = $4, winner = $5, trace = $6, error = $7 WHERE id = $1 AND state = 'running'",
-                        &[&row.0, &row.1, &now_ms(), &row.2, &row.3, &row.4, &row.5],
-                    )
-                    .await?;
-                    Ok(())
-                }).await?)
+                st.execute(
+                    "UPDATE jobs SET state = $2, finished_ms = $3, result = $4, winner = $5, trace = $6, error = $7 WHERE id = $1 AND state = 'running'",
+                    vec![
+                        Box::new(id.to_string()),
+                        Box::new(state.to_string()),
+                        Box::new(now_ms()),
+                        Box::new(result.map(Value::to_string)),
+                        Box::new(winner.map(str::to_string)),
+                        Box::new(trace.map(Value::to_string)),
+                        Box::new(error.map(str::to_string)),
+                    ],
+                )
+                .await?;
+                Ok(())
             }
         }
     }
@@ -402,14 +391,9 @@ impl JobStore {
             Backend::Sqlite(_) => Ok(()),
             #[cfg(feature = "postgres")]
             Backend::Pg(st) => {
-                let (s, id) = (st.clone(), id.to_string());
-                Ok(st
-                    .run(async move {
-                        let c = s.client().await?;
-                        c.execute("UPDATE jobs SET cancel_requested = true WHERE id = $1 AND state = 'running'", &[&id]).await?;
-                        Ok(())
-                    })
-                    .await?)
+                st.execute("UPDATE jobs SET cancel_requested = true WHERE id = $1 AND state = 'running'", vec![Box::new(id.to_string())])
+                    .await?;
+                Ok(())
             }
         }
     }
@@ -442,14 +426,8 @@ impl JobStore {
             Backend::Sqlite(_) => self.with(|c| c.execute("UPDATE jobs SET trace = ?2 WHERE id = ?1", params![id, trace]).map(|_| ())),
             #[cfg(feature = "postgres")]
             Backend::Pg(st) => {
-                let (s, id) = (st.clone(), id.to_string());
-                Ok(st
-                    .run(async move {
-                        let c = s.client().await?;
-                        c.execute("UPDATE jobs SET trace = $2 WHERE id = $1", &[&id, &trace]).await?;
-                        Ok(())
-                    })
-                    .await?)
+                st.execute("UPDATE jobs SET trace = $2 WHERE id = $1", vec![Box::new(id.to_string()), Box::new(trace)]).await?;
+                Ok(())
             }
         }
     }
@@ -466,15 +444,9 @@ impl JobStore {
                 c.execute("DELETE FROM jobs WHERE finished_ms IS NOT NULL AND finished_ms <= ?1", params![cutoff])
             }),
             #[cfg(feature = "postgres")]
-            Backend::Pg(st) => {
-                let s = st.clone();
-                Ok(st
-                    .run(async move {
-                        let c = s.client().await?;
-                        Ok(c.execute("DELETE FROM jobs WHERE finished_ms IS NOT NULL AND finished_ms <= $1", &[&cutoff]).await? as usize)
-                    })
-                    .await?)
-            }
+            Backend::Pg(st) => Ok(st
+                .execute("DELETE FROM jobs WHERE finished_ms IS NOT NULL AND finished_ms <= $1", vec![Box::new(cutoff)])
+                .await? as usize),
         }
     }
 }

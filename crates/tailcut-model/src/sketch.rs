@@ -397,20 +397,8 @@ impl DecayedSketch {
     /// known only as censored (a provider that always loses its races), so the
     /// quantile is unknown, not the largest value seen ([`DecayedSketch::quantile`]).
     pub fn quantile_reached(&self, q: f64) -> Option<f64> {
-        if self.is_empty() {
-            return None;
-        }
-        let target = q.clamp(0.0, 1.0) - 1e-9;
-        let (mut acc, mut hit) = (0.0, None);
-        self.scan_masses_with(false, |k, m| {
-            acc += m;
-            if acc >= target {
-                hit = Some(k);
-                return true;
-            }
-            false
-        });
-        hit.map(bucket_value)
+        let [x] = self.quantiles_reached([q]);
+        x
     }
 
     /// [`DecayedSketch::quantile_reached`] of each of `qs` (ascending) in one walk of the

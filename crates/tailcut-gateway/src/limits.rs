@@ -1,22 +1,26 @@
 //! Limits on a request head, answered as JSON errors like every other refusal: a URI
 //! longer than [`MAX_URI_BYTES`] is a 414, more than [`MAX_HEADERS`] header fields or more
-//! than [`MAX_HEADER_BYTES`] of them a 431. hyper is configured with room above these
-//! limits (see [`HYPER_MAX_HEADERS`]), so it hands such heads to us instead of answering
-//! with its own empty-bodied errors; heads past even hyper's limits, and heads that are
-//! not HTTP at all, get hyper's status with a JSON body
+//! than [`MAX_HEADER_BYTES`] of them a 431. hyper itself stops parsing a head at its
+//! default of 100 header fields ([`MAX_HEADERS`] is that same number, so a head hyper
+//! accepts is never over our count): such heads, heads past hyper's size limits, and
+//! heads that are not HTTP at all get hyper's status with a JSON body
 //! ([`crate::connection::GuardedStream`] rewrites them).
+//!
+//! hyper's default is kept rather than raised: a configured header limit makes hyper
+//! allocate and initialise two arrays of that many entries for every request head
+//! (about 3,000 instructions a request at 256, a twentieth of the gateway's own work on
+//! a proxied request; callgrind, docs/benchmarks.md), where its default uses arrays on
+//! the stack.
 
 use crate::error::ApiError;
 use axum::http::Request;
 
 /// Longest request target (path and query).
 pub const MAX_URI_BYTES: usize = 8 * 1024;
-/// Most header fields.
+/// Most header fields: hyper's own default limit, which the gateway keeps.
 pub const MAX_HEADERS: usize = 100;
 /// Most bytes of header names and values together.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
-/// The header-field count hyper parses before it gives up on a head itself.
-pub const HYPER_MAX_HEADERS: usize = 256;
 
 /// The refusal for a head over a limit, if it is.
 pub(crate) fn check_head<B>(req: &Request<B>) -> Option<ApiError> {

@@ -138,7 +138,6 @@ async fn serve_connection(
     let io = GuardedStream::new(tcp, conn_state.clone(), limits.header_read);
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
-        .max_headers(crate::limits::HYPER_MAX_HEADERS)
         .header_read_timeout(limits.idle)
         .serve_connection(hyper_util::rt::TokioIo::new(io), gateway.for_connection(conn_state.clone()));
     let mut conn = std::pin::pin!(conn);

@@ -27,9 +27,10 @@ fn ln_gamma() -> f64 {
     GAMMA.ln()
 }
 
-/// Number of buckets.
+/// Number of buckets (computed once: every insert asks).
 pub fn bucket_count() -> usize {
-    ((MAX_S / MIN_S).ln() / ln_gamma()).ceil() as usize + 2
+    static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *COUNT.get_or_init(|| ((MAX_S / MIN_S).ln() / ln_gamma()).ceil() as usize + 2)
 }
 
 /// Bucket of a value (0 for values below [`MIN_S`]).
@@ -41,12 +42,14 @@ pub fn bucket_of(x: f64) -> usize {
     k.min(bucket_count() - 1)
 }
 
-/// Representative value of bucket `k` (geometric middle).
+/// Representative value of bucket `k` (geometric middle; from a table built once: a
+/// quantile walk asks for middles per bucket, and a power per call was most of a live
+/// decision's sketch work).
 pub fn bucket_value(k: usize) -> f64 {
-    if k == 0 {
-        return MIN_S * 0.5;
-    }
-    MIN_S * GAMMA.powf(k as f64 - 0.5)
+    static MIDDLES: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    let middle = |k: usize| if k == 0 { MIN_S * 0.5 } else { MIN_S * GAMMA.powf(k as f64 - 0.5) };
+    let middles = MIDDLES.get_or_init(|| (0..bucket_count()).map(middle).collect());
+    middles.get(k).copied().unwrap_or_else(|| middle(k))
 }
 
 /// Upper edge of bucket `k` (from a table built once: the fits ask for edges in loops).

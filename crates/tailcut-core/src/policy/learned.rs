@@ -89,12 +89,15 @@ impl Inner {
     }
 
     /// What the model knows of each provider now. The samples are live; the quantiles
-    /// are recomputed when the model changed, at most every [`BELIEFS_EVERY`] updates once
-    /// every provider has [`BELIEFS_EVERY`]·4 samples (a busy route pays a sketch walk per
-    /// provider every few requests, not per request).
+    /// are recomputed when the model changed: after every update while the model has
+    /// seen fewer than [`BELIEFS_EVERY`]·4 requests, then at most every
+    /// [`BELIEFS_EVERY`] updates (a busy route pays a sketch walk per provider every few
+    /// requests, not per request). The age counts the model's updates, not each
+    /// provider's samples: a provider the policy rarely launches would otherwise keep
+    /// the model young, and every request would walk every sketch.
     fn beliefs(&mut self, names: &[Arc<str>], gaps: &[Option<f64>]) -> Vec<ProviderBelief> {
         let m = self.learner.model();
-        let young = m.providers.iter().any(|p| p.samples() < 4 * BELIEFS_EVERY);
+        let young = m.updates < 4 * BELIEFS_EVERY;
         let due = match self.beliefs_at {
             None => true,
             Some(at) => m.updates != at && (young || m.updates >= at + BELIEFS_EVERY),

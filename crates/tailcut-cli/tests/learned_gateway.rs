@@ -93,6 +93,10 @@ fn assert_warm_first_decision(first: &serde_json::Value) {
     assert!(beliefs.iter().all(|b| b["samples"].as_u64().unwrap() >= 5), "decided with the warm model: {first}");
     assert!(!first["learned"]["reason"].as_str().unwrap().contains("exploring"), "{first}");
     assert_eq!(first["attempts"][0]["provider"], "fast", "the learned primary: {first}");
+    // The saved model carried when `fast` last served, so its idle gap (and with it
+    // P(warm)) is known at once, not only after it serves again.
+    let fast = beliefs.iter().find(|b| b["provider"] == "fast").unwrap();
+    assert!(fast["idle_gap_s"].as_f64().is_some_and(|g| g >= 0.0), "the restored idle gap: {first}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -177,3 +177,45 @@ proptest! {
         })?;
     }
 }
+
+/// A saved model carries each provider's last served time, so a policy built from it (a
+/// restarted gateway) knows the idle gaps its first decision needs; a model saved
+/// without them leaves the gaps unknown.
+#[tokio::test(start_paused = true)]
+async fn a_policy_built_from_a_saved_model_knows_each_providers_idle_gap() {
+    let recorder = Recorder::new();
+    let primary: Vec<Script> = (0..8).map(|_| Script::valid_after(s(2.0))).collect();
+    let h = hedger(primary, vec![Script::valid_after(s(1.0))], false, 2, &recorder);
+    let policy = LearnedPolicy::try_new(h.providers(), "adaptive:p->h", adaptive(0.05), None, ModelConfig::default(), 1).unwrap();
+    drive(&h, &policy, 4).await;
+    // The last request's primary answered 2 s after its start, then `drive` slept 1 s.
+    let saved = policy.model().unwrap();
+    let p = saved.providers[0].last_served_unix_s.expect("the primary served");
+    assert!(saved.providers[1].last_served_unix_s.is_none(), "the hedge never launched");
+    let text = serde_json::to_string(&saved).unwrap();
+    let loaded = tailcut_model::Model::from_json(&text).unwrap();
+    assert_eq!(loaded.providers[0].last_served_unix_s, Some(p));
+
+    let restarted =
+        LearnedPolicy::try_new(h.providers(), "adaptive:p->h", adaptive(0.05), Some(loaded.clone()), ModelConfig::default(), 1).unwrap();
+    let first = drive(&h, &restarted, 1).await.remove(0);
+    let beliefs = &first.decisions.learned.as_ref().unwrap().model;
+    let gap = beliefs[0].idle_gap_s.expect("the restored gap");
+    // The paused clock does not move the wall clock: the gap is the one at saving (1 s),
+    // give or take the real time this test took.
+    assert!((0.9..3.0).contains(&gap), "{gap}");
+    assert_eq!(beliefs[1].idle_gap_s, None);
+
+    // Without the times (a model fitted offline, or saved by an older build): unknown.
+    let mut offline = loaded;
+    offline.providers.iter_mut().for_each(|p| p.last_served_unix_s = None);
+    let cold_gaps =
+        LearnedPolicy::try_new(h.providers(), "adaptive:p->h", adaptive(0.05), Some(offline), ModelConfig::default(), 1).unwrap();
+    let first = drive(&h, &cold_gaps, 1).await.remove(0);
+    assert!(first.decisions.learned.as_ref().unwrap().model.iter().all(|b| b.idle_gap_s.is_none()));
+
+    // A saved time that is not a time is refused with the provider named.
+    let bad = text.replacen(&format!("\"last_served_unix_s\":{p}"), "\"last_served_unix_s\":-5.0", 1);
+    let err = tailcut_model::Model::from_json(&bad).unwrap_err();
+    assert!(err.contains("providers[p].last_served_unix_s"), "{err}");
+}

@@ -150,6 +150,12 @@ pub struct ProviderModel {
     /// Attempts observed, censored ones included.
     #[serde(default)]
     pub attempts: u64,
+    /// When the provider last served a valid result, in seconds since the Unix epoch, as
+    /// of the model's saving: a restarted process measures idle gaps (and so P(warm))
+    /// from it instead of starting with every gap unknown. Written by the live policies
+    /// when they save; absent in models fitted offline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_served_unix_s: Option<f64>,
 }
 
 fn empty_sketch() -> DecayedSketch {
@@ -182,6 +188,7 @@ impl ProviderModel {
             warm_by_gap: (0..=GAP_EDGES_S.len()).map(|_| DecayedRate::new(hl)).collect(),
             slow_threshold_s: None,
             attempts: 0,
+            last_served_unix_s: None,
         }
     }
 
@@ -472,6 +479,12 @@ impl Model {
         let n = m.providers.len();
         if m.pairs.iter().any(|p| p.a >= p.b || p.b >= n) {
             return Err("bad model: a pair names a provider index out of range".into());
+        }
+        if let Some(p) = m.providers.iter().find(|p| p.last_served_unix_s.is_some_and(|t| !(t.is_finite() && t >= 0.0))) {
+            return Err(format!(
+                "bad model: providers[{}].last_served_unix_s must be a time in seconds since 1970 (found {:?})",
+                p.name, p.last_served_unix_s
+            ));
         }
         if m.providers.iter().any(|p| p.warm_by_gap.len() != GAP_EDGES_S.len() + 1) {
             return Err(format!("bad model: warm_by_gap must have {} buckets", GAP_EDGES_S.len() + 1));

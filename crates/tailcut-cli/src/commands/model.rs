@@ -94,6 +94,13 @@ fn q(s: &tailcut_model::sketch::DecayedSketch, x: f64) -> Option<f64> {
     s.quantile_reached(x)
 }
 
+/// Seconds since the provider last served, by this machine's clock, when the model
+/// says when that was (a time ahead of the clock counts as now).
+fn idle_now_s(p: &tailcut_model::model::ProviderModel) -> Option<f64> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs_f64();
+    p.last_served_unix_s.map(|t| (now - t).max(0.0))
+}
+
 fn summary(m: &Model) -> serde_json::Value {
     let providers: Vec<serde_json::Value> = m
         .providers
@@ -109,6 +116,9 @@ fn summary(m: &Model) -> serde_json::Value {
                 "p_queued_at_poll": p.has_queue_signal().then(|| p.queued_at_poll.rate(0.0, 0.0)),
                 "failure_rate": p.failed.rate(0.0, 0.0),
                 "invalid_rate": p.invalid.rate(0.0, 0.0),
+                "last_served_unix_s": p.last_served_unix_s,
+                "idle_gap_now_s": idle_now_s(p),
+                "p_warm_now": idle_now_s(p).and_then(|g| p.p_warm(g)),
                 "p_warm_by_gap": (0..=GAP_EDGES_S.len()).map(|k| json!({
                     "gap": gap_label(k),
                     "n": p.warm_by_gap[k].samples(),
@@ -231,13 +241,20 @@ fn print_model(title: &str, m: &Model) {
         ]);
     }
     print!("{}", t.render());
-    println!("\nP(warm) against idle gap (observations in brackets)");
-    let mut cols = vec!["provider".to_string()];
+    println!(
+        "\nP(warm) against idle gap (observations in brackets); idle now = since the provider last served, as the model last saved it"
+    );
+    let mut cols = vec!["provider".to_string(), "idle now".to_string(), "P(warm) now".to_string()];
     cols.extend((0..=GAP_EDGES_S.len()).map(gap_label));
     let refs: Vec<&str> = cols.iter().map(String::as_str).collect();
     let mut t = Table::new(&refs);
     for p in &m.providers {
-        let mut row = vec![p.name.clone()];
+        let idle = idle_now_s(p);
+        let mut row = vec![
+            p.name.clone(),
+            idle.map_or("-".into(), |g| format!("{g:.0} s")),
+            idle.and_then(|g| p.p_warm(g)).map_or("-".into(), |w| format!("{w:.2}")),
+        ];
         row.extend(p.warm_by_gap.iter().map(|r| {
             if r.samples() == 0 {
                 "-".into()

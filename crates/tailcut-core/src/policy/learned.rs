@@ -125,6 +125,30 @@ impl Inner {
     }
 }
 
+/// The longest idle gap restored from a saved model's last served times; an older time
+/// is taken as this old (P(warm) is flat long before a week).
+const MAX_RESTORED_GAP_S: f64 = 7.0 * 86_400.0;
+
+/// Seconds since the Unix epoch, by the wall clock.
+fn unix_now_s() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Each provider's last served instant, from the wall-clock times a saved model carries
+/// (unknown where it has none). A time in the future (another replica's clock ahead of
+/// this one) counts as now.
+fn restored_last_served(model: &Model) -> Vec<Option<Instant>> {
+    let (now, wall) = (Instant::now(), unix_now_s());
+    model
+        .providers
+        .iter()
+        .map(|p| {
+            let age_s = (wall - p.last_served_unix_s?).max(0.0).min(MAX_RESTORED_GAP_S);
+            now.checked_sub(Duration::try_from_secs_f64(age_s).ok()?)
+        })
+        .collect()
+}
+
 /// The per-attempt observations of a request trace, for providers named in `names`.
 /// `gaps` gives each provider's idle gap before this request (None = unknown).
 ///
@@ -239,12 +263,13 @@ impl LearnedPolicy {
         let meta: Vec<(String, f64, f64)> =
             providers.iter().map(|p| (p.name.clone(), p.pricing.rate.as_usd_per_s(), p.pricing.idle_window.as_secs_f64())).collect();
         let learner = Learner::new(kind, &meta, model, config, seed);
+        let last_served = restored_last_served(learner.model());
         Ok(LearnedPolicy {
             label: label.to_string(),
             shared_names: meta.iter().map(|m| Arc::from(m.0.as_str())).collect(),
             names: meta.into_iter().map(|m| m.0).collect(),
             slots,
-            inner: Mutex::new(Inner { learner, last_served: vec![None; n], beliefs: Vec::new(), beliefs_at: None, explained: None }),
+            inner: Mutex::new(Inner { learner, last_served, beliefs: Vec::new(), beliefs_at: None, explained: None }),
         })
     }
 
@@ -263,9 +288,19 @@ impl LearnedPolicy {
         &self.names
     }
 
-    /// A copy of the model learned so far (to save it).
+    /// A copy of the model learned so far (to save it), with each provider's last served
+    /// time as a wall-clock time, so a policy built from the saved model knows its idle
+    /// gaps.
     pub fn model(&self) -> Option<Model> {
-        self.inner.lock().ok().map(|i| i.learner.model().clone())
+        let inner = self.inner.lock().ok()?;
+        let mut model = inner.learner.model().clone();
+        let (now, wall) = (Instant::now(), unix_now_s());
+        for (p, served) in model.providers.iter_mut().zip(&inner.last_served) {
+            if let Some(t) = served {
+                p.last_served_unix_s = Some((wall - now.saturating_duration_since(*t).as_secs_f64()).max(0.0));
+            }
+        }
+        Some(model)
     }
 
     /// Observations fed to the model so far (changes whenever it learns; to save only a

@@ -143,7 +143,7 @@ fn restored_last_served(model: &Model) -> Vec<Option<Instant>> {
         .providers
         .iter()
         .map(|p| {
-            let age_s = (wall - p.last_served_unix_s?).max(0.0).min(MAX_RESTORED_GAP_S);
+            let age_s = (wall - p.last_served_unix_s?).clamp(0.0, MAX_RESTORED_GAP_S);
             now.checked_sub(Duration::try_from_secs_f64(age_s).ok()?)
         })
         .collect()

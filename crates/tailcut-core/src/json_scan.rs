@@ -115,6 +115,22 @@ pub fn object_members<'b>(bytes: &'b [u8], find: impl Fn(&[u8]) -> Option<usize>
     }
 }
 
+/// The text of the first element of a JSON array: `None` when `bytes` (one JSON value,
+/// already checked) is not an array or is empty, or when the element is not JSON.
+pub fn first_element(bytes: &[u8]) -> Option<&[u8]> {
+    let mut c = Cursor { b: bytes, i: 0 };
+    if c.ws()? != b'[' {
+        return None;
+    }
+    c.i += 1;
+    if c.ws()? == b']' {
+        return None;
+    }
+    let start = c.i;
+    c.value().ok()?;
+    Some(&bytes[start..c.i])
+}
+
 /// Which of `keys` a JSON object has with a non-null value, found by `serde_json` in one
 /// pass over the text without building a document: the exact answer where
 /// [`top_level_keys`] is [`Scan::Unsure`], and the oracle it is tested against (the common case: required top-level fields such

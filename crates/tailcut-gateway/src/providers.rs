@@ -17,6 +17,7 @@ use tailcut_core::stream::{EventSender, StreamEvent, StreamJob};
 use tailcut_core::{Capabilities, Job, JobRequest, ProviderApi, ProviderError};
 use tailcut_providers::openai::{Endpoint, OpenAi, Reader, Settings};
 use tailcut_providers::plain::{ByteStream, PlainHttp};
+use tailcut_providers::sse::{classify, EventKind};
 use tailcut_providers::{HttpClient, Secret};
 
 /// An OpenAI-compatible provider for whole replies. Its replies are judged by a JSON
@@ -109,10 +110,6 @@ async fn open(t: &Target, body: Bytes) -> Result<(u16, ByteStream), String> {
     Ok((status, tailcut_providers::client::body_stream(resp)))
 }
 
-fn has_content(v: &Value) -> bool {
-    tailcut_providers::sse::chunk_text(v).and_then(Value::as_str).is_some_and(|s| !s.is_empty())
-}
-
 /// One event as the client gets it: `data: {data}` and a blank line.
 fn framed(data: &str) -> Bytes {
     let mut b = bytes::BytesMut::with_capacity(data.len() + 8);
@@ -149,15 +146,19 @@ async fn read(t: Arc<Target>, body: Bytes, tx: EventSender) {
                 tx.send(StreamEvent::Done);
                 return;
             }
-            let Ok(v) = serde_json::from_str::<Value>(&data) else {
-                tx.send(StreamEvent::Failed("malformed stream event".into()));
-                return;
+            let event = match classify(&data) {
+                EventKind::Content => StreamEvent::Content(framed(&data)),
+                EventKind::Preamble => StreamEvent::Preamble(framed(&data)),
+                EventKind::Malformed => {
+                    tx.send(StreamEvent::Failed("malformed stream event".into()));
+                    return;
+                }
+                EventKind::Error => {
+                    let error = serde_json::from_str::<Value>(&data).map(|v| v["error"].clone()).unwrap_or_default();
+                    tx.send(StreamEvent::Failed(tailcut_providers::polling::error_text(&format!("upstream error: {error}"))));
+                    return;
+                }
             };
-            if v.get("error").is_some() {
-                tx.send(StreamEvent::Failed(tailcut_providers::polling::error_text(&format!("upstream error: {}", v["error"]))));
-                return;
-            }
-            let event = if has_content(&v) { StreamEvent::Content(framed(&data)) } else { StreamEvent::Preamble(framed(&data)) };
             if !tx.send(event) {
                 return;
             }

@@ -181,8 +181,9 @@ pub struct AttemptTrace {
 /// One request, as written to the trace file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RequestTrace {
-    /// Always [`REQUEST_KIND`].
-    pub kind: String,
+    /// Always [`REQUEST_KIND`] (borrowed when written, so a record costs no allocation
+    /// for it).
+    pub kind: std::borrow::Cow<'static, str>,
     /// [`SCHEMA_VERSION`] at writing time.
     pub schema_version: u32,
     /// UTC time the record was written (RFC 3339).

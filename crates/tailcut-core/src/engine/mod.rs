@@ -83,7 +83,8 @@ pub struct Outcome {
     pub latency: Option<Duration>,
     /// Attempts launched.
     pub attempts: usize,
-    /// Policy decisions.
+    /// Policy decisions: the flags and counts (a learned policy's explanation is in the
+    /// trace record, [`Outcome::settled`], not here).
     pub decisions: Decisions,
     /// Sum of projected charges.
     pub projected_cost: MicroUsd,

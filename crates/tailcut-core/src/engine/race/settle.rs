@@ -29,7 +29,11 @@ impl Race {
             Some(r.finished.saturating_duration_since(self.t0).max(a.submit_started.saturating_duration_since(self.t0)))
         });
         let projected_cost = self.attempts.iter().map(|a| a.projected).sum();
+        // The caller's copy of the decisions carries the flags and counts; a learned
+        // policy's explanation (with its per-provider beliefs) stays in the trace record.
+        let learned = self.decisions.learned.take();
         let outcome_head = (self.request.request_id.clone(), self.policy.clone(), self.attempts.len(), self.decisions.clone());
+        self.decisions.learned = learned;
         let result = self.winner_result.take();
         let settled = if self.cancels.as_ref().is_none_or(FuturesUnordered::is_empty) {
             let record = self.into_record();
@@ -59,7 +63,7 @@ impl Race {
         let winner_total_ms =
             winner.and_then(|a| a.resolved.as_ref().map(|r| ((offset_ms(self.t0, a.submit_started) + r.wall_ms) * 10.0).round() / 10.0));
         let record = RequestTrace {
-            kind: REQUEST_KIND.to_string(),
+            kind: std::borrow::Cow::Borrowed(REQUEST_KIND),
             schema_version: SCHEMA_VERSION,
             ts: now_rfc3339(),
             request_id,

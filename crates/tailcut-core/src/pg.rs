@@ -162,6 +162,10 @@ pub struct PgSettings {
     pub lease_ttl: Duration,
     /// The largest budget slice one lease takes.
     pub lease_slice: crate::MicroUsd,
+    /// Charge rows written behind the lease: a submission goes out once the local lease
+    /// check passed, its row queued (`[state] charge_rows = "write_behind"`); false: it
+    /// waits until its row has committed.
+    pub write_behind: bool,
 }
 
 /// The connection pool, the background runtime and this replica's identity.
@@ -177,6 +181,8 @@ pub struct PgState {
     pub(crate) refill: tokio::sync::Mutex<()>,
     /// Writes the ledger's charge rows, batched (group commit).
     pub(crate) charges: commit::ChargeWriter,
+    /// Woken when the last charge row in flight is written (a drain waits for it).
+    pub(crate) flushed: tokio::sync::Notify,
     /// Live replicas (not stopped, not taken over, heartbeat not expired), counted at
     /// each heartbeat: the gateway shares its rate limits among them.
     live: Arc<std::sync::atomic::AtomicUsize>,
@@ -239,6 +245,7 @@ impl PgState {
             _stop: stop_tx,
             replica,
             charges,
+            flushed: tokio::sync::Notify::new(),
             settings,
             leases: std::sync::Mutex::default(),
             refill: tokio::sync::Mutex::new(()),

@@ -88,7 +88,7 @@ impl PgLedger {
                 }
             };
             // Until its row is written, the leases it names are not closed by a refill.
-            let _in_flight = InFlight::new(&self.state, lease, account_lease);
+            let in_flight = InFlight::new(&self.state, lease, account_lease);
             let row = ChargeRow {
                 provider: charge.provider.to_string(),
                 request_id: charge.request_id.to_string(),
@@ -97,6 +97,13 @@ impl PgLedger {
                 lease,
                 account_lease,
             };
+            if self.state.settings().write_behind {
+                // The lease is the durable reservation: the submission goes out now, its
+                // row follows (a drain waits for it).
+                let (l, opens, account) = (self.clone(), charge.opens_request, account.cloned());
+                self.state.spawn(async move { l.write_behind(row, in_flight, opens, account).await });
+                return Ok(charge.amount);
+            }
             // Written with the charges of the same moment (group commit); durable when
             // this returns.
             let written = self.state.charges.write(row).await.map_err(storage)?;
@@ -106,6 +113,69 @@ impl PgLedger {
             }
         }
         Err(LedgerError::Storage("could not hold a budget lease long enough to charge (leases closed repeatedly)".into()))
+    }
+
+    /// Writes the row of a charge whose submission has gone out (`write_behind`), holding
+    /// its leases in flight until it is written. Its lease can be closed under it only by
+    /// a survivor that took this replica for dead (its heartbeat lapsed for the lease
+    /// TTL): then the charge is taken again from a new slice, since the submission is
+    /// out. A row that cannot be written (the database unreachable for ~25 s, or no
+    /// budget left for the retaken charge) is logged as `charge_row_unrecorded`.
+    async fn write_behind(&self, mut row: ChargeRow, mut in_flight: InFlight, opens: bool, account: Option<Account>) {
+        let limited = account.as_ref().and_then(|a| a.limit.map(|l| (account_scope(&a.name), l)));
+        let mut failures = 0u32;
+        let unrecorded = |row: &ChargeRow, why: String| {
+            let r = serde_json::json!({"event": "charge_row_unrecorded", "request_id": row.request_id, "provider": row.provider,
+                "micro_usd": row.micro_usd, "account": row.account, "lease": row.lease, "error": why});
+            eprintln!("{r}");
+        };
+        loop {
+            match self.state.charges.write(row.clone()).await {
+                Ok(Written::Yes) => return,
+                Ok(Written::LeaseClosed) => {
+                    drop(in_flight);
+                    let mut taken = None;
+                    for _ in 0..8 {
+                        taken = self.take_local(row.micro_usd, opens, limited.as_ref().map(|(s, _)| s.as_str()));
+                        if taken.is_some() {
+                            break;
+                        }
+                        if let Err(e) = self.refill(row.micro_usd, opens, limited.as_ref(), account.as_ref()).await {
+                            return unrecorded(&row, format!("its lease was reclaimed and it could not be charged again: {e}"));
+                        }
+                    }
+                    let Some((lease, account_lease)) = taken else {
+                        return unrecorded(&row, "its lease was reclaimed and it could not be charged again".into());
+                    };
+                    in_flight = InFlight::new(&self.state, lease, account_lease);
+                    (row.lease, row.account_lease) = (lease, account_lease);
+                }
+                Err(e) => {
+                    failures += 1;
+                    if failures >= 8 {
+                        drop(in_flight);
+                        return unrecorded(&row, e.to_string());
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(100 << failures.min(6))).await;
+                }
+            }
+        }
+    }
+
+    /// Waits, at most `limit`, until every charge row this replica has queued is written
+    /// (or given up on). True when none is left.
+    pub async fn flush(&self, limit: std::time::Duration) -> bool {
+        let until = tokio::time::Instant::now() + limit;
+        loop {
+            // Created before the check: a wake-up between the check and the wait is kept.
+            let flushed = self.state.flushed.notified();
+            if self.state.leases.lock().map_or(true, |l| l.in_flight.is_empty()) {
+                return true;
+            }
+            if tokio::time::timeout_at(until, flushed).await.is_err() {
+                return false;
+            }
+        }
     }
 
     /// Takes `amount` from the open slices (global, and the account's); returns their
@@ -243,8 +313,13 @@ impl PgLedger {
     }
 
     /// Gives back every slice this replica holds (on drain): each lease is closed as
-    /// `returned`, its charges moving to `spent`. Returns the amount given back.
+    /// `returned`, its charges moving to `spent`, once every queued charge row is written
+    /// (waiting at most 30 s). Returns the amount given back.
     pub async fn return_leases(&self) -> Result<MicroUsd, LedgerError> {
+        if !self.flush(std::time::Duration::from_secs(30)).await {
+            let left = self.state.leases.lock().map_or(0, |l| l.in_flight.values().sum::<usize>());
+            eprintln!("{}", serde_json::json!({"event": "charge_rows_unwritten_at_drain", "rows": left}));
+        }
         let _one = self.state.refill.lock().await;
         if let Ok(mut l) = self.state.leases.lock() {
             l.slices.clear();

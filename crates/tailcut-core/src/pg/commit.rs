@@ -68,6 +68,7 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         let mut to_close = Vec::new();
+        let mut flushed = false;
         if let Ok(mut l) = self.state.leases.lock() {
             for id in self.leases.iter().flatten() {
                 let left = l.in_flight.get_mut(id).map(|n| {
@@ -81,6 +82,10 @@ impl Drop for InFlight {
                     }
                 }
             }
+            flushed = l.in_flight.is_empty();
+        }
+        if flushed {
+            self.state.flushed.notify_waiters();
         }
         for id in to_close {
             let st = self.state.clone();

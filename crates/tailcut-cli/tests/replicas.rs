@@ -359,14 +359,16 @@ async fn six_hundred_concurrent_jobs_over_three_replicas_never_overspend() {
     }
     let runs: usize = std::env::var("TAILCUT_OVERSPEND_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
     for run in 0..runs {
-        let (total, alice, _) = overspend_race("fast").await;
-        eprintln!("overspend run {run}: charged {total} of 50000 µ$ global, alice {alice} of 20000 µ$");
+        let (total, alice, r) = overspend_race("fast").await;
+        let reclaimed = global(&r)["reclaimed"].as_i64().unwrap_or(0);
+        eprintln!("overspend run {run}: charged {total} of 50000 µ$ global, alice {alice} of 20000 µ$ (reclaimed {reclaimed})");
         // The budgets are used, not left idle behind leases: within a slice of each.
         assert!(total > 50_000 - 5_000 && alice > 20_000 - 5_000, "total {total}, alice {alice}");
     }
     // Every request hedged: a race of both providers.
-    let (total, alice, _) = overspend_race("both").await;
-    eprintln!("overspend run at 100 % hedge rate: charged {total} of 50000 µ$ global, alice {alice} of 20000 µ$");
+    let (total, alice, r) = overspend_race("both").await;
+    let reclaimed = global(&r)["reclaimed"].as_i64().unwrap_or(0);
+    eprintln!("overspend run at 100 % hedge rate: charged {total} of 50000 µ$ global, alice {alice} of 20000 µ$ (reclaimed {reclaimed})");
 }
 
 /// The shared per-key rate limit: 3 `tailcut serve` processes on one PostgreSQL, a key

@@ -80,15 +80,14 @@ impl PgLedger {
         let limited = account.and_then(|a| a.limit.map(|l| (account_scope(&a.name), l)));
         for _ in 0..8 {
             let taken = self.take_local(amount, charge.opens_request, limited.as_ref().map(|(s, _)| s.as_str()));
-            let (lease, account_lease) = match taken {
+            // Until its row is written, the leases it names are not closed by a refill.
+            let (lease, account_lease, in_flight) = match taken {
                 Some(t) => t,
                 None => {
                     self.refill(amount, charge.opens_request, limited.as_ref(), account).await?;
                     continue;
                 }
             };
-            // Until its row is written, the leases it names are not closed by a refill.
-            let in_flight = InFlight::new(&self.state, lease, account_lease);
             let row = ChargeRow {
                 provider: charge.provider.to_string(),
                 request_id: charge.request_id.to_string(),
@@ -97,9 +96,10 @@ impl PgLedger {
                 lease,
                 account_lease,
             };
-            if self.state.settings().write_behind {
+            if self.state.settings().write_behind && self.state.leases_fresh() {
                 // The lease is the durable reservation: the submission goes out now, its
-                // row follows (a drain waits for it).
+                // row follows (a drain waits for it). Not when the heartbeat is late: a
+                // survivor could reclaim the lease before the row lands.
                 let (l, opens, account) = (self.clone(), charge.opens_request, account.cloned());
                 self.state.spawn(async move { l.write_behind(row, in_flight, opens, account).await });
                 return Ok(charge.amount);
@@ -133,7 +133,9 @@ impl PgLedger {
             match self.state.charges.write(row.clone()).await {
                 Ok(Written::Yes) => return,
                 Ok(Written::LeaseClosed) => {
-                    drop(in_flight);
+                    // The old lease stays held until the new one is: a drain waiting for
+                    // rows in flight never sees none while this one is between leases.
+                    let old = in_flight;
                     let mut taken = None;
                     for _ in 0..8 {
                         taken = self.take_local(row.micro_usd, opens, limited.as_ref().map(|(s, _)| s.as_str()));
@@ -144,10 +146,11 @@ impl PgLedger {
                             return unrecorded(&row, format!("its lease was reclaimed and it could not be charged again: {e}"));
                         }
                     }
-                    let Some((lease, account_lease)) = taken else {
+                    let Some((lease, account_lease, held)) = taken else {
                         return unrecorded(&row, "its lease was reclaimed and it could not be charged again".into());
                     };
-                    in_flight = InFlight::new(&self.state, lease, account_lease);
+                    in_flight = held;
+                    drop(old);
                     (row.lease, row.account_lease) = (lease, account_lease);
                 }
                 Err(e) => {
@@ -179,8 +182,10 @@ impl PgLedger {
     }
 
     /// Takes `amount` from the open slices (global, and the account's); returns their
-    /// lease ids, or `None` when a slice is missing or short (nothing taken then).
-    fn take_local(&self, amount: i64, opens: bool, account_scope: Option<&str>) -> Option<(i64, Option<i64>)> {
+    /// lease ids, held in flight (counted under the same lock as the take, so a refill
+    /// cannot close them in between), or `None` when a slice is missing or short (nothing
+    /// taken then).
+    fn take_local(&self, amount: i64, opens: bool, account_scope: Option<&str>) -> Option<(i64, Option<i64>, InFlight)> {
         let mut local = self.state.leases.lock().ok()?;
         let global = *local.slices.get(GLOBAL).filter(|s| s.fits(amount, opens))?;
         let account = match account_scope {
@@ -195,7 +200,9 @@ impl PgLedger {
                 s.take(amount, false);
             }
         }
-        Some((global.lease, account.map(|a| a.lease)))
+        let account_lease = account.map(|a| a.lease);
+        let held = InFlight::held(&self.state, &mut local, global.lease, account_lease);
+        Some((global.lease, account_lease, held))
     }
 
     /// Replaces the slices too small for `amount` with new ones (one refill at a time per

@@ -1,23 +1,27 @@
 //! What PostgreSQL state costs a request: `tailcut serve` with `[state] url` on SQLite
-//! (embedded) and on PostgreSQL (a local, durable server: fsync on), each its own process
-//! in front of the same instant upstream (`tailcut sim-provider --profile instant`), in
-//! one run:
+//! (embedded) and on PostgreSQL (a local, durable server: fsync on; charge rows durable
+//! before a submission goes out, and `charge_rows = "write_behind"`), each its own process
+//! in front of the same instant upstream (an nginx `return 200` server, as in the gateway
+//! bench; `tailcut sim-provider --profile instant` where nginx is missing: it costs ~0.8 ms
+//! of CPU per request, which saturates a 2-core machine near 2,000 req/s), in one run:
 //!
 //! 1. p50/p99 latency at fixed open-loop rates, 1,000 then 2,000 req/s (from each
 //!    request's scheduled send time, at most 64 connections), every request charged to
 //!    the ledger (a key with a budget, so the per-key account is charged too); rounds
 //!    interleaved (embedded, postgres, embedded, …), the median round reported and every
 //!    round printed; the added p99 is postgres − embedded (target ≤ 0.5 ms at 2,000
-//!    req/s), printed per rate at the end;
-//! 2. budget charges per second across three PostgreSQL replicas, closed loop: the
-//!    ledger's charge rows counted by `tailcut state reconcile` over the run's length.
+//!    req/s), printed per rate and PostgreSQL mode at the end;
+//! 2. budget charges per second across three PostgreSQL replicas, closed loop, in each
+//!    mode: the ledger's charge rows counted by `tailcut state reconcile` over the run's
+//!    length (after the replicas drained, so rows written behind are counted).
 //!
 //! Run: `cargo bench -p tailcut-cli --bench state` (`-- --quick`: one short round;
 //! `TAILCUT_BENCH_RATE=N[,M…]` for other rates than 1,000 and 2,000 req/s; `TAILCUT_BENCH_ASYNC_COMMIT=1`
 //! for PostgreSQL sessions with `synchronous_commit=off`). Needs
 //! Debian's `postgresql` package (the server runs as `nobody` in a temporary directory).
 
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 
 #[path = "common/procs.rs"]
 mod procs;
@@ -29,6 +33,41 @@ use load::{client, closed_loop, median, open_loop, pct, Post};
 use tailcut_testkit::postgres::PgServer;
 
 const KEY: &str = "bench-key";
+/// The instant upstream's reply (nginx `return 200`).
+const CHAT: &str = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
+
+fn nginx_bin() -> Option<PathBuf> {
+    ["/usr/sbin/nginx", "/usr/bin/nginx"].into_iter().map(PathBuf::from).find(|p| p.exists())
+}
+
+/// An nginx `return 200` server on `port`, one worker (stopped with the other processes).
+fn start_nginx_upstream(bin: &Path, dir: &Path, port: u16) -> Child {
+    let d = dir.display();
+    let conf = format!(
+        "daemon off; pid {d}/upstream.pid; error_log {d}/upstream.err;\nworker_processes 1;\nevents {{ worker_connections 16384; }}\n\
+         http {{ access_log off; client_body_temp_path {d};\n\
+           server {{ listen 127.0.0.1:{port} backlog=4096; keepalive_requests 10000000;\n\
+             location / {{ default_type application/json; return 200 '{CHAT}'; }} }} }}\n"
+    );
+    let path = dir.join("upstream.conf");
+    std::fs::write(&path, conf).expect("write the nginx config");
+    let child = Command::new(bin)
+        .args(["-c", path.to_str().expect("utf-8 path"), "-p", dir.to_str().expect("utf-8 path")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nginx starts");
+    procs::wait_for_port(port);
+    child
+}
+
+/// The instant upstream on `port`: nginx if installed, else `tailcut sim-provider`.
+fn start_upstream(bin: &str, dir: &Path, port: u16, procs: &mut Procs) {
+    match nginx_bin() {
+        Some(n) => procs.0.push(start_nginx_upstream(&n, dir, port)),
+        None => procs.start_instant_upstream(bin, port),
+    }
+}
 /// A chat completion charged to the key's budget.
 const CHAT_POST: Post = Post { body: r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#, key: Some(KEY) };
 
@@ -69,7 +108,11 @@ fn main() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let mut procs = Procs::default();
     let up_port = free_port();
-    procs.start_instant_upstream(bin, up_port);
+    match nginx_bin() {
+        Some(_) => println!("upstream: nginx return 200"),
+        None => println!("upstream: tailcut sim-provider --profile instant (nginx is not installed; it saturates near 2,000 req/s)"),
+    }
+    start_upstream(bin, dir.path(), up_port, &mut procs);
     let upstream = format!("http://127.0.0.1:{up_port}");
     let embedded_state = format!("url = \"sqlite:{}\"", dir.path().join("state.sqlite").display());
     // TAILCUT_BENCH_ASYNC_COMMIT=1: the gateway's sessions commit without waiting for the
@@ -80,9 +123,11 @@ fn main() {
         if std::env::var("TAILCUT_BENCH_ASYNC_COMMIT").is_ok_and(|v| v == "1") { "?options=-c%20synchronous_commit%3Doff" } else { "" };
     let pg_url = format!("{}{options}", pg.database("bench"));
     let pg_state = format!("url = \"{pg_url}\"");
+    let behind_state = format!("url = \"{}{options}\"\ncharge_rows = \"write_behind\"", pg.database("bench_behind"));
     let embedded = start_gateway(bin, dir.path(), "embedded", &gateway_toml(&upstream, &embedded_state), &mut procs);
     let postgres = start_gateway(bin, dir.path(), "postgres", &gateway_toml(&upstream, &pg_state), &mut procs);
-    let targets = [("embedded", embedded), ("postgres", postgres)];
+    let behind = start_gateway(bin, dir.path(), "pg-behind", &gateway_toml(&upstream, &behind_state), &mut procs);
+    let targets = [("embedded", embedded), ("postgres", postgres), ("pg-behind", behind)];
 
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
     // The machine's load when the bench starts and ends (a shared machine skews p99).
@@ -119,34 +164,42 @@ fn main() {
                 let by_round: Vec<String> = per[i].1.iter().map(|v| format!("{v:.3}")).collect();
                 println!("{name:12} {p50:9.3} {p99:9.3} {:8}   [{}]", per[i].2, by_round.join(", "));
                 if i > 0 {
-                    println!("added by PostgreSQL state: p50 {:+.3} ms, p99 {:+.3} ms (target p99 <= +0.5 ms)", p50 - e50, p99 - e99);
-                    added.push((rate, e99, p99, p99 - e99));
+                    println!(
+                        "added by PostgreSQL state ({name}): p50 {:+.3} ms, p99 {:+.3} ms (target p99 <= +0.5 ms)",
+                        p50 - e50,
+                        p99 - e99
+                    );
+                    added.push((rate, *name, e99, p99, p99 - e99));
                 }
             }
         }
         println!("\nadded p99 (PostgreSQL - embedded, median round; target <= +0.5 ms at 2,000 req/s):");
-        for (rate, e99, p99, d) in &added {
+        for (rate, name, e99, p99, d) in &added {
             let verdict = if *d <= 0.5 { "met" } else { "not met" };
-            println!("  at {rate} req/s: {d:+.3} ms (embedded {e99:.3} ms, PostgreSQL {p99:.3} ms): {verdict}");
+            println!("  at {rate} req/s, {name:9}: {d:+.3} ms (embedded {e99:.3} ms, PostgreSQL {p99:.3} ms): {verdict}");
         }
     });
     drop(procs);
 
-    // Budget charges per second across three PostgreSQL replicas.
-    let mut procs = Procs::default();
-    procs.start_instant_upstream(bin, up_port);
-    let url3 = pg.database("bench3");
-    let toml = gateway_toml(&upstream, &format!("url = \"{url3}\""));
-    let replicas: Vec<String> = (0..3).map(|i| start_gateway(bin, dir.path(), &format!("replica{i}"), &toml, &mut procs)).collect();
-    let cfg = dir.path().join("replica0.toml");
-    let before = charges(bin, &cfg);
-    let secs3 = if quick { 3.0 } else { 10.0 };
-    let sent = rt.block_on(async { closed_loop(&client(), &replicas, CHAT_POST, 96, secs3).await });
-    let after = charges(bin, &cfg);
-    println!(
-        "3 PostgreSQL replicas, closed loop, 96 connections, {secs3} s: {sent} requests, {} ledger charges, {:.0} charges/s",
-        after - before,
-        (after - before) as f64 / secs3
-    );
+    // Budget charges per second across three PostgreSQL replicas, in each mode.
+    for (mode, extra) in [("durable", ""), ("write_behind", "\ncharge_rows = \"write_behind\"")] {
+        let mut procs = Procs::default();
+        start_upstream(bin, dir.path(), up_port, &mut procs);
+        let url3 = pg.database(&format!("bench3_{mode}"));
+        let toml = gateway_toml(&upstream, &format!("url = \"{url3}\"{extra}"));
+        let replicas: Vec<String> =
+            (0..3).map(|i| start_gateway(bin, dir.path(), &format!("replica{i}_{mode}"), &toml, &mut procs)).collect();
+        let cfg = dir.path().join(format!("replica0_{mode}.toml"));
+        let before = charges(bin, &cfg);
+        let secs3 = if quick { 3.0 } else { 10.0 };
+        let sent = rt.block_on(async { closed_loop(&client(), &replicas, CHAT_POST, 96, secs3).await });
+        drop(procs); // drained: every row written behind is in the ledger
+        let after = charges(bin, &cfg);
+        println!(
+            "3 PostgreSQL replicas ({mode}), closed loop, 96 connections, {secs3} s: {sent} requests, {} ledger charges, {:.0} charges/s",
+            after - before,
+            (after - before) as f64 / secs3
+        );
+    }
     println!("load average at end: {}", load());
 }

@@ -36,6 +36,7 @@ pub(crate) struct RawState {
     pub pool_size: Option<i64>,
     pub lease_ttl_s: Option<f64>,
     pub lease_slice_usd: Option<f64>,
+    pub charge_rows: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -69,6 +69,25 @@ pub struct StateConfig {
     pub lease_ttl: Duration,
     /// The largest slice of a budget one replica leases at a time.
     pub lease_slice: MicroUsd,
+    /// When a submission may go out on PostgreSQL: once its charge row is durable
+    /// (`durable`, the default) or once the local lease check passed, its row written
+    /// behind (`write_behind`).
+    pub charge_rows: ChargeRows,
+}
+
+/// `state.charge_rows`: whether a submission waits for its ledger row on PostgreSQL.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ChargeRows {
+    /// A submission goes out once its charge row has committed (group commit): a
+    /// replica's `kill -9` loses no charge row.
+    #[default]
+    Durable,
+    /// A submission goes out once the local, atomic lease check passed; its row is
+    /// queued and written behind (a drain writes every queued row before returning the
+    /// lease). The lease still bounds spend, but a replica killed with rows queued loses
+    /// those rows: their amount is booked as `reclaimed` with the rest of its lease, not
+    /// per request.
+    WriteBehind,
 }
 
 impl Default for StateConfig {
@@ -78,6 +97,7 @@ impl Default for StateConfig {
             pool_size: 16,
             lease_ttl: Duration::from_secs(15),
             lease_slice: MicroUsd::from_usd(1.0),
+            charge_rows: ChargeRows::Durable,
         }
     }
 }
@@ -123,7 +143,12 @@ pub(crate) fn state(cx: &Ctx<'_>, raw: Option<RawState>) -> Result<(StateConfig,
     let pool_size = cx.int("state.pool_size", raw.pool_size, d.pool_size as i64, 2, 512, "connections")? as usize;
     let lease_ttl = cx.seconds("state.lease_ttl_s", raw.lease_ttl_s, d.lease_ttl.as_secs_f64(), Lo::Incl(1.0), 3600.0)?;
     let slice = cx.float("state.lease_slice_usd", raw.lease_slice_usd, d.lease_slice.as_usd(), Lo::Excl(0.0), MAX_USD, "dollars")?;
-    Ok((StateConfig { backend, pool_size, lease_ttl, lease_slice: MicroUsd::from_usd(slice) }, sqlite))
+    let charge_rows = match raw.charge_rows.as_deref() {
+        None | Some("durable") => ChargeRows::Durable,
+        Some("write_behind") => ChargeRows::WriteBehind,
+        Some(other) => return Err(cx.err("state.charge_rows", format!("`{other}`: expected \"durable\" or \"write_behind\""))),
+    };
+    Ok((StateConfig { backend, pool_size, lease_ttl, lease_slice: MicroUsd::from_usd(slice), charge_rows }, sqlite))
 }
 
 #[cfg(test)]
@@ -160,6 +185,9 @@ mod tests {
         assert!(matches!(c.state.backend, StateBackend::Postgres { .. }));
         assert_eq!((c.budget.ledger.clone(), c.gateway.store.clone()), (None, None));
         assert_eq!(c.state.lease_ttl.as_secs(), 5);
+        assert_eq!(c.state.charge_rows, crate::ChargeRows::Durable, "the safe one by default");
+        let c = parse("[state]\nurl = \"postgres://db/t\"\ncharge_rows = \"write_behind\"\n").unwrap();
+        assert_eq!(c.state.charge_rows, crate::ChargeRows::WriteBehind);
         assert!(!format!("{c:?}").contains("hunter2"));
         let e = parse("[state]\nurl = \"postgres://db/t\"\n[gateway]\nstore = \"j.sqlite\"\n").unwrap_err();
         assert!(e.contains("gateway.store"), "{e}");
@@ -176,6 +204,7 @@ mod tests {
             ("[state]\nurl = \"postgres://db/t\"\nlease_ttl_s = 0.1\n", "state.lease_ttl_s"),
             ("[state]\nurl = \"postgres://db/t\"\nlease_slice_usd = -1\n", "state.lease_slice_usd"),
             ("[state]\nurl = \"postgres://db/t\"\nurl_env = \"X\"\n", "state.url"),
+            ("[state]\nurl = \"postgres://db/t\"\ncharge_rows = \"later\"\n", "state.charge_rows"),
         ] {
             let e = parse(toml).unwrap_err();
             assert!(e.contains(key), "{toml}: {e}");

@@ -162,6 +162,10 @@ pub struct PgSettings {
     pub lease_ttl: Duration,
     /// The largest budget slice one lease takes.
     pub lease_slice: crate::MicroUsd,
+    /// Charge rows written behind the lease: a submission goes out once the local lease
+    /// check passed, its row queued (`[state] charge_rows = "write_behind"`); false: it
+    /// waits until its row has committed.
+    pub write_behind: bool,
 }
 
 /// The connection pool, the background runtime and this replica's identity.
@@ -177,6 +181,11 @@ pub struct PgState {
     pub(crate) refill: tokio::sync::Mutex<()>,
     /// Writes the ledger's charge rows, batched (group commit).
     pub(crate) charges: commit::ChargeWriter,
+    /// Woken when the last charge row in flight is written (a drain waits for it).
+    pub(crate) flushed: tokio::sync::Notify,
+    /// When the last heartbeat that renewed this replica was sent: no survivor can take it
+    /// for dead (and reclaim its leases) before this instant plus the lease TTL.
+    renewed: std::sync::Mutex<std::time::Instant>,
     /// Live replicas (not stopped, not taken over, heartbeat not expired), counted at
     /// each heartbeat: the gateway shares its rate limits among them.
     live: Arc<std::sync::atomic::AtomicUsize>,
@@ -239,6 +248,8 @@ impl PgState {
             _stop: stop_tx,
             replica,
             charges,
+            flushed: tokio::sync::Notify::new(),
+            renewed: std::sync::Mutex::new(std::time::Instant::now()),
             settings,
             leases: std::sync::Mutex::default(),
             refill: tokio::sync::Mutex::new(()),
@@ -357,15 +368,32 @@ impl PgState {
     }
 
     async fn heartbeat(&self) -> Result<(), PgError> {
+        // Before the statement: the database's now() is later, so the expiry it sets is
+        // at least this + the TTL.
+        let sent = std::time::Instant::now();
         let c = self.client().await?;
-        c.execute(
-            "UPDATE replicas SET heartbeat_at = now(), expires_at = now() + make_interval(secs => $2::bigint / 1000.0)
-             WHERE id = $1 AND stopped_at IS NULL AND taken_over_by IS NULL",
-            &[&self.replica, &self.ttl_ms()],
-        )
-        .await?;
+        let renewed = c
+            .execute(
+                "UPDATE replicas SET heartbeat_at = now(), expires_at = now() + make_interval(secs => $2::bigint / 1000.0)
+                 WHERE id = $1 AND stopped_at IS NULL AND taken_over_by IS NULL",
+                &[&self.replica, &self.ttl_ms()],
+            )
+            .await?;
         drop(c);
+        if renewed == 1 {
+            if let Ok(mut r) = self.renewed.lock() {
+                *r = sent;
+            }
+        }
         self.count_live().await
+    }
+
+    /// Whether this replica's leases are safe from a reclaim for at least half the lease
+    /// TTL more (its last renewing heartbeat was sent less than half a TTL ago). Charge
+    /// rows are written behind the lease only then; otherwise a submission waits for its
+    /// row, whose write fails on a reclaimed lease.
+    pub(crate) fn leases_fresh(&self) -> bool {
+        self.renewed.lock().is_ok_and(|r| r.elapsed() < self.settings.lease_ttl / 2)
     }
 
     async fn count_live(&self) -> Result<(), PgError> {

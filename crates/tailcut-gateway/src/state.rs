@@ -282,6 +282,7 @@ fn connect_state(config: &Config) -> Result<Option<SharedState>, String> {
                 pool_size: config.state.pool_size,
                 lease_ttl: config.state.lease_ttl,
                 lease_slice: config.state.lease_slice,
+                write_behind: config.state.charge_rows == tailcut_config::ChargeRows::WriteBehind,
             };
             let pg = tailcut_core::pg::PgState::connect(settings).map_err(|e| format!("state.url: {e}"))?;
             log("state_connected", || json!({"backend": "postgres", "replica": pg.replica()}));

@@ -49,7 +49,13 @@ async fn a_job_store_call_waiting_on_the_database_does_not_block_other_requests(
     let http = reqwest::Client::new();
 
     // Another session holds the jobs table for 4 s: inserting a job row waits that long.
-    let settings = PgSettings { url: url.clone(), pool_size: 2, lease_ttl: Duration::from_secs(30), lease_slice: MicroUsd(1_000) };
+    let settings = PgSettings {
+        url: url.clone(),
+        pool_size: 2,
+        lease_ttl: Duration::from_secs(30),
+        lease_slice: MicroUsd(1_000),
+        write_behind: false,
+    };
     let locker = PgState::connect(settings).unwrap();
     let (locked_tx, locked) = tokio::sync::oneshot::channel();
     let st: Arc<PgState> = locker.clone();

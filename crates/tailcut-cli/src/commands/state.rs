@@ -17,7 +17,7 @@ fn connect(config: &std::path::Path) -> anyhow::Result<(tailcut_config::Config, 
         .into());
     };
     let url = url.resolve().map_err(|e| BadInput(format!("{}: {e}", config.display())))?;
-    let settings = PgSettings { url, pool_size: 2, lease_ttl: c.state.lease_ttl, lease_slice: c.state.lease_slice };
+    let settings = PgSettings { url, pool_size: 2, lease_ttl: c.state.lease_ttl, lease_slice: c.state.lease_slice, write_behind: false };
     let pg = PgState::connect(settings).map_err(|e| BadInput(format!("{}: state.url: {e}", config.display())))?;
     Ok((c, pg))
 }

@@ -31,6 +31,7 @@ use super::{Account, BudgetGate, BudgetLimits, Charge, ChargeFuture, LedgerError
 use crate::money::MicroUsd;
 use crate::pg::commit::{close_lease, ChargeRow, InFlight, Written, GLOBAL};
 use crate::pg::{PgError, PgState, Slice};
+mod behind;
 mod books;
 
 use books::reconciliation;
@@ -80,15 +81,14 @@ impl PgLedger {
         let limited = account.and_then(|a| a.limit.map(|l| (account_scope(&a.name), l)));
         for _ in 0..8 {
             let taken = self.take_local(amount, charge.opens_request, limited.as_ref().map(|(s, _)| s.as_str()));
-            let (lease, account_lease) = match taken {
+            // Until its row is written, the leases it names are not closed by a refill.
+            let (lease, account_lease, in_flight) = match taken {
                 Some(t) => t,
                 None => {
                     self.refill(amount, charge.opens_request, limited.as_ref(), account).await?;
                     continue;
                 }
             };
-            // Until its row is written, the leases it names are not closed by a refill.
-            let _in_flight = InFlight::new(&self.state, lease, account_lease);
             let row = ChargeRow {
                 provider: charge.provider.to_string(),
                 request_id: charge.request_id.to_string(),
@@ -97,6 +97,14 @@ impl PgLedger {
                 lease,
                 account_lease,
             };
+            if self.state.settings().write_behind && self.state.leases_fresh() {
+                // The lease is the durable reservation: the submission goes out now, its
+                // row follows (a drain waits for it). Not when the heartbeat is late: a
+                // survivor could reclaim the lease before the row lands.
+                let (l, opens, account) = (self.clone(), charge.opens_request, account.cloned());
+                self.state.spawn(async move { l.write_behind(row, in_flight, opens, account).await });
+                return Ok(charge.amount);
+            }
             // Written with the charges of the same moment (group commit); durable when
             // this returns.
             let written = self.state.charges.write(row).await.map_err(storage)?;
@@ -109,8 +117,10 @@ impl PgLedger {
     }
 
     /// Takes `amount` from the open slices (global, and the account's); returns their
-    /// lease ids, or `None` when a slice is missing or short (nothing taken then).
-    fn take_local(&self, amount: i64, opens: bool, account_scope: Option<&str>) -> Option<(i64, Option<i64>)> {
+    /// lease ids, held in flight (counted under the same lock as the take, so a refill
+    /// cannot close them in between), or `None` when a slice is missing or short (nothing
+    /// taken then).
+    fn take_local(&self, amount: i64, opens: bool, account_scope: Option<&str>) -> Option<(i64, Option<i64>, InFlight)> {
         let mut local = self.state.leases.lock().ok()?;
         let global = *local.slices.get(GLOBAL).filter(|s| s.fits(amount, opens))?;
         let account = match account_scope {
@@ -125,7 +135,9 @@ impl PgLedger {
                 s.take(amount, false);
             }
         }
-        Some((global.lease, account.map(|a| a.lease)))
+        let account_lease = account.map(|a| a.lease);
+        let held = InFlight::held(&self.state, &mut local, global.lease, account_lease);
+        Some((global.lease, account_lease, held))
     }
 
     /// Replaces the slices too small for `amount` with new ones (one refill at a time per
@@ -243,8 +255,13 @@ impl PgLedger {
     }
 
     /// Gives back every slice this replica holds (on drain): each lease is closed as
-    /// `returned`, its charges moving to `spent`. Returns the amount given back.
+    /// `returned`, its charges moving to `spent`, once every queued charge row is written
+    /// (waiting at most 30 s). Returns the amount given back.
     pub async fn return_leases(&self) -> Result<MicroUsd, LedgerError> {
+        if !self.flush(std::time::Duration::from_secs(30)).await {
+            let left = self.state.leases.lock().map_or(0, |l| l.in_flight.values().sum::<usize>());
+            eprintln!("{}", serde_json::json!({"event": "charge_rows_unwritten_at_drain", "rows": left}));
+        }
         let _one = self.state.refill.lock().await;
         if let Ok(mut l) = self.state.leases.lock() {
             l.slices.clear();

@@ -8,7 +8,11 @@ use std::time::Duration;
 use tailcut_testkit::postgres::PgServer;
 
 fn replica(url: &str, slice: i64, ttl: Duration) -> Arc<PgState> {
-    PgState::connect(PgSettings { url: url.to_string(), pool_size: 8, lease_ttl: ttl, lease_slice: MicroUsd(slice) }).unwrap()
+    replica_with(url, slice, ttl, false)
+}
+
+fn replica_with(url: &str, slice: i64, ttl: Duration, write_behind: bool) -> Arc<PgState> {
+    PgState::connect(PgSettings { url: url.to_string(), pool_size: 8, lease_ttl: ttl, lease_slice: MicroUsd(slice), write_behind }).unwrap()
 }
 
 fn charge(amount: i64, opens: bool) -> Charge<'static> {
@@ -175,16 +179,17 @@ fn concurrent_charges_leave_one_row_each_and_the_sums_agree() {
     use proptest::test_runner::{Config, TestRunner};
     let Some(pg) = PgServer::start() else { return };
     let case = std::sync::atomic::AtomicUsize::new(0);
-    let strategy = (prop::collection::vec((1i64..5_000, any::<bool>()), 1..160), 1usize..=3, 2_000i64..40_000);
+    let strategy = (prop::collection::vec((1i64..5_000, any::<bool>()), 1..160), 1usize..=3, 2_000i64..40_000, any::<bool>());
     let mut runner = TestRunner::new(Config { cases: 6, failure_persistence: None, ..Config::default() });
     runner
-        .run(&strategy, |(charges, replicas, slice)| {
+        .run(&strategy, |(charges, replicas, slice, write_behind)| {
             let url = pg.database(&format!("group_{}", case.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
             let (want_total, want_keyed, r) = rt.block_on(async {
                 let limits = BudgetLimits { soft_stop: MicroUsd(1_000_000_000), hard_stop: MicroUsd(1_000_000_000) };
-                let ledgers: Vec<PgLedger> =
-                    (0..replicas).map(|_| PgLedger::new(replica(&url, slice, Duration::from_secs(30)), limits)).collect();
+                let ledgers: Vec<PgLedger> = (0..replicas)
+                    .map(|_| PgLedger::new(replica_with(&url, slice, Duration::from_secs(30), write_behind), limits))
+                    .collect();
                 let key = Arc::new(Account { name: "k".into(), limit: Some(MicroUsd(1_000_000_000)) });
                 let tasks: Vec<_> = charges
                     .iter()
@@ -204,6 +209,9 @@ fn concurrent_charges_leave_one_row_each_and_the_sums_agree() {
                     .collect();
                 for t in tasks {
                     t.await.unwrap().unwrap();
+                }
+                for l in &ledgers {
+                    assert!(l.flush(Duration::from_secs(30)).await, "rows written behind still queued");
                 }
                 // Slices replaced while their charges were in flight are closed once
                 // those are written: soon at most one open lease per replica and budget.
@@ -227,4 +235,40 @@ fn concurrent_charges_leave_one_row_each_and_the_sums_agree() {
             Ok(())
         })
         .unwrap();
+}
+
+/// `write_behind`: a charge returns while its row cannot be written yet (another session
+/// holds the ledger table locked), and a clean drain writes every queued row before it
+/// returns the lease, so the books hold every charge, one row each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn written_behind_charges_do_not_wait_for_their_rows_and_a_drain_writes_them_all() {
+    let Some(pg) = PgServer::start() else { return };
+    let url = pg.url();
+    let limits = BudgetLimits { soft_stop: MicroUsd(1_000_000), hard_stop: MicroUsd(1_000_000) };
+    let l = PgLedger::new(replica_with(&url, 100_000, Duration::from_secs(30), true), limits);
+    let key = Account { name: "k".into(), limit: Some(MicroUsd(1_000_000)) };
+    l.charge_account_async(&charge(10, true), &key).await.unwrap(); // takes the leases
+    assert!(l.flush(Duration::from_secs(10)).await);
+    let (locker, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    locker.batch_execute("BEGIN; LOCK TABLE ledger_entries IN EXCLUSIVE MODE").await.unwrap();
+    let started = std::time::Instant::now();
+    for _ in 0..50 {
+        l.charge_account_async(&charge(10, true), &key).await.unwrap();
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(900), "the charges waited for their rows: {took:?}");
+    assert!(!l.flush(Duration::from_millis(300)).await, "rows were written through the table lock");
+    let unlock = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        locker.batch_execute("COMMIT").await.unwrap();
+    });
+    l.return_leases().await.unwrap();
+    let r = l.reconciliation().await.unwrap();
+    assert!(r.balanced, "{r:#?}");
+    for s in &r.scopes {
+        assert_eq!((s.charges, s.charged, s.leased, s.open_leases), (51, 510, 0, 0), "{r:#?}");
+        assert_eq!(s.spent, 510, "every queued row counted when its lease was returned: {r:#?}");
+    }
+    unlock.await.unwrap();
 }

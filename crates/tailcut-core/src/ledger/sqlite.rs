@@ -1,12 +1,20 @@
 //! The durable ledger: one SQLite file, safe across threads and processes (feature
 //! `sqlite`).
+//!
+//! Charges made through [`BudgetGate::charge_async`] (every launch the engine charges)
+//! are group-committed: a writer thread takes the charges waiting at that moment and
+//! checks and records them in one `BEGIN IMMEDIATE` transaction, each against the totals
+//! its predecessors in the batch left; each caller waits until that transaction has
+//! committed, so nothing goes out before its charge is on disk, as before. No serving
+//! thread runs SQLite or waits on its lock, and a batch writes the totals' pages once.
 
-use super::{check, check_account, Account, BudgetGate, BudgetLimits, Charge, LedgerError, LedgerSummary, ReconcileEntry};
+use super::{check, check_account, Account, BudgetGate, BudgetLimits, Charge, ChargeFuture, LedgerError, LedgerSummary, ReconcileEntry};
 use crate::money::MicroUsd;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 /// A durable ledger in an SQLite file. Safe across threads (one connection behind a
@@ -14,7 +22,123 @@ use std::time::Duration;
 /// before the limit is read, so two processes cannot both pass the check).
 pub struct SqliteLedger {
     limits: BudgetLimits,
-    conn: Mutex<Connection>,
+    conn: Arc<Mutex<Connection>>,
+    /// The group-commit writer's queue (async charges).
+    writer: mpsc::Sender<Pending>,
+}
+
+/// The most charges one group-commit transaction takes.
+const MAX_BATCH: usize = 256;
+
+/// An async charge waiting for the writer.
+struct Pending {
+    provider: String,
+    request_id: String,
+    amount: MicroUsd,
+    opens_request: bool,
+    account: Option<Account>,
+    done: tokio::sync::oneshot::Sender<Result<MicroUsd, LedgerError>>,
+}
+
+/// The writer thread: batches of waiting charges, one transaction each, until the ledger
+/// is dropped.
+fn write_batches(conn: Arc<Mutex<Connection>>, limits: BudgetLimits, rx: mpsc::Receiver<Pending>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(p) => batch.push(p),
+                Err(_) => break,
+            }
+        }
+        let outcome = match conn.lock() {
+            Ok(mut c) => charge_batch(&mut c, &limits, &batch),
+            Err(_) => Err(LedgerError::Storage("ledger lock poisoned".into())),
+        };
+        match outcome {
+            Ok(results) => {
+                for (p, r) in batch.into_iter().zip(results) {
+                    let _ = p.done.send(r);
+                }
+            }
+            Err(e) => {
+                for p in batch {
+                    let _ = p.done.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Checks and records `batch` in one transaction, in order, each charge against the
+/// totals the charges before it left: the same outcome as one transaction each. Returns
+/// each charge's outcome; nothing is recorded unless the transaction commits.
+fn charge_batch(
+    conn: &mut Connection,
+    limits: &BudgetLimits,
+    batch: &[Pending],
+) -> Result<Vec<Result<MicroUsd, LedgerError>>, LedgerError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
+    let mut spent: i64 = tx
+        .prepare_cached("SELECT micro_usd FROM ledger_totals WHERE scope = 'global'")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)))
+        .map_err(storage)?;
+    let (mut delta, mut count) = (0i64, 0i64);
+    // Per account: its total before the batch, and what the batch added (amount, charges).
+    let mut accounts: HashMap<&str, (i64, i64, i64)> = HashMap::new();
+    let mut results = Vec::with_capacity(batch.len());
+    for p in batch {
+        let charge = Charge { provider: &p.provider, request_id: &p.request_id, amount: p.amount, opens_request: p.opens_request };
+        if let Err(e) = check(limits, MicroUsd(spent), &charge) {
+            results.push(Err(e));
+            continue;
+        }
+        if let Some(a) = &p.account {
+            let entry = match accounts.get(a.name.as_str()) {
+                Some(e) => *e,
+                None => {
+                    let before = account_total(&tx, &a.name)?;
+                    (before, 0, 0)
+                }
+            };
+            if let Err(e) = check_account(a, MicroUsd(entry.0 + entry.1), &charge) {
+                results.push(Err(e));
+                continue;
+            }
+            accounts.insert(a.name.as_str(), (entry.0, entry.1 + p.amount.0, entry.2 + 1));
+        }
+        tx.prepare_cached(
+            "INSERT INTO ledger_entries (kind, provider, request_id, micro_usd, account) VALUES ('projected', ?1, ?2, ?3, ?4)",
+        )
+        .and_then(|mut s| s.execute(params![p.provider, p.request_id, p.amount.0, p.account.as_ref().map(|a| a.name.as_str())]))
+        .map_err(storage)?;
+        spent += p.amount.0;
+        delta += p.amount.0;
+        count += 1;
+        results.push(Ok(MicroUsd(spent)));
+    }
+    if count > 0 {
+        tx.prepare_cached("UPDATE ledger_totals SET micro_usd = micro_usd + ?1, charges = charges + ?2 WHERE scope = 'global'")
+            .and_then(|mut s| s.execute(params![delta, count]))
+            .map_err(storage)?;
+    }
+    for (name, (_, amount, charges)) in &accounts {
+        tx.prepare_cached(
+            "INSERT INTO account_totals (account, micro_usd, charges) VALUES (?1, ?2, ?3)
+             ON CONFLICT (account) DO UPDATE SET micro_usd = micro_usd + excluded.micro_usd, charges = charges + excluded.charges",
+        )
+        .and_then(|mut s| s.execute(params![name, amount, charges]))
+        .map_err(storage)?;
+    }
+    tx.commit().map_err(storage)?;
+    Ok(results)
+}
+
+fn account_total(conn: &Connection, account: &str) -> Result<i64, LedgerError> {
+    conn.prepare_cached("SELECT micro_usd FROM account_totals WHERE account = ?1")
+        .and_then(|mut s| s.query_row([account], |r| r.get(0)).optional())
+        .map(Option::unwrap_or_default)
+        .map_err(storage)
 }
 
 impl fmt::Debug for SqliteLedger {
@@ -78,7 +202,32 @@ impl SqliteLedger {
         let mut conn = conn;
         conn.execute_batch(SCHEMA).map_err(storage)?;
         migrate(&mut conn)?;
-        Ok(SqliteLedger { limits, conn: Mutex::new(conn) })
+        let conn = Arc::new(Mutex::new(conn));
+        let (tx, rx) = mpsc::channel();
+        let c = conn.clone();
+        std::thread::Builder::new()
+            .name("tailcut-ledger".into())
+            .spawn(move || write_batches(c, limits, rx))
+            .map_err(|e| LedgerError::Storage(format!("cannot start the ledger writer thread: {e}")))?;
+        Ok(SqliteLedger { limits, conn, writer: tx })
+    }
+
+    /// Queues an async charge for the writer thread; resolves once its batch committed.
+    fn charge_grouped<'a>(&'a self, charge: &Charge<'_>, account: Option<&Account>) -> ChargeFuture<'a> {
+        let (done, wait) = tokio::sync::oneshot::channel();
+        let pending = Pending {
+            provider: charge.provider.to_string(),
+            request_id: charge.request_id.to_string(),
+            amount: charge.amount,
+            opens_request: charge.opens_request,
+            account: account.cloned(),
+            done,
+        };
+        let sent = self.writer.send(pending);
+        Box::pin(async move {
+            sent.map_err(|_| LedgerError::Storage("the ledger writer has stopped".into()))?;
+            wait.await.map_err(|_| LedgerError::Storage("the ledger writer has stopped".into()))?
+        })
     }
 
     /// The limits in force.
@@ -98,15 +247,13 @@ impl SqliteLedger {
     fn charge_in(&self, charge: &Charge<'_>, account: Option<&Account>) -> Result<MicroUsd, LedgerError> {
         self.with_conn(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
-            let spent: i64 =
-                tx.query_row("SELECT micro_usd FROM ledger_totals WHERE scope = 'global'", [], |r| r.get(0)).map_err(storage)?;
+            let spent: i64 = tx
+                .prepare_cached("SELECT micro_usd FROM ledger_totals WHERE scope = 'global'")
+                .and_then(|mut s| s.query_row([], |r| r.get(0)))
+                .map_err(storage)?;
             check(&self.limits, MicroUsd(spent), charge)?;
             if let Some(a) = account {
-                let account_spent: i64 = tx
-                    .query_row("SELECT micro_usd FROM account_totals WHERE account = ?1", [&a.name], |r| r.get(0))
-                    .optional()
-                    .map_err(storage)?
-                    .unwrap_or(0);
+                let account_spent = account_total(&tx, &a.name)?;
                 check_account(a, MicroUsd(account_spent), charge)?;
                 tx.execute(
                     "INSERT INTO account_totals (account, micro_usd, charges) VALUES (?1, ?2, 1)
@@ -168,6 +315,14 @@ impl BudgetGate for SqliteLedger {
 
     fn reconcile_account(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str, account: &str) -> Result<(), LedgerError> {
         self.reconcile_in(&ReconcileEntry::new(provider, request_id, delta, note, Some(account)))
+    }
+
+    fn charge_async<'a>(&'a self, charge: &'a Charge<'a>) -> ChargeFuture<'a> {
+        self.charge_grouped(charge, None)
+    }
+
+    fn charge_account_async<'a>(&'a self, charge: &'a Charge<'a>, account: &'a Account) -> ChargeFuture<'a> {
+        self.charge_grouped(charge, Some(account))
     }
 
     fn account_spent(&self, account: &str) -> Result<MicroUsd, LedgerError> {

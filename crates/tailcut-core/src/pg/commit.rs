@@ -16,7 +16,7 @@
 //! are not written, and their submissions charge again (see `PgLedger::charge_in`).
 
 use crate::money::MicroUsd;
-use crate::pg::PgError;
+use crate::pg::{LocalLeases, PgError};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, Semaphore};
@@ -54,12 +54,12 @@ pub(crate) struct InFlight {
 }
 
 impl InFlight {
-    pub(crate) fn new(state: &Arc<crate::pg::PgState>, lease: i64, account_lease: Option<i64>) -> InFlight {
+    /// Counts a charge on `lease` (and `account_lease`) in flight in `local`, the replica's
+    /// leases already locked by the caller (the same lock as the take from the slices).
+    pub(crate) fn held(state: &Arc<crate::pg::PgState>, local: &mut LocalLeases, lease: i64, account_lease: Option<i64>) -> InFlight {
         let leases = [Some(lease), account_lease];
-        if let Ok(mut l) = state.leases.lock() {
-            for id in leases.iter().flatten() {
-                *l.in_flight.entry(*id).or_insert(0) += 1;
-            }
+        for id in leases.iter().flatten() {
+            *local.in_flight.entry(*id).or_insert(0) += 1;
         }
         InFlight { state: state.clone(), leases }
     }
@@ -68,6 +68,7 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         let mut to_close = Vec::new();
+        let mut flushed = false;
         if let Ok(mut l) = self.state.leases.lock() {
             for id in self.leases.iter().flatten() {
                 let left = l.in_flight.get_mut(id).map(|n| {
@@ -81,6 +82,10 @@ impl Drop for InFlight {
                     }
                 }
             }
+            flushed = l.in_flight.is_empty();
+        }
+        if flushed {
+            self.state.flushed.notify_waiters();
         }
         for id in to_close {
             let st = self.state.clone();

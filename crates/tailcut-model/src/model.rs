@@ -96,11 +96,50 @@ pub struct ModelConfig {
     pub slow_quantile: f64,
     /// Queue delay above which a cutover poll would find the attempt still queued, s.
     pub cutover_poll_s: f64,
+    /// Requests the model may see without an attempt of a provider before that
+    /// provider's evidence starts to age ([`Model::observe_request`]): beyond it, the
+    /// evidence halves every [`STALE_AGE_DIVISOR`]-th of this many further requests
+    /// without the provider, and `auto` re-probes a provider after twice this many
+    /// ([`ModelConfig::reprobe_after`]). Absent in files saved before it existed.
+    #[serde(default = "default_stale_after")]
+    pub stale_after: u64,
+}
+
+fn default_stale_after() -> u64 {
+    128
+}
+
+/// How fast stale evidence ages: its half-life is `stale_after / STALE_AGE_DIVISOR`
+/// requests (8 with the default 128), so after `2 · stale_after` requests without a
+/// provider its old evidence weighs 2^-16 of one new observation.
+pub const STALE_AGE_DIVISOR: u64 = 16;
+
+/// Observations' weight a stale provider's latency sketches keep as their prior
+/// ([`ProviderModel::age`]).
+pub const STALE_PRIOR: f64 = 8.0;
+
+impl ModelConfig {
+    /// Requests without an attempt of a provider after which `auto` re-probes it:
+    /// twice [`ModelConfig::stale_after`] (0: never).
+    pub fn reprobe_after(&self) -> u64 {
+        self.stale_after.saturating_mul(2)
+    }
+
+    /// What a provider's evidence weighs after `unseen` requests without it: 1 up to
+    /// `stale_after`, then halving every `stale_after / STALE_AGE_DIVISOR` requests
+    /// (`stale_after` = 0: never ages).
+    pub fn stale_factor(&self, unseen: u64) -> f64 {
+        if self.stale_after == 0 || unseen <= self.stale_after {
+            return 1.0;
+        }
+        let half = (self.stale_after as f64 / STALE_AGE_DIVISOR as f64).max(1.0);
+        2f64.powf(-((unseen - self.stale_after) as f64) / half)
+    }
 }
 
 impl Default for ModelConfig {
     fn default() -> Self {
-        ModelConfig { half_life: 64.0, slow_quantile: 0.8, cutover_poll_s: 2.5 }
+        ModelConfig { half_life: 64.0, slow_quantile: 0.8, cutover_poll_s: 2.5, stale_after: default_stale_after() }
     }
 }
 
@@ -141,6 +180,11 @@ pub struct ProviderModel {
     pub queued_at_poll: DecayedRate,
     /// P(failed).
     pub failed: DecayedRate,
+    /// Wall times of failed attempts: when a failure shows. A cancelled attempt that ran
+    /// past most of them without failing counts as (mostly) not failed
+    /// ([`ProviderModel::p_failed_if_running`]). Absent in files saved before it existed.
+    #[serde(default = "empty_sketch")]
+    pub failure_wall: DecayedSketch,
     /// P(invalid result).
     pub invalid: DecayedRate,
     /// P(warm | idle gap), one counter per [`GAP_EDGES_S`] bucket.
@@ -150,6 +194,9 @@ pub struct ProviderModel {
     /// Attempts observed, censored ones included.
     #[serde(default)]
     pub attempts: u64,
+    /// [`Model::requests`] when an attempt of this provider was last observed (0: never).
+    #[serde(default)]
+    pub last_request: u64,
 }
 
 fn empty_sketch() -> DecayedSketch {
@@ -178,10 +225,12 @@ impl ProviderModel {
             queue: DecayedSketch::new(hl),
             queued_at_poll: DecayedRate::new(hl),
             failed: DecayedRate::new(hl),
+            failure_wall: DecayedSketch::new(hl),
             invalid: DecayedRate::new(hl),
             warm_by_gap: (0..=GAP_EDGES_S.len()).map(|_| DecayedRate::new(hl)).collect(),
             slow_threshold_s: None,
             attempts: 0,
+            last_request: 0,
         }
     }
 
@@ -230,6 +279,61 @@ impl ProviderModel {
         }
     }
 
+    /// P(this attempt fails | it was still running, neither failed nor finished, `t`
+    /// seconds after launch): Bayes' rule over the failure rate, when failures show
+    /// ([`ProviderModel::failure_wall`]) and when valid results arrive (`latency`).
+    /// `None` while no failure was ever seen (when a failure would show is unknown) or
+    /// when neither a failure nor a valid result is known to take longer than `t`.
+    ///
+    /// Without it a cancelled attempt said nothing about failure, so a provider that
+    /// failed for a while and recovered kept its learned failure rate for as long as
+    /// its attempts were the cancelled losers of races and cascades (in `outage`,
+    /// Cerebrium's stayed above 0.5 through the 800 requests after it recovered, 80 % of
+    /// its attempts there being cancelled escalations).
+    pub fn p_failed_if_running(&self, t: f64) -> Option<f64> {
+        if self.failure_wall.samples() == 0 {
+            return None;
+        }
+        let pf = self.failed.rate(0.01, 1.0);
+        let still_failing = pf * (1.0 - self.failure_wall.cdf(t));
+        let still_valid = (1.0 - pf) * (1.0 - self.latency.cdf(t));
+        let all = still_failing + still_valid;
+        (all > 1e-12).then(|| still_failing / all)
+    }
+
+    /// Ages everything learned about this provider to `factor` of its weight against the
+    /// next observation (see [`Model::observe_request`]); the pairs are left alone.
+    ///
+    /// The rates (failed, invalid, queued at the poll, P(warm | gap)) age by `factor`
+    /// itself: each reads as its weak prior once its evidence is gone, so the first new
+    /// attempts decide it. A latency shape has no prior but itself, so a sketch keeps at
+    /// least [`STALE_PRIOR`] observations' weight: new attempts move it, one probe does
+    /// not replace it (aged to nothing, a single cold-start sample became the whole
+    /// shape, and `auto` switched plans on it: `degrade` seeds 6 and 7 moved from a
+    /// 22.6 s to a 41.7 s p95).
+    pub fn age(&mut self, factor: f64) {
+        if factor >= 1.0 {
+            return;
+        }
+        for s in [
+            &mut self.latency,
+            &mut self.latency_long,
+            &mut self.latency_warm,
+            &mut self.latency_cold,
+            &mut self.latency_started,
+            &mut self.latency_queued,
+            &mut self.queue,
+            &mut self.failure_wall,
+        ] {
+            let eff = s.effective();
+            s.age(if eff > STALE_PRIOR { factor.max(STALE_PRIOR / eff) } else { 1.0 });
+        }
+        for r in [&mut self.queued_at_poll, &mut self.failed, &mut self.invalid] {
+            r.age(factor);
+        }
+        self.warm_by_gap.iter_mut().for_each(|r| r.age(factor));
+    }
+
     /// Whether the provider ever reported a queue delay.
     pub fn has_queue_signal(&self) -> bool {
         self.queue.samples() > 0
@@ -263,12 +367,18 @@ impl ProviderModel {
                 self.failed.record(false);
                 self.invalid.record(true);
             }
-            Outcome::Failed { .. } => self.failed.record(true),
+            Outcome::Failed { wall_s } => {
+                self.failed.record(true);
+                self.failure_wall.insert(wall_s);
+            }
             Outcome::Censored { after_s } if o.queue_s.is_some_and(|q| q > cfg.cutover_poll_s && q >= after_s) => {
                 // Cancelled while still queued past the poll: the cancel was *because* it
                 // looked slow, so the ordinary censoring step (which assumes the cancel says
                 // nothing about the latency) would file it with the fast attempts. File it
                 // like the finished attempts that also queued past the poll.
+                if let Some(p) = self.p_failed_if_running(after_s) {
+                    self.failed.record_share(p);
+                }
                 let shape = self.latency_queued.clone();
                 self.latency.insert_censored_like(after_s, &shape);
                 self.latency_long.insert_censored_like(after_s, &shape);
@@ -277,6 +387,9 @@ impl ProviderModel {
                 }
             }
             Outcome::Censored { after_s } => {
+                if let Some(p) = self.p_failed_if_running(after_s) {
+                    self.failed.record_share(p);
+                }
                 self.latency.insert_censored(after_s);
                 self.latency_long.insert_censored(after_s);
                 match label {
@@ -315,6 +428,11 @@ pub struct Model {
     pub pairs: Vec<PairStat>,
     /// Observations fed so far (all providers).
     pub updates: u64,
+    /// Requests (or paired rounds) fed so far with at least one attempt: the clock the
+    /// staleness of a provider's evidence is measured on. Absent in files saved before it
+    /// existed.
+    #[serde(default)]
+    pub requests: u64,
 }
 
 /// Why a model could not be loaded or saved.
@@ -358,7 +476,7 @@ impl Model {
                 });
             }
         }
-        Model { format: MODEL_FORMAT.into(), version: MODEL_VERSION, config, providers: ps, pairs, updates: 0 }
+        Model { format: MODEL_FORMAT.into(), version: MODEL_VERSION, config, providers: ps, pairs, updates: 0, requests: 0 }
     }
 
     /// Index of a provider by name.
@@ -394,10 +512,40 @@ impl Model {
         self.observe_request(std::slice::from_ref(o));
     }
 
+    /// Requests fed since an attempt of provider `p` was last observed (0 when never
+    /// observed, or unknown).
+    pub fn unseen(&self, p: usize) -> u64 {
+        match self.providers.get(p) {
+            Some(pm) if pm.attempts > 0 => self.requests.saturating_sub(pm.last_request),
+            _ => 0,
+        }
+    }
+
     /// Feeds every attempt of one request (or paired round), then counts for each pair of
     /// providers with both outcomes known whether both were slow. An attempt with an
     /// unknown provider index is ignored.
+    ///
+    /// Evidence ages with the stream as well as with the provider's own attempts: a
+    /// provider that comes back after more than [`ModelConfig::stale_after`] requests
+    /// without an attempt first has everything learned about it aged by
+    /// [`ModelConfig::stale_factor`], so what it does now outweighs what it did before
+    /// it was last avoided (a provider that failed, was avoided, and recovered is learned
+    /// again from its first new attempts, not after as many as it failed).
     pub fn observe_request(&mut self, attempts: &[Observation]) {
+        if attempts.iter().any(|o| o.provider < self.providers.len()) {
+            self.requests += 1;
+        }
+        let now = self.requests;
+        let cfg = self.config;
+        for o in attempts {
+            let unseen = self.unseen(o.provider).saturating_sub(1);
+            if let Some(p) = self.providers.get_mut(o.provider) {
+                if p.last_request != now {
+                    p.age(cfg.stale_factor(unseen));
+                    p.last_request = now;
+                }
+            }
+        }
         // Slow flags against the thresholds *before* this request, so a request's own
         // values do not move the bar they are judged by.
         let mut slow: Vec<(usize, bool)> = Vec::with_capacity(attempts.len());
@@ -410,7 +558,6 @@ impl Model {
                 }
             }
         }
-        let cfg = self.config;
         for o in attempts {
             if let Some(p) = self.providers.get_mut(o.provider) {
                 p.observe(o, &cfg);

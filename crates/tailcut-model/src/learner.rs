@@ -256,21 +256,24 @@ impl PolicyState {
                         Some(h) if can_race => {
                             (Plan::Hedge { p: plan.primary(), h, delay_s: 0.0 }, Why::Explore { provider: h, samples: pred.samples(h) })
                         }
-                        // A provider the plan avoids and the model has not seen for a
-                        // while is re-probed: raced beside the chosen primary, only when a
-                        // budget token is there for it, at most once per `reprobe_after`
-                        // requests. What the model knew of it has aged away by then
+                        // A provider the model has not seen for a while (avoided, or
+                        // kept as a partner that never fires) is re-probed: raced beside
+                        // the chosen primary, only when a budget token is there for it, at
+                        // most once per `reprobe_after` requests. What the model knew of it has aged away by then
                         // (`Model::observe_request`), so the probe's outcome decides
                         // whether it is chosen again.
                         _ if can_race && self.reprobe_after > 0 && self.budget.tokens() >= 1.0 => {
                             let (every, now) = (self.reprobe_after, self.decided);
                             let stale = (0..self.names.len())
-                                .filter(|&p| !plan.uses(p) && self.unseen[p] >= every && self.next_probe[p] <= now)
+                                .filter(|&p| p != plan.primary() && self.unseen[p] >= every && self.next_probe[p] <= now)
                                 .max_by_key(|&p| (self.unseen[p], std::cmp::Reverse(p)));
                             match stale {
                                 Some(h) => {
                                     self.next_probe[h] = now + every;
-                                    (Plan::Hedge { p: plan.primary(), h, delay_s: 0.0 }, Why::Reprobe { provider: h, unseen: self.unseen[h] })
+                                    (
+                                        Plan::Hedge { p: plan.primary(), h, delay_s: 0.0 },
+                                        Why::Reprobe { provider: h, unseen: self.unseen[h] },
+                                    )
                                 }
                                 None => (plan, Why::Predicted(pr)),
                             }

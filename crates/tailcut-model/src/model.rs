@@ -114,10 +114,6 @@ fn default_stale_after() -> u64 {
 /// provider its old evidence weighs 2^-16 of one new observation.
 pub const STALE_AGE_DIVISOR: u64 = 16;
 
-/// Observations' weight a stale provider's latency sketches keep as their prior
-/// ([`ProviderModel::age`]).
-pub const STALE_PRIOR: f64 = 8.0;
-
 impl ModelConfig {
     /// Requests without an attempt of a provider after which `auto` re-probes it:
     /// twice [`ModelConfig::stale_after`] (0: never).
@@ -301,32 +297,20 @@ impl ProviderModel {
         (all > 1e-12).then(|| still_failing / all)
     }
 
-    /// Ages everything learned about this provider to `factor` of its weight against the
-    /// next observation (see [`Model::observe_request`]); the pairs are left alone.
-    ///
-    /// The rates (failed, invalid, queued at the poll, P(warm | gap)) age by `factor`
-    /// itself: each reads as its weak prior once its evidence is gone, so the first new
-    /// attempts decide it. A latency shape has no prior but itself, so a sketch keeps at
-    /// least [`STALE_PRIOR`] observations' weight: new attempts move it, one probe does
-    /// not replace it (aged to nothing, a single cold-start sample became the whole
-    /// shape, and `auto` switched plans on it: `degrade` seeds 6 and 7 moved from a
-    /// 22.6 s to a 41.7 s p95).
+    /// Ages what was learned about this provider's rates (failed, invalid, queued at the
+    /// poll, P(warm | gap)) to `factor` of its weight against the next observation (see
+    /// [`Model::observe_request`]). Each rate reads as its weak prior once its evidence
+    /// is gone, so the first new attempts decide it: a provider that failed, was avoided
+    /// and recovered is trusted again after one good probe, not after as many as it
+    /// failed. The latency shapes are kept (they still move with every new attempt at the
+    /// provider's own half-life): a shape has no prior but itself, and aged away, a single
+    /// probe's cold start became the whole shape and `auto` switched plans on it
+    /// (`degrade` seed 7 went from a 22.6 s to a 41.3 s p95, `correlated` seed 2 from
+    /// 22.5 s to 27.6 s, with shapes aged to 8 observations' weight). The pairs are left
+    /// alone.
     pub fn age(&mut self, factor: f64) {
         if factor >= 1.0 {
             return;
-        }
-        for s in [
-            &mut self.latency,
-            &mut self.latency_long,
-            &mut self.latency_warm,
-            &mut self.latency_cold,
-            &mut self.latency_started,
-            &mut self.latency_queued,
-            &mut self.queue,
-            &mut self.failure_wall,
-        ] {
-            let eff = s.effective();
-            s.age(if eff > STALE_PRIOR { factor.max(STALE_PRIOR / eff) } else { 1.0 });
         }
         for r in [&mut self.queued_at_poll, &mut self.failed, &mut self.invalid] {
             r.age(factor);

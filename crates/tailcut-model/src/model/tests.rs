@@ -146,7 +146,7 @@ fn stale_evidence_ages_with_the_requests_a_provider_missed() {
     fresh.observe_request(&[valid(1, 5.0)]);
     assert!(fresh.providers[1].p_bad() > 0.9, "{}", fresh.providers[1].p_bad());
     // Unseen for the re-probe interval: its failures have aged away, the first success
-    // decides, and its latency shape keeps STALE_PRIOR observations' weight.
+    // decides; its latency shape is kept.
     for _ in 0..cfg.reprobe_after() {
         m.observe_request(&[valid(0, 5.0)]);
     }

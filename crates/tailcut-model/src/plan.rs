@@ -96,15 +96,6 @@ impl Plan {
         }
     }
 
-    /// Whether the plan may launch provider `x` (as primary, hedge or fallback).
-    pub fn uses(&self, x: usize) -> bool {
-        match *self {
-            Plan::Single { p } => p == x,
-            Plan::Hedge { p, h, .. } | Plan::Cutover { p, h, .. } => p == x || h == x,
-            Plan::Cascade { p, h, f, .. } => p == x || h == x || f == x,
-        }
-    }
-
     /// Most attempts the plan keeps live at once (a queued primary cancelled at the poll
     /// is counted until confirmed, so a cutover needs 2 and a cascade 3 at worst... the
     /// sweep's cascade escalates long after the queued cancel is confirmed: 2).

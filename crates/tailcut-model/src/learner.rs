@@ -108,6 +108,15 @@ pub struct PolicyState {
     adaptive_delay: Option<(f64, u64)>,
     coin: Coin,
     names: Vec<String>,
+    /// Per provider, requests the model has fed without an attempt of it (as of the last
+    /// [`PolicyState::observed`]).
+    unseen: Vec<u64>,
+    /// Requests without a provider after which `auto` re-probes it (0: never).
+    reprobe_after: u64,
+    /// Requests decided so far, and per provider the first one at which it may be
+    /// re-probed again (a probe's own result may not be fed before the next decisions).
+    decided: u64,
+    next_probe: Vec<u64>,
 }
 
 impl PolicyState {
@@ -129,6 +138,10 @@ impl PolicyState {
             adaptive_delay: None,
             coin: Coin(seed ^ 0x5EED_5EED),
             names: model.providers.iter().map(|p| p.name.clone()).collect(),
+            unseen: (0..model.providers.len()).map(|p| model.unseen(p)).collect(),
+            reprobe_after: model.config.reprobe_after(),
+            decided: 0,
+            next_probe: vec![0; model.providers.len()],
         };
         st.refresh(model);
         st
@@ -192,6 +205,9 @@ impl PolicyState {
     /// `attempts` more attempts were fed to `model`: refresh when due.
     pub fn observed(&mut self, model: &Model, attempts: u64) {
         self.since_refresh += attempts;
+        for (p, u) in self.unseen.iter_mut().enumerate() {
+            *u = model.unseen(p);
+        }
         let every = self.refresh_every.max((model.updates / 64).min(4096));
         let due = match self.kind {
             // Until it hedges, adaptive re-reads the sample count at every request.
@@ -208,6 +224,7 @@ impl PolicyState {
     /// path). Extra attempts still need [`HedgeBudget::try_take`] when they fire.
     pub fn decide_plan(&mut self, gaps: &[Option<f64>]) -> (Plan, Why) {
         self.budget.request();
+        self.decided += 1;
         match self.kind {
             LearnedKind::Adaptive(a) => match self.adaptive_delay {
                 Some((delay_s, n)) => (Plan::Hedge { p: a.primary, h: a.hedge, delay_s }, Why::Quantile { delay_s, samples: n }),
@@ -234,9 +251,32 @@ impl PolicyState {
                     // a policy that never tries it never will: race it beside the chosen
                     // primary (the race needs a budget token like any extra attempt).
                     let unseen = (0..self.names.len()).find(|&p| pred.samples(p) < EXPLORE_SAMPLES && p != plan.primary());
+                    let can_race = a.max_live >= 2 && a.max_extra > 0.0;
                     match unseen {
-                        Some(h) if a.max_live >= 2 && a.max_extra > 0.0 => {
+                        Some(h) if can_race => {
                             (Plan::Hedge { p: plan.primary(), h, delay_s: 0.0 }, Why::Explore { provider: h, samples: pred.samples(h) })
+                        }
+                        // A provider the model has not seen for a while (avoided, or
+                        // kept as a partner that never fires) is re-probed: raced beside
+                        // the chosen primary, only when a budget token is there for it, at
+                        // most once per `reprobe_after` requests. What the model knew of it has aged away by then
+                        // (`Model::observe_request`), so the probe's outcome decides
+                        // whether it is chosen again.
+                        _ if can_race && self.reprobe_after > 0 && self.budget.tokens() >= 1.0 => {
+                            let (every, now) = (self.reprobe_after, self.decided);
+                            let stale = (0..self.names.len())
+                                .filter(|&p| p != plan.primary() && self.unseen[p] >= every && self.next_probe[p] <= now)
+                                .max_by_key(|&p| (self.unseen[p], std::cmp::Reverse(p)));
+                            match stale {
+                                Some(h) => {
+                                    self.next_probe[h] = now + every;
+                                    (
+                                        Plan::Hedge { p: plan.primary(), h, delay_s: 0.0 },
+                                        Why::Reprobe { provider: h, unseen: self.unseen[h] },
+                                    )
+                                }
+                                None => (plan, Why::Predicted(pr)),
+                            }
                         }
                         _ => (plan, Why::Predicted(pr)),
                     }
@@ -283,6 +323,13 @@ impl PolicyState {
                 };
                 (format!("{head}: predicted miss {:.3}, ${:.5}, extra {:.2}", pr.miss, pr.cost_on(a.cost), pr.extra), Some(pr))
             }
+            (Why::Reprobe { provider, unseen }, _) => (
+                format!(
+                    "re-probe: {} not launched for {unseen} requests (re-probed after {}), raced beside the primary",
+                    self.names[provider], self.reprobe_after
+                ),
+                None,
+            ),
             (Why::Explore { provider, samples }, _) => {
                 (format!("exploring: {} has {samples} of {EXPLORE_SAMPLES} samples, raced beside the primary", self.names[provider]), None)
             }
@@ -315,6 +362,13 @@ pub enum Why {
     },
     /// Auto: the prediction of the chosen plan.
     Predicted(Prediction),
+    /// Auto: re-probing a provider the chosen plan avoids, unseen for a while.
+    Reprobe {
+        /// The provider.
+        provider: usize,
+        /// Requests the model fed without it.
+        unseen: u64,
+    },
     /// Auto: racing a provider the model has not seen enough of.
     Explore {
         /// The provider.

@@ -6,10 +6,14 @@
 //! it found a warm worker), grouped per request or paired round so that pairs can be
 //! counted. Every statistic decays with the provider's own observation count
 //! (half-life [`ModelConfig::half_life`]), so a changed tail is learned again within a
-//! few half-lives. Saved and restored as versioned JSON.
+//! few half-lives; a provider's rates also age with the requests it misses
+//! ([`ModelConfig::stale_after`]), so one that was avoided is learned again from its
+//! next attempts. [`ProviderModel`] lives in `model/provider.rs`. Saved and restored as
+//! versioned JSON.
 
 pub use crate::pair::{joint_survival, PairStat, PAIR_PRIOR};
-use crate::sketch::{DecayedRate, DecayedSketch};
+use crate::sketch::DecayedRate;
+pub use provider::{ProviderModel, TAIL_MEMORY};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -96,214 +100,46 @@ pub struct ModelConfig {
     pub slow_quantile: f64,
     /// Queue delay above which a cutover poll would find the attempt still queued, s.
     pub cutover_poll_s: f64,
+    /// Requests the model may see without an attempt of a provider before that
+    /// provider's evidence starts to age ([`Model::observe_request`]): beyond it, the
+    /// evidence halves every [`STALE_AGE_DIVISOR`]-th of this many further requests
+    /// without the provider, and `auto` re-probes a provider after twice this many
+    /// ([`ModelConfig::reprobe_after`]). Absent in files saved before it existed.
+    #[serde(default = "default_stale_after")]
+    pub stale_after: u64,
+}
+
+fn default_stale_after() -> u64 {
+    128
+}
+
+/// How fast stale evidence ages: its half-life is `stale_after / STALE_AGE_DIVISOR`
+/// requests (8 with the default 128), so after `2 · stale_after` requests without a
+/// provider its old evidence weighs 2^-16 of one new observation.
+pub const STALE_AGE_DIVISOR: u64 = 16;
+
+impl ModelConfig {
+    /// Requests without an attempt of a provider after which `auto` re-probes it:
+    /// twice [`ModelConfig::stale_after`] (0: never).
+    pub fn reprobe_after(&self) -> u64 {
+        self.stale_after.saturating_mul(2)
+    }
+
+    /// What a provider's evidence weighs after `unseen` requests without it: 1 up to
+    /// `stale_after`, then halving every `stale_after / STALE_AGE_DIVISOR` requests
+    /// (`stale_after` = 0: never ages).
+    pub fn stale_factor(&self, unseen: u64) -> f64 {
+        if self.stale_after == 0 || unseen <= self.stale_after {
+            return 1.0;
+        }
+        let half = (self.stale_after as f64 / STALE_AGE_DIVISOR as f64).max(1.0);
+        2f64.powf(-((unseen - self.stale_after) as f64) / half)
+    }
 }
 
 impl Default for ModelConfig {
     fn default() -> Self {
-        ModelConfig { half_life: 64.0, slow_quantile: 0.8, cutover_poll_s: 2.5 }
-    }
-}
-
-/// What is known about one provider.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProviderModel {
-    /// Provider key.
-    pub name: String,
-    /// Billed rate, $/s.
-    pub rate_usd_per_s: f64,
-    /// Idle window billed per worker start, s.
-    pub idle_s: f64,
-    /// Valid latencies (censored attempts redistributed to the right).
-    pub latency: DecayedSketch,
-    /// The same latencies with a [`TAIL_MEMORY`]× longer half-life, for the fits of a
-    /// tail (the `adaptive` delay, the SingleR fit): a p99 needs hundreds of samples,
-    /// and `latency` holds about 1.4 half-lives' worth, so with a 64-attempt half-life a
-    /// 2 % straggler mode is one or two samples and the fit follows their noise.
-    /// Absent in files saved before it existed (then it starts empty and the fits read
-    /// `latency` until it has [`TAIL_MEMORY`] attempts).
-    #[serde(default = "empty_long_sketch")]
-    pub latency_long: DecayedSketch,
-    /// Valid latencies of attempts known to have found a warm worker.
-    pub latency_warm: DecayedSketch,
-    /// Valid latencies of attempts known to have started a cold worker.
-    pub latency_cold: DecayedSketch,
-    /// Latencies of attempts whose queue delay was at most the cutover poll (kept by a
-    /// cutover).
-    pub latency_started: DecayedSketch,
-    /// Latencies of attempts whose queue delay was above the cutover poll: what a
-    /// primary cancelled while still queued would have taken.
-    #[serde(default = "empty_sketch")]
-    pub latency_queued: DecayedSketch,
-    /// Queue delays (time to start).
-    pub queue: DecayedSketch,
-    /// P(still queued at the cutover poll): queue delay above the poll, among attempts that
-    /// reported a queue delay.
-    pub queued_at_poll: DecayedRate,
-    /// P(failed).
-    pub failed: DecayedRate,
-    /// P(invalid result).
-    pub invalid: DecayedRate,
-    /// P(warm | idle gap), one counter per [`GAP_EDGES_S`] bucket.
-    pub warm_by_gap: Vec<DecayedRate>,
-    /// Slow threshold (the slow quantile of `latency`) as of the last observation.
-    pub slow_threshold_s: Option<f64>,
-    /// Attempts observed, censored ones included.
-    #[serde(default)]
-    pub attempts: u64,
-    /// When the provider last served a valid result, in seconds since the Unix epoch, as
-    /// of the model's saving: a restarted process measures idle gaps (and so P(warm))
-    /// from it instead of starting with every gap unknown. Written by the live policies
-    /// when they save; absent in models fitted offline.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_served_unix_s: Option<f64>,
-}
-
-fn empty_sketch() -> DecayedSketch {
-    DecayedSketch::new(ModelConfig::default().half_life)
-}
-
-fn empty_long_sketch() -> DecayedSketch {
-    DecayedSketch::new(ModelConfig::default().half_life * TAIL_MEMORY as f64)
-}
-
-/// How many times longer the half-life of [`ProviderModel::latency_long`] is.
-pub const TAIL_MEMORY: u64 = 16;
-
-impl ProviderModel {
-    fn new(name: &str, rate_usd_per_s: f64, idle_s: f64, hl: f64) -> ProviderModel {
-        ProviderModel {
-            name: name.to_string(),
-            rate_usd_per_s,
-            idle_s,
-            latency: DecayedSketch::new(hl),
-            latency_long: DecayedSketch::new(hl * TAIL_MEMORY as f64),
-            latency_warm: DecayedSketch::new(hl),
-            latency_cold: DecayedSketch::new(hl),
-            latency_started: DecayedSketch::new(hl),
-            latency_queued: DecayedSketch::new(hl),
-            queue: DecayedSketch::new(hl),
-            queued_at_poll: DecayedRate::new(hl),
-            failed: DecayedRate::new(hl),
-            invalid: DecayedRate::new(hl),
-            warm_by_gap: (0..=GAP_EDGES_S.len()).map(|_| DecayedRate::new(hl)).collect(),
-            slow_threshold_s: None,
-            attempts: 0,
-            last_served_unix_s: None,
-        }
-    }
-
-    /// Attempts observed, censored ones included.
-    pub fn samples(&self) -> u64 {
-        self.attempts
-    }
-
-    /// The latencies a tail fit reads: [`ProviderModel::latency_long`] once it has
-    /// [`TAIL_MEMORY`] attempts (a model saved before it existed starts it empty),
-    /// else `latency`.
-    pub fn tail_latency(&self) -> &DecayedSketch {
-        if self.latency_long.samples() >= TAIL_MEMORY {
-            &self.latency_long
-        } else {
-            &self.latency
-        }
-    }
-
-    /// P(no valid result): failed or invalid, with a weak prior of 1 %.
-    pub fn p_bad(&self) -> f64 {
-        let f = self.failed.rate(0.01, 1.0);
-        let i = self.invalid.rate(0.0, 1.0);
-        (f + (1.0 - f) * i).clamp(0.0, 1.0)
-    }
-
-    /// P(warm | idle gap), pooled toward the neighbouring buckets when a bucket is
-    /// unseen; `None` when no warmth was ever observed.
-    pub fn p_warm(&self, gap_s: f64) -> Option<f64> {
-        if self.warm_by_gap.iter().all(|r| r.samples() == 0) {
-            return None;
-        }
-        let k = gap_bucket(gap_s).min(self.warm_by_gap.len() - 1);
-        if self.warm_by_gap[k].samples() > 0 {
-            return Some(self.warm_by_gap[k].rate(0.5, 1.0));
-        }
-        // Nearest observed bucket: P(warm) only falls with the gap, so take the bucket
-        // below for gaps inside the window and above for gaps beyond it.
-        let below = (0..k).rev().find(|&i| self.warm_by_gap[i].samples() > 0);
-        let above = (k + 1..self.warm_by_gap.len()).find(|&i| self.warm_by_gap[i].samples() > 0);
-        match (below, above) {
-            (Some(b), Some(a)) => Some(0.5 * (self.warm_by_gap[b].rate(0.5, 1.0) + self.warm_by_gap[a].rate(0.5, 1.0))),
-            (Some(b), None) => Some(self.warm_by_gap[b].rate(0.5, 1.0)),
-            (None, Some(a)) => Some(self.warm_by_gap[a].rate(0.5, 1.0)),
-            (None, None) => None,
-        }
-    }
-
-    /// Whether the provider ever reported a queue delay.
-    pub fn has_queue_signal(&self) -> bool {
-        self.queue.samples() > 0
-    }
-
-    fn observe(&mut self, o: &Observation, cfg: &ModelConfig) {
-        self.attempts += 1;
-        // Warmth is reported with results only, so a cancelled attempt's is unknown; file
-        // it by the likelier state for its idle gap, or the warm/cold sketches would only
-        // ever see the attempts that finished (biased fast).
-        let label = o.warm.or_else(|| o.idle_gap_s.and_then(|g| self.p_warm(g)).map(|w| w >= 0.5));
-        match o.outcome {
-            Outcome::Valid { latency_s } => {
-                self.latency.insert(latency_s);
-                self.latency_long.insert(latency_s);
-                match label {
-                    Some(true) => self.latency_warm.insert(latency_s),
-                    Some(false) => self.latency_cold.insert(latency_s),
-                    None => {}
-                }
-                if o.queue_s.is_some_and(|q| q <= cfg.cutover_poll_s) {
-                    self.latency_started.insert(latency_s);
-                }
-                if o.queue_s.is_some_and(|q| q > cfg.cutover_poll_s) {
-                    self.latency_queued.insert(latency_s);
-                }
-                self.failed.record(false);
-                self.invalid.record(false);
-            }
-            Outcome::Invalid { .. } => {
-                self.failed.record(false);
-                self.invalid.record(true);
-            }
-            Outcome::Failed { .. } => self.failed.record(true),
-            Outcome::Censored { after_s } if o.queue_s.is_some_and(|q| q > cfg.cutover_poll_s && q >= after_s) => {
-                // Cancelled while still queued past the poll: the cancel was *because* it
-                // looked slow, so the ordinary censoring step (which assumes the cancel says
-                // nothing about the latency) would file it with the fast attempts. File it
-                // like the finished attempts that also queued past the poll.
-                let shape = self.latency_queued.clone();
-                self.latency.insert_censored_like(after_s, &shape);
-                self.latency_long.insert_censored_like(after_s, &shape);
-                if label == Some(false) {
-                    self.latency_cold.insert_censored_like(after_s, &shape);
-                }
-            }
-            Outcome::Censored { after_s } => {
-                self.latency.insert_censored(after_s);
-                self.latency_long.insert_censored(after_s);
-                match label {
-                    Some(true) => self.latency_warm.insert_censored(after_s),
-                    Some(false) => self.latency_cold.insert_censored(after_s),
-                    None => {}
-                }
-                if o.queue_s.is_some_and(|q| q <= cfg.cutover_poll_s) {
-                    self.latency_started.insert_censored(after_s);
-                }
-            }
-        }
-        if let Some(q) = o.queue_s {
-            self.queue.insert(q);
-            self.queued_at_poll.record(q > cfg.cutover_poll_s);
-        }
-        if let (Some(gap), Some(w)) = (o.idle_gap_s, o.warm) {
-            let k = gap_bucket(gap).min(self.warm_by_gap.len() - 1);
-            self.warm_by_gap[k].record(w);
-        }
+        ModelConfig { half_life: 64.0, slow_quantile: 0.8, cutover_poll_s: 2.5, stale_after: default_stale_after() }
     }
 }
 
@@ -322,6 +158,11 @@ pub struct Model {
     pub pairs: Vec<PairStat>,
     /// Observations fed so far (all providers).
     pub updates: u64,
+    /// Requests (or paired rounds) fed so far with at least one attempt: the clock the
+    /// staleness of a provider's evidence is measured on. Absent in files saved before it
+    /// existed.
+    #[serde(default)]
+    pub requests: u64,
 }
 
 /// Why a model could not be loaded or saved.
@@ -365,7 +206,7 @@ impl Model {
                 });
             }
         }
-        Model { format: MODEL_FORMAT.into(), version: MODEL_VERSION, config, providers: ps, pairs, updates: 0 }
+        Model { format: MODEL_FORMAT.into(), version: MODEL_VERSION, config, providers: ps, pairs, updates: 0, requests: 0 }
     }
 
     /// Index of a provider by name.
@@ -401,10 +242,40 @@ impl Model {
         self.observe_request(std::slice::from_ref(o));
     }
 
+    /// Requests fed since an attempt of provider `p` was last observed (0 when never
+    /// observed, or unknown).
+    pub fn unseen(&self, p: usize) -> u64 {
+        match self.providers.get(p) {
+            Some(pm) if pm.attempts > 0 => self.requests.saturating_sub(pm.last_request),
+            _ => 0,
+        }
+    }
+
     /// Feeds every attempt of one request (or paired round), then counts for each pair of
     /// providers with both outcomes known whether both were slow. An attempt with an
     /// unknown provider index is ignored.
+    ///
+    /// Evidence ages with the stream as well as with the provider's own attempts: a
+    /// provider that comes back after more than [`ModelConfig::stale_after`] requests
+    /// without an attempt first has everything learned about it aged by
+    /// [`ModelConfig::stale_factor`], so what it does now outweighs what it did before
+    /// it was last avoided (a provider that failed, was avoided, and recovered is learned
+    /// again from its first new attempts, not after as many as it failed).
     pub fn observe_request(&mut self, attempts: &[Observation]) {
+        if attempts.iter().any(|o| o.provider < self.providers.len()) {
+            self.requests += 1;
+        }
+        let now = self.requests;
+        let cfg = self.config;
+        for o in attempts {
+            let unseen = self.unseen(o.provider).saturating_sub(1);
+            if let Some(p) = self.providers.get_mut(o.provider) {
+                if p.last_request != now {
+                    p.age(cfg.stale_factor(unseen));
+                    p.last_request = now;
+                }
+            }
+        }
         // Slow flags against the thresholds *before* this request, so a request's own
         // values do not move the bar they are judged by.
         let mut slow: Vec<(usize, bool)> = Vec::with_capacity(attempts.len());
@@ -417,7 +288,6 @@ impl Model {
                 }
             }
         }
-        let cfg = self.config;
         for o in attempts {
             if let Some(p) = self.providers.get_mut(o.provider) {
                 p.observe(o, &cfg);
@@ -492,6 +362,8 @@ impl Model {
         Ok(m)
     }
 }
+
+mod provider;
 
 #[cfg(test)]
 mod tests;

@@ -68,6 +68,19 @@ pub(crate) fn bucket_lower(k: usize) -> f64 {
     }
 }
 
+/// Smallest factor [`DecayedSketch::age`] and [`DecayedRate::age`] apply (older evidence
+/// than that weighs nothing that matters beside one new observation).
+pub const MIN_AGE: f64 = 1e-12;
+
+/// `factor` clamped to [[`MIN_AGE`], 1] (NaN: 1).
+pub(crate) fn age_factor(factor: f64) -> f64 {
+    if factor.is_nan() {
+        1.0
+    } else {
+        factor.clamp(MIN_AGE, 1.0)
+    }
+}
+
 /// A decayed sketch of non-negative values.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecayedSketch {
@@ -256,6 +269,10 @@ impl DecayedSketch {
         }
         self.n += 1;
         self.scale *= 2f64.powf(1.0 / self.half_life);
+        self.renormalise();
+    }
+
+    fn renormalise(&mut self) {
         if self.scale > 1e100 {
             let inv = 1.0 / self.scale;
             self.buckets.iter_mut().for_each(|w| *w *= inv);
@@ -265,6 +282,14 @@ impl DecayedSketch {
             self.censored_total *= inv;
             self.scale = 1.0;
         }
+    }
+
+    /// Ages everything inserted so far: it weighs `factor` (clamped to [[`MIN_AGE`], 1])
+    /// of what it weighed against the next insert. The distribution read back is
+    /// unchanged until something new is inserted, which then counts for more.
+    pub fn age(&mut self, factor: f64) {
+        self.scale /= age_factor(factor);
+        self.renormalise();
     }
 
     /// Inserts a value (finite, ≥ 0; others are ignored).

@@ -161,3 +161,107 @@ fn singler_keeps_its_last_tokens_for_the_tail_mode() {
     assert!(l.state().budget().tokens() >= SINGLER_RESERVE);
     assert_eq!(l.decide(&[]).plan, Plan::Hedge { p: 0, h: 1, delay_s: fit.delay_s });
 }
+
+/// A deterministic stream on simulated time (one request every 60 s) over two providers:
+/// `a` (20–23 s) and `b` (5–6.2 s, same rate: `auto` prefers it), with `b` failing every
+/// attempt after 1 s for requests in `down`. Each request runs `auto`'s plan: a race
+/// launches both; a delayed hedge launches its hedge only if the primary has no valid
+/// result by the delay and a budget token is there; the loser of a race is cancelled at
+/// the winner's time. Returns, per request, whether `b` was launched and whether it was
+/// the plan's primary, and the reasons given.
+fn outage_stream(requests: u64, down: std::ops::Range<u64>) -> Vec<(bool, bool, String)> {
+    let auto = AutoSettings { deadline_s: 60.0, target_miss: 0.05, max_extra: 0.35, ..AutoSettings::default() };
+    let mut l = Learner::new(LearnedKind::Auto(auto), &providers(), None, ModelConfig::default(), 3);
+    let mut out = Vec::new();
+    for i in 0..requests {
+        let d = l.decide(&[None, None]);
+        // (latency if valid, time it ends) per provider.
+        let run = |p: usize| -> (Option<f64>, f64) {
+            if p == 1 && down.contains(&i) {
+                (None, 1.0)
+            } else if p == 1 {
+                let t = 5.0 + (i % 5) as f64 * 0.3;
+                (Some(t), t)
+            } else {
+                let t = 20.0 + (i % 7) as f64 * 0.5;
+                (Some(t), t)
+            }
+        };
+        let mut launched: Vec<(usize, f64)> = Vec::new();
+        match d.plan {
+            Plan::Single { p } => launched.push((p, 0.0)),
+            Plan::Hedge { p, h, delay_s }
+            | Plan::Cutover { p, h, safety_s: delay_s, .. }
+            | Plan::Cascade { p, h, safety_s: delay_s, .. } => {
+                launched.push((p, 0.0));
+                let p_done = run(p).0.is_some_and(|t| t <= delay_s);
+                if !p_done && p != h && l.state().budget().try_take() {
+                    launched.push((h, delay_s));
+                }
+            }
+        }
+        let win = launched.iter().filter_map(|&(p, at)| run(p).0.map(|t| at + t)).fold(f64::INFINITY, f64::min);
+        let obs: Vec<Observation> = launched
+            .iter()
+            .map(|&(p, at)| {
+                let (valid, end) = run(p);
+                let outcome = if at + end <= win + 1e-9 {
+                    match valid {
+                        Some(t) => Outcome::Valid { latency_s: t },
+                        None => Outcome::Failed { wall_s: end },
+                    }
+                } else if valid.is_none() && at + end < win {
+                    Outcome::Failed { wall_s: end }
+                } else {
+                    Outcome::Censored { after_s: (win - at).max(0.0) }
+                };
+                let outcome = match (valid, outcome) {
+                    (None, _) if at + end <= win => Outcome::Failed { wall_s: end },
+                    (_, o) => o,
+                };
+                Observation { provider: p, outcome, queue_s: None, idle_gap_s: None, warm: None }
+            })
+            .collect();
+        l.observe(&obs);
+        out.push((launched.iter().any(|&(p, _)| p == 1), d.plan.primary() == 1, d.reason));
+    }
+    out
+}
+
+#[test]
+fn a_provider_that_failed_and_recovered_is_used_again_within_the_reprobe_interval() {
+    let every = ModelConfig::default().reprobe_after();
+    assert_eq!(every, 256);
+    let (fail, recover, n) = (300u64, 600u64, 1400u64);
+    let s = outage_stream(n, fail..recover);
+    // Before the outage auto runs b; during it, it stops (after the failures it needs to
+    // learn the outage).
+    assert!(s[200..300].iter().filter(|r| r.1).count() >= 90, "b should be the primary before the outage");
+    let avoided =
+        (fail..recover).find(|&i| s[i as usize..recover as usize].iter().all(|r| !r.1)).expect("auto never gave up on b while it was down");
+    assert!(avoided < fail + 100, "auto still put b first {} requests into the outage", avoided - fail);
+    // Recovered: within one re-probe interval (plus a table refresh) b is the primary again.
+    // At one request a minute that is 256 + 32 requests: under 4.8 hours.
+    let back = (recover..n).find(|&i| s[i as usize].1).expect("b never came back");
+    assert!(back - recover <= every + 32, "b came back {} requests after it recovered", back - recover);
+    let probe = (recover..back).rev().find(|&i| s[i as usize].2.starts_with("re-probe: b not launched for "));
+    assert!(probe.is_some_and(|i| back - i <= 32), "no re-probe of b shortly before it came back at {back}");
+    // And stays: it is the primary in most requests after that.
+    let after = &s[back as usize..];
+    assert!(after.iter().filter(|r| r.1).count() * 10 >= after.len() * 9);
+}
+
+#[test]
+fn a_provider_still_down_costs_at_most_one_probe_per_interval() {
+    let every = ModelConfig::default().reprobe_after();
+    let (fail, n) = (300u64, 3000u64);
+    let s = outage_stream(n, fail..n);
+    let avoided = (fail..n).find(|&i| s[i as usize..].iter().all(|r| !r.1)).expect("auto never gave up on b");
+    let launches = s[avoided as usize..].iter().filter(|r| r.0).count() as u64;
+    let bound = (n - avoided).div_ceil(every);
+    assert!(launches <= bound, "{launches} launches of a dead provider in {} requests (bound {bound})", n - avoided);
+    assert!(launches >= 1, "a provider avoided for {} requests was never re-probed", n - avoided);
+    for r in s[avoided as usize..].iter().filter(|r| r.0) {
+        assert!(r.2.starts_with("re-probe: "), "{}", r.2);
+    }
+}

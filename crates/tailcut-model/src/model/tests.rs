@@ -124,3 +124,64 @@ fn save_restore_round_trips_and_checks_version() {
     assert!(Model::from_json("{\"format\":\"x\"}").unwrap_err().contains("tailcut-model"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+fn failed(p: usize) -> Observation {
+    Observation { provider: p, outcome: Outcome::Failed { wall_s: 1.0 }, queue_s: None, idle_gap_s: None, warm: None }
+}
+
+#[test]
+fn stale_evidence_ages_with_the_requests_a_provider_missed() {
+    let mut m = Model::new(&[("a".into(), 0.001, 0.0), ("b".into(), 0.001, 0.0)], ModelConfig::default());
+    let cfg = m.config;
+    for _ in 0..200 {
+        m.observe_request(&[valid(0, 5.0), failed(1)]);
+    }
+    assert!(m.providers[1].p_bad() > 0.9);
+    // b unseen for fewer than stale_after requests: one success barely moves it.
+    let mut fresh = m.clone();
+    for _ in 0..cfg.stale_after - 1 {
+        fresh.observe_request(&[valid(0, 5.0)]);
+    }
+    assert_eq!(fresh.unseen(1), cfg.stale_after - 1);
+    fresh.observe_request(&[valid(1, 5.0)]);
+    assert!(fresh.providers[1].p_bad() > 0.9, "{}", fresh.providers[1].p_bad());
+    // Unseen for the re-probe interval: its failures have aged away, the first success
+    // decides; its latency shape is kept.
+    for _ in 0..cfg.reprobe_after() {
+        m.observe_request(&[valid(0, 5.0)]);
+    }
+    assert_eq!(m.unseen(1), cfg.reprobe_after());
+    m.observe_request(&[valid(1, 5.0)]);
+    assert!(m.providers[1].p_bad() < 0.02, "{}", m.providers[1].p_bad());
+    assert_eq!(m.unseen(1), 0);
+    assert!((cfg.stale_factor(cfg.reprobe_after()) - 2f64.powi(-16)).abs() < 1e-12);
+    assert_eq!(cfg.stale_factor(cfg.stale_after), 1.0);
+    // The always-seen provider never aged.
+    assert!(m.providers[0].latency.effective() > 80.0);
+}
+
+#[test]
+fn a_cancelled_attempt_past_when_failures_show_counts_as_not_failed() {
+    let mut m = Model::new(&[("a".into(), 0.001, 0.0), ("b".into(), 0.001, 0.0)], ModelConfig::default());
+    for _ in 0..100 {
+        m.observe_request(&[valid(1, 20.0)]);
+    }
+    for _ in 0..100 {
+        m.observe_request(&[failed(1)]);
+    }
+    let before = m.providers[1].p_bad();
+    assert!(before > 0.6, "{before}");
+    // Cancelled at 10 s: failures show at 1 s, so it had not failed.
+    let censored = Observation { provider: 1, outcome: Outcome::Censored { after_s: 10.0 }, queue_s: None, idle_gap_s: None, warm: None };
+    assert!(m.providers[1].p_failed_if_running(10.0).unwrap() < 1e-6);
+    for _ in 0..64 {
+        m.observe_request(&[censored]);
+    }
+    assert!(m.providers[1].p_bad() < before / 2.0 + 0.01, "{} vs {before}", m.providers[1].p_bad());
+    // Cancelled at 0.5 s, before a failure would show: it says little either way.
+    let early = m.providers[1].p_failed_if_running(0.5).unwrap();
+    let pf = m.providers[1].failed.rate(0.01, 1.0);
+    assert!(early >= pf * 0.99, "{early} vs {pf}");
+    // A provider that never failed: no failure timing known, no update.
+    assert!(m.providers[0].p_failed_if_running(10.0).is_none());
+}

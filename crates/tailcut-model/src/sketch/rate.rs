@@ -21,12 +21,31 @@ impl DecayedRate {
 
     /// Records one trial.
     pub fn record(&mut self, hit: bool) {
-        self.trials += self.scale;
-        if hit {
-            self.hits += self.scale;
+        self.record_share(if hit { 1.0 } else { 0.0 });
+    }
+
+    /// Records one trial whose outcome is known only as a probability `p_hit` of a hit
+    /// (clamped to [0, 1]; NaN counts as no trial): it adds a whole trial and `p_hit` of
+    /// a hit, the expected counts.
+    pub fn record_share(&mut self, p_hit: f64) {
+        if p_hit.is_nan() {
+            return;
         }
+        self.trials += self.scale;
+        self.hits += self.scale * p_hit.clamp(0.0, 1.0);
         self.n += 1;
         self.scale *= 2f64.powf(1.0 / self.half_life);
+        self.renormalise();
+    }
+
+    /// Ages every trial so far to `factor` (clamped to [[`super::MIN_AGE`], 1]) of its
+    /// weight against the next one; the rate read back shrinks toward its prior.
+    pub fn age(&mut self, factor: f64) {
+        self.scale /= super::age_factor(factor);
+        self.renormalise();
+    }
+
+    fn renormalise(&mut self) {
         if self.scale > 1e100 {
             let inv = 1.0 / self.scale;
             self.hits *= inv;

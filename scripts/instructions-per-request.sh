@@ -15,6 +15,10 @@
 # answering at once. Needs valgrind, wrk and nginx. Stops only the processes it started.
 set -euo pipefail
 
+if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+    exit 0
+fi
 bin=${1:-target/release/tailcut}
 shift || true
 routes=("$@")

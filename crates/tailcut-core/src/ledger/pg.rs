@@ -80,14 +80,11 @@ impl PgLedger {
         let amount = charge.amount.0;
         let limited = account.and_then(|a| a.limit.map(|l| (account_scope(&a.name), l)));
         for _ in 0..8 {
-            let taken = self.take_local(amount, charge.opens_request, limited.as_ref().map(|(s, _)| s.as_str()));
             // Until its row is written, the leases it names are not closed by a refill.
-            let (lease, account_lease, in_flight) = match taken {
-                Some(t) => t,
-                None => {
-                    self.refill(amount, charge.opens_request, limited.as_ref(), account).await?;
-                    continue;
-                }
+            let Some((lease, account_lease, in_flight)) =
+                self.take_or_refill(amount, charge.opens_request, limited.as_ref(), account).await?
+            else {
+                continue;
             };
             let row = ChargeRow {
                 provider: charge.provider.to_string(),
@@ -114,6 +111,22 @@ impl PgLedger {
             }
         }
         Err(LedgerError::Storage("could not hold a budget lease long enough to charge (leases closed repeatedly)".into()))
+    }
+
+    /// Takes `amount` from the open slices ([`PgLedger::take_local`]); when they cannot
+    /// cover it, refills them once and returns `None` (the caller tries again).
+    async fn take_or_refill(
+        &self,
+        amount: i64,
+        opens: bool,
+        limited: Option<&(String, MicroUsd)>,
+        account: Option<&Account>,
+    ) -> Result<Option<(i64, Option<i64>, InFlight)>, LedgerError> {
+        if let Some(taken) = self.take_local(amount, opens, limited.map(|(s, _)| s.as_str())) {
+            return Ok(Some(taken));
+        }
+        self.refill(amount, opens, limited, account).await?;
+        Ok(None)
     }
 
     /// Takes `amount` from the open slices (global, and the account's); returns their

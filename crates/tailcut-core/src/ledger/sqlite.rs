@@ -51,8 +51,15 @@ fn write_batches(conn: Arc<Mutex<Connection>>, limits: BudgetLimits, rx: mpsc::R
                 Err(_) => break,
             }
         }
+        let charges: Vec<(Charge<'_>, Option<&Account>)> = batch
+            .iter()
+            .map(|p| {
+                let charge = Charge { provider: &p.provider, request_id: &p.request_id, amount: p.amount, opens_request: p.opens_request };
+                (charge, p.account.as_ref())
+            })
+            .collect();
         let outcome = match conn.lock() {
-            Ok(mut c) => charge_batch(&mut c, &limits, &batch),
+            Ok(mut c) => charge_batch(&mut c, &limits, &charges),
             Err(_) => Err(LedgerError::Storage("ledger lock poisoned".into())),
         };
         match outcome {
@@ -70,13 +77,15 @@ fn write_batches(conn: Arc<Mutex<Connection>>, limits: BudgetLimits, rx: mpsc::R
     }
 }
 
-/// Checks and records `batch` in one transaction, in order, each charge against the
-/// totals the charges before it left: the same outcome as one transaction each. Returns
-/// each charge's outcome; nothing is recorded unless the transaction commits.
+/// Checks and records `batch` (each charge with its account, if any) in one `BEGIN
+/// IMMEDIATE` transaction, in order, each charge against the totals the charges before it
+/// left: the same outcome as one transaction each, with both limits read and both totals
+/// written under the database's write lock. Returns each charge's outcome; nothing is
+/// recorded unless the transaction commits.
 fn charge_batch(
     conn: &mut Connection,
     limits: &BudgetLimits,
-    batch: &[Pending],
+    batch: &[(Charge<'_>, Option<&Account>)],
 ) -> Result<Vec<Result<MicroUsd, LedgerError>>, LedgerError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
     let mut spent: i64 = tx
@@ -87,13 +96,12 @@ fn charge_batch(
     // Per account: its total before the batch, and what the batch added (amount, charges).
     let mut accounts: HashMap<&str, (i64, i64, i64)> = HashMap::new();
     let mut results = Vec::with_capacity(batch.len());
-    for p in batch {
-        let charge = Charge { provider: &p.provider, request_id: &p.request_id, amount: p.amount, opens_request: p.opens_request };
-        if let Err(e) = check(limits, MicroUsd(spent), &charge) {
+    for (charge, account) in batch {
+        if let Err(e) = check(limits, MicroUsd(spent), charge) {
             results.push(Err(e));
             continue;
         }
-        if let Some(a) = &p.account {
+        if let Some(a) = account {
             let entry = match accounts.get(a.name.as_str()) {
                 Some(e) => *e,
                 None => {
@@ -101,19 +109,19 @@ fn charge_batch(
                     (before, 0, 0)
                 }
             };
-            if let Err(e) = check_account(a, MicroUsd(entry.0 + entry.1), &charge) {
+            if let Err(e) = check_account(a, MicroUsd(entry.0 + entry.1), charge) {
                 results.push(Err(e));
                 continue;
             }
-            accounts.insert(a.name.as_str(), (entry.0, entry.1 + p.amount.0, entry.2 + 1));
+            accounts.insert(a.name.as_str(), (entry.0, entry.1 + charge.amount.0, entry.2 + 1));
         }
         tx.prepare_cached(
             "INSERT INTO ledger_entries (kind, provider, request_id, micro_usd, account) VALUES ('projected', ?1, ?2, ?3, ?4)",
         )
-        .and_then(|mut s| s.execute(params![p.provider, p.request_id, p.amount.0, p.account.as_ref().map(|a| a.name.as_str())]))
+        .and_then(|mut s| s.execute(params![charge.provider, charge.request_id, charge.amount.0, account.map(|a| a.name.as_str())]))
         .map_err(storage)?;
-        spent += p.amount.0;
-        delta += p.amount.0;
+        spent += charge.amount.0;
+        delta += charge.amount.0;
         count += 1;
         results.push(Ok(MicroUsd(spent)));
     }
@@ -242,39 +250,10 @@ impl SqliteLedger {
 }
 
 impl SqliteLedger {
-    /// The charge, and the account's if any, in one `BEGIN IMMEDIATE` transaction: both
-    /// limits are read and both totals written under the database's write lock.
+    /// The charge, and the account's if any, as a batch of one ([`charge_batch`]).
     fn charge_in(&self, charge: &Charge<'_>, account: Option<&Account>) -> Result<MicroUsd, LedgerError> {
-        self.with_conn(|conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
-            let spent: i64 = tx
-                .prepare_cached("SELECT micro_usd FROM ledger_totals WHERE scope = 'global'")
-                .and_then(|mut s| s.query_row([], |r| r.get(0)))
-                .map_err(storage)?;
-            check(&self.limits, MicroUsd(spent), charge)?;
-            if let Some(a) = account {
-                let account_spent = account_total(&tx, &a.name)?;
-                check_account(a, MicroUsd(account_spent), charge)?;
-                tx.execute(
-                    "INSERT INTO account_totals (account, micro_usd, charges) VALUES (?1, ?2, 1)
-                     ON CONFLICT (account) DO UPDATE SET micro_usd = micro_usd + excluded.micro_usd, charges = charges + 1",
-                    params![a.name, charge.amount.0],
-                )
-                .map_err(storage)?;
-            }
-            tx.execute(
-                "INSERT INTO ledger_entries (kind, provider, request_id, micro_usd, account) VALUES ('projected', ?1, ?2, ?3, ?4)",
-                params![charge.provider, charge.request_id, charge.amount.0, account.map(|a| a.name.as_str())],
-            )
-            .map_err(storage)?;
-            tx.execute(
-                "UPDATE ledger_totals SET micro_usd = micro_usd + ?1, charges = charges + 1 WHERE scope = 'global'",
-                params![charge.amount.0],
-            )
-            .map_err(storage)?;
-            tx.commit().map_err(storage)?;
-            Ok(MicroUsd(spent) + charge.amount)
-        })
+        let mut results = self.with_conn(|conn| charge_batch(conn, &self.limits, &[(charge.clone(), account)]))?;
+        results.pop().unwrap_or_else(|| Err(LedgerError::Storage("a batch of one charge gave no outcome".into())))
     }
 
     fn reconcile_in(&self, entry: &ReconcileEntry) -> Result<(), LedgerError> {

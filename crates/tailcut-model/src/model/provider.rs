@@ -201,6 +201,13 @@ impl ProviderModel {
         // it by the likelier state for its idle gap, or the warm/cold sketches would only
         // ever see the attempts that finished (biased fast).
         let label = o.warm.or_else(|| o.idle_gap_s.and_then(|g| self.p_warm(g)).map(|w| w >= 0.5));
+        // A cancelled attempt counts as failed by the chance it would still have failed,
+        // given that it was running when it was cancelled.
+        if let Outcome::Censored { after_s } = o.outcome {
+            if let Some(p) = self.p_failed_if_running(after_s) {
+                self.failed.record_share(p);
+            }
+        }
         match o.outcome {
             Outcome::Valid { latency_s } => {
                 self.latency.insert(latency_s);
@@ -232,9 +239,6 @@ impl ProviderModel {
                 // looked slow, so the ordinary censoring step (which assumes the cancel says
                 // nothing about the latency) would file it with the fast attempts. File it
                 // like the finished attempts that also queued past the poll.
-                if let Some(p) = self.p_failed_if_running(after_s) {
-                    self.failed.record_share(p);
-                }
                 let shape = self.latency_queued.clone();
                 self.latency.insert_censored_like(after_s, &shape);
                 self.latency_long.insert_censored_like(after_s, &shape);
@@ -243,9 +247,6 @@ impl ProviderModel {
                 }
             }
             Outcome::Censored { after_s } => {
-                if let Some(p) = self.p_failed_if_running(after_s) {
-                    self.failed.record_share(p);
-                }
                 self.latency.insert_censored(after_s);
                 self.latency_long.insert_censored(after_s);
                 match label {

@@ -31,12 +31,15 @@ impl PgLedger {
                     let old = in_flight;
                     let mut taken = None;
                     for _ in 0..8 {
-                        taken = self.take_local(row.micro_usd, opens, limited.as_ref().map(|(s, _)| s.as_str()));
-                        if taken.is_some() {
-                            break;
-                        }
-                        if let Err(e) = self.refill(row.micro_usd, opens, limited.as_ref(), account.as_ref()).await {
-                            return unrecorded(&row, format!("its lease was reclaimed and it could not be charged again: {e}"));
+                        match self.take_or_refill(row.micro_usd, opens, limited.as_ref(), account.as_ref()).await {
+                            Ok(Some(t)) => {
+                                taken = Some(t);
+                                break;
+                            }
+                            Ok(None) => {}
+                            Err(e) => {
+                                return unrecorded(&row, format!("its lease was reclaimed and it could not be charged again: {e}"));
+                            }
                         }
                     }
                     let Some((lease, account_lease, held)) = taken else {

@@ -7,7 +7,7 @@
 
 use crate::model::{joint_survival, Model, GAP_EDGES_S};
 use crate::plan::{AutoSettings, Choice, Plan, Prediction, COST_TIE, TAIL_TRADE, TAIL_TRADE_MIN_GAIN};
-use crate::sketch::DecayedSketch;
+use crate::sketch::{bucket_of, bucket_value, DecayedSketch};
 
 /// Grid points of the survival tables.
 pub const GRID: usize = 96;
@@ -45,26 +45,50 @@ pub struct Predictor {
     epoch: u64,
 }
 
-fn survival(s: &DecayedSketch, p_bad: f64, dt: f64, out: &mut Vec<f64>) {
-    let grid: Vec<f64> = (0..GRID).map(|k| k as f64 * dt).collect();
-    let mut cdf = vec![0.0; GRID];
-    s.cdf_on(&grid, &mut cdf);
+/// A sketch as planning reads it: its placed masses and the share left unplaced (see
+/// [`DecayedSketch::masses_known`]), read once per refresh.
+struct Shape {
+    masses: Vec<f64>,
+    unplaced: f64,
+}
+
+impl Shape {
+    fn of(s: &DecayedSketch) -> Shape {
+        let (masses, unplaced) = s.masses_known();
+        Shape { masses, unplaced }
+    }
+}
+
+/// `P(L > t)` on the grid: failures (`p_bad`) and the unplaced share of `s` (attempts
+/// cancelled past every latency seen) never end on the grid.
+fn survival(s: &Shape, p_bad: f64, dt: f64, out: &mut Vec<f64>) {
     out.clear();
-    out.extend(cdf.iter().map(|c| (p_bad + (1.0 - p_bad) * (1.0 - c)).clamp(0.0, 1.0)));
+    let (mut acc, mut k) = (0.0, 0usize);
+    for j in 0..GRID {
+        let last = bucket_of(j as f64 * dt);
+        while k <= last && k < s.masses.len() {
+            acc += s.masses[k];
+            k += 1;
+        }
+        let placed_done = if s.masses.is_empty() { 0.0 } else { acc.min(1.0) };
+        out.push((p_bad + (1.0 - p_bad) * (1.0 - placed_done)).clamp(0.0, 1.0));
+    }
     if let Some(first) = out.first_mut() {
         *first = 1.0;
     }
 }
 
-fn tail_excess(s: &DecayedSketch, p_bad: f64, h: f64, cap: f64) -> f64 {
-    // Mean of min(L, cap) − h over L > h, with failures running to the cap.
-    let (mut num, mut den) = (0.0, 0.0);
-    if let Some((mean, share)) = s.mean_excess(h, cap) {
-        num += mean * (1.0 - p_bad) * share;
-        den += (1.0 - p_bad) * share;
+fn tail_excess(s: &Shape, p_bad: f64, h: f64, cap: f64) -> f64 {
+    // Mean of min(L, cap) − h over L > h; failures and the unplaced share run to the cap.
+    let (mut w, mut acc) = (0.0, 0.0);
+    for (k, b) in s.masses.iter().enumerate().skip(bucket_of(h) + 1) {
+        if *b > 0.0 {
+            w += b;
+            acc += b * (bucket_value(k).min(cap) - h).max(0.0);
+        }
     }
-    num += (cap - h).max(0.0) * p_bad;
-    den += p_bad;
+    let never = p_bad + (1.0 - p_bad) * s.unplaced;
+    let (num, den) = ((1.0 - p_bad) * acc + never * (cap - h).max(0.0), (1.0 - p_bad) * w + never);
     if den > 0.0 {
         num / den
     } else {
@@ -96,12 +120,13 @@ impl Predictor {
             .iter()
             .map(|pm| {
                 let bad = pm.p_bad();
+                let shape = Shape::of(&pm.latency);
                 let mut all = Vec::new();
-                survival(&pm.latency, bad, dt, &mut all);
+                survival(&shape, bad, dt, &mut all);
                 let opt = |sk: &DecayedSketch| {
                     (sk.samples() >= 3).then(|| {
                         let mut v = Vec::new();
-                        survival(sk, bad, dt, &mut v);
+                        survival(&Shape::of(sk), bad, dt, &mut v);
                         v
                     })
                 };
@@ -116,7 +141,7 @@ impl Predictor {
                     warm: opt(&pm.latency_warm),
                     cold: opt(&pm.latency_cold),
                     started: opt(&pm.latency_started),
-                    tail_all: tail_excess(&pm.latency, bad, h, s.cap_s),
+                    tail_all: tail_excess(&shape, bad, h, s.cap_s),
                     all,
                     p_queued: pm.has_queue_signal().then(|| pm.queued_at_poll.rate(0.3, 1.0)),
                     p_warm: (0..=GAP_EDGES_S.len()).map(|k| pm.p_warm(if k == 0 { 0.0 } else { GAP_EDGES_S[k - 1] })).collect(),

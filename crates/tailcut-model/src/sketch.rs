@@ -340,6 +340,44 @@ impl DecayedSketch {
         acc.min(1.0)
     }
 
+    /// [`DecayedSketch::masses`] for planning, and the share it leaves unplaced: the
+    /// survival left beyond the last event (observations known only to exceed values
+    /// past every value seen: attempts cancelled after running longer than any that
+    /// finished) when the last censoring lies more than [`UNPLACED_BEYOND`] times past
+    /// the largest finished value. Such an attempt may take any time past its
+    /// cancellation, so a plan that waits on it alone is not credited with an end. Nearer
+    /// than that (a loser cancelled just as a partner won, a little past its own fastest
+    /// answers) the share is placed as in [`DecayedSketch::masses`].
+    pub fn masses_known(&self) -> (Vec<f64>, f64) {
+        if self.is_empty() {
+            return (Vec::new(), 0.0);
+        }
+        let mut out = vec![0.0; self.buckets.len()];
+        let (mut known, mut last_event) = (0.0, None);
+        self.scan_masses_with(false, |k, m| {
+            out[k] += m;
+            known += m;
+            last_event = Some(k);
+            false
+        });
+        let residual = (1.0 - known).clamp(0.0, 1.0);
+        if residual <= 1e-12 {
+            return (out, 0.0);
+        }
+        let last_censored = self.censored.iter().rposition(|c| *c > 0.0);
+        let far = match (last_event, last_censored) {
+            (Some(e), Some(c)) => bucket_value(c) > UNPLACED_BEYOND * bucket_value(e),
+            _ => true,
+        };
+        if far {
+            (out, residual)
+        } else {
+            let at = last_censored.map_or(MAX_S, |k| (2.0 * bucket_value(k)).min(MAX_S));
+            out[bucket_of(at)] += residual;
+            (out, 0.0)
+        }
+    }
+
     /// Fills `out[i] = P(X ≤ grid[i])` for an ascending grid in one pass.
     pub fn cdf_on(&self, grid: &[f64], out: &mut [f64]) {
         if self.is_empty() {
@@ -470,6 +508,10 @@ impl DecayedSketch {
         hit.or(last).map(bucket_value)
     }
 }
+
+/// How far past the largest finished value the last censoring must lie for
+/// [`DecayedSketch::masses_known`] to leave the survival beyond it unplaced.
+pub const UNPLACED_BEYOND: f64 = 2.0;
 
 #[cfg(test)]
 mod tests;

@@ -126,3 +126,42 @@ fn auto_pays_at_most_the_tail_trade_for_a_faster_tail() {
         assert!(pr.tail_s.is_finite() && pr.tail_s <= deadline_s, "{pr:?}");
     }
 }
+
+/// A primary whose slow requests were only ever seen cancelled early (raced at 0 and
+/// lost at ~1.5 ms) and a partner that is always fast: nothing says when the slow third
+/// ends, so no plan is credited with it ending before the deadline — the primary alone
+/// is predicted to miss a third of the time and the partner is made primary. (Placing
+/// that share just past the cancellations read the primary as always fast, and `auto`
+/// kept it primary behind a hedge that it predicted would almost never fire.)
+#[test]
+fn a_tail_seen_only_through_early_cancels_is_not_credited_with_an_end() {
+    let mut m = Model::new(&[("stally".into(), 0.001, 0.0), ("fast".into(), 0.001, 0.0)], ModelConfig::default());
+    for i in 0..30 {
+        if i % 3 == 0 {
+            m.observe_request(&[
+                Observation { provider: 0, outcome: Outcome::Censored { after_s: 0.0015 }, queue_s: None, idle_gap_s: None, warm: None },
+                obs(1, 0.0004, None),
+            ]);
+        } else {
+            m.observe_request(&[obs(0, 0.0003, None)]);
+        }
+    }
+    let settings = AutoSettings {
+        deadline_s: 0.25,
+        target_miss: 0.01,
+        max_extra: 1.0,
+        poll_s: 0.01,
+        safety_s: 0.05,
+        escalate_s: 0.1,
+        cap_s: 30.0,
+        ..AutoSettings::default()
+    };
+    let mut p = Predictor::new(&m, settings);
+    let single = p.predict(&Plan::Single { p: 0 }, &[None, None]);
+    assert!((0.3..0.45).contains(&single.miss), "{single:?}");
+    let hedge = p.predict(&Plan::Hedge { p: 0, h: 1, delay_s: 0.01 }, &[None, None]);
+    assert!((0.3..0.45).contains(&hedge.extra), "{hedge:?}");
+    let (plan, pr) = p.decide(&[None, None], 0.5);
+    assert_eq!(plan.primary(), 1, "{plan:?} {pr:?}");
+    assert!(pr.miss <= 0.01, "{pr:?}");
+}

@@ -50,7 +50,9 @@ pub struct ProviderModel {
     pub invalid: DecayedRate,
     /// P(warm | idle gap), one counter per [`GAP_EDGES_S`] bucket.
     pub warm_by_gap: Vec<DecayedRate>,
-    /// Slow threshold (the slow quantile of `latency`) as of the last observation.
+    /// Slow threshold (the slow quantile of `latency`), re-read after each of the first
+    /// [`crate::model::THRESHOLD_EXACT_UNTIL`] observations and every
+    /// [`crate::model::THRESHOLD_EVERY`]-th after.
     pub slow_threshold_s: Option<f64>,
     /// Attempts observed, censored ones included.
     #[serde(default)]

@@ -42,7 +42,7 @@ fn model_fit_then_show_tables_and_json() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("from 54 paired rounds"));
     let text = stdout(&tailcut(&["model", "show", model.to_str().unwrap()]));
-    assert!(text.contains("P(warm) against idle gap") && text.contains("runpod+cerebrium"), "{text}");
+    assert!(text.contains("P(warm) against idle gap") && text.contains("runpod+cerebrium") && text.contains("unseen tail"), "{text}");
     let json: serde_json::Value = serde_json::from_str(&stdout(&tailcut(&["model", "show", model.to_str().unwrap(), "--json"]))).unwrap();
     let rp = &json["providers"][0];
     assert_eq!(rp["provider"], "runpod");
@@ -51,6 +51,8 @@ fn model_fit_then_show_tables_and_json() {
     let queued = rp["p_queued_at_poll"].as_f64().unwrap();
     assert!(queued > 0.2 && queued < 0.5, "{queued}");
     assert!(rp["latency_s"]["p95"].as_f64().unwrap() > 90.0);
+    // Paired rounds run every arm to its end: nothing is known only through a cancel.
+    assert_eq!(rp["latency_s"]["unseen_tail"].as_f64(), Some(0.0));
     assert_eq!(json["pairs"].as_array().unwrap().len(), 3);
 }
 

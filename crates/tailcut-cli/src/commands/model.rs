@@ -109,7 +109,7 @@ fn summary(m: &Model) -> serde_json::Value {
             json!({
                 "provider": p.name,
                 "attempts": p.samples(),
-                "latency_s": {"p50": q(&p.latency, 0.5), "p90": q(&p.latency, 0.9), "p95": q(&p.latency, 0.95), "p99": q(&p.latency, 0.99), "effective_n": p.latency.effective()},
+                "latency_s": {"p50": q(&p.latency, 0.5), "p90": q(&p.latency, 0.9), "p95": q(&p.latency, 0.95), "p99": q(&p.latency, 0.99), "effective_n": p.latency.effective(), "unseen_tail": p.latency.masses_known().1},
                 "warm_latency_s": {"p50": q(&p.latency_warm, 0.5), "p95": q(&p.latency_warm, 0.95), "n": p.latency_warm.samples()},
                 "cold_latency_s": {"p50": q(&p.latency_cold, 0.5), "p95": q(&p.latency_cold, 0.95), "n": p.latency_cold.samples()},
                 "queue_s": {"p50": q(&p.queue, 0.5), "p90": q(&p.queue, 0.9), "n": p.queue.samples()},
@@ -217,6 +217,7 @@ fn print_model(title: &str, m: &Model) {
         "p90 s",
         "p95 s",
         "p99 s",
+        "unseen tail",
         "warm p50",
         "cold p50",
         "queue p50",
@@ -232,6 +233,7 @@ fn print_model(title: &str, m: &Model) {
             opt(q(&p.latency, 0.9)),
             opt(q(&p.latency, 0.95)),
             opt(q(&p.latency, 0.99)),
+            format!("{:.0}%", p.latency.masses_known().1 * 100.0),
             opt(q(&p.latency_warm, 0.5)),
             opt(q(&p.latency_cold, 0.5)),
             opt(q(&p.queue, 0.5)),
@@ -241,6 +243,10 @@ fn print_model(title: &str, m: &Model) {
         ]);
     }
     print!("{}", t.render());
+    println!(
+        "unseen tail = attempts cancelled long past every latency seen (more than {}x the largest): when they would have ended is unknown, and plans count them as never ending",
+        tailcut_model::sketch::UNPLACED_BEYOND
+    );
     println!(
         "\nP(warm) against idle gap (observations in brackets); idle now = since the provider last served, as the model last saved it"
     );

@@ -1,7 +1,9 @@
 //! A small Prometheus registry: labelled counters and fixed-bucket histograms, rendered
 //! in the text exposition format at `/metrics`. Each thread records into its own shard,
 //! so serving threads never contend for a lock or pass a cache line back and forth on
-//! the request path; a scrape sums the shards.
+//! the request path; a scrape sums the shards. A series recorded on every request is
+//! built once ([`Series`]) and gets a process-wide index, so recording it is an index into
+//! the thread's shard, not a hash of its key.
 
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
@@ -58,6 +60,54 @@ impl Default for Metrics {
 struct Shard {
     counters: Mutex<FxHashMap<Key, f64>>,
     histograms: Mutex<FxHashMap<Key, Histogram>>,
+    /// The prebuilt series, by [`Series`] index (`None`: never recorded here).
+    indexed: Mutex<Indexed>,
+}
+
+#[derive(Debug, Default)]
+struct Indexed {
+    counters: Vec<Option<f64>>,
+    histograms: Vec<Option<Histogram>>,
+}
+
+/// The slot of series `i` in `v`, grown to hold it.
+fn slot<T>(v: &mut Vec<Option<T>>, i: usize) -> &mut Option<T> {
+    if v.len() <= i {
+        v.resize_with(i + 1, || None);
+    }
+    &mut v[i]
+}
+
+impl Indexed {
+    fn add(&mut self, i: usize, v: f64) {
+        *slot(&mut self.counters, i).get_or_insert(0.0) += v;
+    }
+
+    fn observe(&mut self, i: usize, seconds: f64) {
+        slot(&mut self.histograms, i).get_or_insert_with(Histogram::default).record(seconds);
+    }
+}
+
+/// Every prebuilt series key of the process, by index: a [`Series`] has the same index in
+/// every registry, and a scrape names a shard's indexed values from here.
+#[derive(Debug, Default)]
+struct Interner {
+    keys: Vec<Arc<str>>,
+    index: FxHashMap<Arc<str>, usize>,
+}
+
+static INTERNED: std::sync::LazyLock<Mutex<Interner>> = std::sync::LazyLock::new(Mutex::default);
+
+fn intern(key: &str) -> usize {
+    let mut t = INTERNED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(i) = t.index.get(key) {
+        return *i;
+    }
+    let k: Arc<str> = Arc::from(key);
+    let i = t.keys.len();
+    t.keys.push(k.clone());
+    t.index.insert(k, i);
+    i
 }
 
 impl Shard {
@@ -124,22 +174,33 @@ fn write_key(buf: &mut String, name: &str, pairs: &[(&str, &str)]) {
     }
 }
 
+/// Adds `v`'s counts into `sum`.
+fn merge(sum: &mut Histogram, v: &Histogram) {
+    for (total, n) in sum.counts.iter_mut().zip(v.counts) {
+        *total += n;
+    }
+    sum.sum += v.sum;
+    sum.count += v.count;
+}
+
 /// A series key's metric name and rendered labels.
 fn split(key: &str) -> (&str, &str) {
     key.split_once('\0').unwrap_or((key, ""))
 }
 
-/// A series key rendered once, for series recorded on every request (rendering a key
-/// costs more than counting into it).
+/// A series key rendered once and given a process-wide index, for series recorded on
+/// every request (rendering or hashing a key costs more than counting into it).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Series(Key);
+pub struct Series {
+    index: usize,
+}
 
 impl Series {
-    /// The key of `name` with these labels.
+    /// The series of `name` with these labels.
     pub fn new(name: &str, pairs: &[(&str, &str)]) -> Series {
         let mut key = String::new();
         write_key(&mut key, name, pairs);
-        Series(key)
+        Series { index: intern(&key) }
     }
 }
 
@@ -277,11 +338,15 @@ impl Metrics {
         });
     }
 
-    /// Runs `f` on this thread's shard with a prebuilt series key.
-    fn record_series(&self, series: &Series, f: impl FnOnce(&Shard, &str)) {
+    /// Runs `f` on this thread's indexed series.
+    fn record_series(&self, f: impl FnOnce(&mut Indexed)) {
+        let run = |shard: &Shard| {
+            let mut ix = shard.indexed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            f(&mut ix);
+        };
         LOCAL.with(|local| match local.try_borrow_mut() {
-            Ok(mut local) => f(self.local_shard(&mut local.shards), &series.0),
-            Err(_) => f(&self.new_shard(), &series.0),
+            Ok(mut local) => run(self.local_shard(&mut local.shards)),
+            Err(_) => run(&self.new_shard()),
         });
     }
 
@@ -312,12 +377,12 @@ impl Metrics {
 
     /// Adds to a counter by its prebuilt key.
     pub fn add_series(&self, series: &Series, v: f64) {
-        self.record_series(series, |shard, key| shard.add(key, v));
+        self.record_series(|ix| ix.add(series.index, v));
     }
 
     /// Records an observation in seconds by its prebuilt key.
     pub fn observe_series(&self, series: &Series, seconds: f64) {
-        self.record_series(series, |shard, key| shard.observe(key, seconds));
+        self.record_series(|ix| ix.observe(series.index, seconds));
     }
 
     /// Adds one.
@@ -349,12 +414,19 @@ impl Metrics {
             }
             if let Ok(h) = shard.histograms.lock() {
                 for (k, v) in h.iter() {
-                    let sum = histograms.entry(k.clone()).or_default();
-                    for (total, n) in sum.counts.iter_mut().zip(v.counts) {
-                        *total += n;
-                    }
-                    sum.sum += v.sum;
-                    sum.count += v.count;
+                    merge(histograms.entry(k.clone()).or_default(), v);
+                }
+            }
+            let ix = shard.indexed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let keys = INTERNED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for (i, v) in ix.counters.iter().enumerate() {
+                if let (Some(v), Some(k)) = (v, keys.keys.get(i)) {
+                    *counters.entry(k.to_string()).or_default() += v;
+                }
+            }
+            for (i, v) in ix.histograms.iter().enumerate() {
+                if let (Some(v), Some(k)) = (v, keys.keys.get(i)) {
+                    merge(histograms.entry(k.to_string()).or_default(), v);
                 }
             }
         }
@@ -426,6 +498,31 @@ mod tests {
         assert!(text.contains("t_seconds_bucket{route=\"a\",le=\"0.005\"} 1000\n"), "{text}");
         assert!(text.contains("t_seconds_count{route=\"a\"} 1000\n"), "{text}");
         assert_eq!(text.matches("# TYPE t_requests_total counter").count(), 1);
+    }
+
+    #[test]
+    fn prebuilt_series_are_summed_over_threads_and_kept_per_registry() {
+        let m = Arc::new(Metrics::default());
+        let other = Metrics::default();
+        let r = Arc::new(RouteSeries::new("per-thread", ["a"]));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (m, r) = (m.clone(), r.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..250 {
+                        m.add_series(&r.ok, 1.0);
+                        m.observe_series(&r.seconds, 0.003);
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        other.add_series(&r.ok, 1.0);
+        assert_eq!(m.get("tailcut_requests_total", &[("route", "per-thread"), ("status", "200")]), 1000.0);
+        assert_eq!(other.get("tailcut_requests_total", &[("route", "per-thread"), ("status", "200")]), 1.0);
+        assert!(m.render().contains("tailcut_request_seconds_count{route=\"per-thread\"} 1000\n"));
+        // A series built but never recorded is not exported.
+        assert!(!other.render().contains("tailcut_request_seconds"), "{}", other.render());
     }
 
     #[test]

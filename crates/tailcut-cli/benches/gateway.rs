@@ -133,6 +133,11 @@ fn nginx_pids(master: u32) -> Vec<u32> {
     pids
 }
 
+/// The lowest and highest of `v` (the spread of the rounds' p99s).
+fn spread(v: &[f64]) -> (f64, f64) {
+    v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| (lo.min(*x), hi.max(*x)))
+}
+
 struct Target {
     name: &'static str,
     base: String,
@@ -233,8 +238,7 @@ fn main() {
             let (d50, d99) = (pct(&mut per[0].0, 0.5), pct(&mut per[0].0, 0.99));
             for (i, t) in targets.iter().enumerate() {
                 let (p50, p99) = (pct(&mut per[i].0, 0.5), pct(&mut per[i].0, 0.99));
-                let lo = per[i].1.iter().copied().fold(f64::INFINITY, f64::min);
-                let hi = per[i].1.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let (lo, hi) = spread(&per[i].1);
                 let (a50, a99) =
                     if i == 0 { ("-".to_string(), "-".to_string()) } else { (format!("{:+.3}", p50 - d50), format!("{:+.3}", p99 - d99)) };
                 println!("{:12} {rate:5} {p50:9.3} {p99:9.3} {a50:>11} {a99:>11} {:8}   [{lo:.3}-{hi:.3}]", t.name, per[i].2);
@@ -314,8 +318,7 @@ fn main() {
         for (i, t) in targets.iter().enumerate() {
             let (p50, p99) = (pct(&mut ttft[i].0, 0.5), pct(&mut ttft[i].0, 0.99));
             let added = if i == 0 { String::new() } else { format!("   added p50 {:+.3} ms, added p99 {:+.3} ms", p50 - d50, p99 - d99) };
-            let lo = ttft[i].1.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = ttft[i].1.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let (lo, hi) = spread(&ttft[i].1);
             println!("{:12} p50 {p50:.3} ms  p99 {p99:.3} ms{added}   p99 by round [{lo:.3}-{hi:.3}]", t.name);
         }
     });

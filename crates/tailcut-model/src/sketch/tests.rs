@@ -183,31 +183,29 @@ fn quantiles_in_one_walk_equal_one_walk_each() {
     assert_eq!(DecayedSketch::new(64.0).quantiles_reached([0.5]), [None]);
 }
 
+/// Ten finished at 1 s and five cancelled at `cancel_s`, interleaved.
+fn ten_finished_five_cancelled_at(cancel_s: f64) -> DecayedSketch {
+    let mut s = DecayedSketch::new(1e9);
+    for i in 0..15 {
+        if i % 3 == 0 {
+            s.insert_censored(cancel_s);
+        } else {
+            s.insert(1.0);
+        }
+    }
+    s
+}
+
 #[test]
 fn planning_leaves_only_far_cancellations_unplaced() {
-    // Ten finished at 1 s, five cancelled at 3 s (past 2x the largest finished): the
-    // third beyond is unknown, left unplaced.
-    let mut far = DecayedSketch::new(1e9);
-    for i in 0..15 {
-        if i % 3 == 0 {
-            far.insert_censored(3.0);
-        } else {
-            far.insert(1.0);
-        }
-    }
-    let (m, unplaced) = far.masses_known();
+    // Cancelled at 3 s, past 2x the largest finished: the third beyond is unknown, left
+    // unplaced.
+    let (m, unplaced) = ten_finished_five_cancelled_at(3.0).masses_known();
     assert!((unplaced - 1.0 / 3.0).abs() < 1e-9, "{unplaced}");
     assert!((m.iter().sum::<f64>() - 2.0 / 3.0).abs() < 1e-9);
-    // The same cancellations at 1.5 s (a loser cancelled just as a partner won) are
-    // placed as `masses` places them.
-    let mut near = DecayedSketch::new(1e9);
-    for i in 0..15 {
-        if i % 3 == 0 {
-            near.insert_censored(1.5);
-        } else {
-            near.insert(1.0);
-        }
-    }
+    // Cancelled at 1.5 s (a loser cancelled just as a partner won): placed as `masses`
+    // places it.
+    let near = ten_finished_five_cancelled_at(1.5);
     let (m, unplaced) = near.masses_known();
     assert_eq!(unplaced, 0.0);
     assert_eq!(m, near.masses());

@@ -237,6 +237,12 @@ impl PolicyState {
                         // Low on tokens: keep them for the tail requests the reissue is for.
                         let delay_s = if self.budget.tokens() < SINGLER_RESERVE { fit.reserve_delay_s } else { fit.delay_s };
                         (Plan::Hedge { p: s.primary, h: s.hedge, delay_s }, Why::Coin { fit, draw, armed: true })
+                    } else if self.budget.tokens() + self.budget.rate() > self.budget.burst() {
+                        // The coin said no, but the bucket is full: a token not spent now
+                        // is lost with the next request's earnings, so the budget does
+                        // not bind and thinning buys nothing. Reissue at the tail mode's
+                        // start, where the launch is spent only on a tail request.
+                        (Plan::Hedge { p: s.primary, h: s.hedge, delay_s: fit.reserve_delay_s }, Why::Coin { fit, draw, armed: true })
                     } else {
                         (Plan::Single { p: s.primary }, Why::Coin { fit, draw, armed: false })
                     }
@@ -302,6 +308,17 @@ impl PolicyState {
             }
             (Why::TooFewSamples, LearnedKind::Adaptive(a)) => (format!("no hedge: fewer than {} samples", a.min_samples), None),
             (Why::TooFewSamples, _) => ("no hedge: model not fitted yet".to_string(), None),
+            (Why::Coin { fit, draw, armed: true }, LearnedKind::Singler(s)) if draw >= fit.q => (
+                format!(
+                    "reissue at the tail mode's start d={:.3}s: coin {:.3} >= q={:.3}, but the budget's bucket is full (a token not spent now is lost; predicted p{} {:.2}s)",
+                    hedge_delay(&plan).unwrap_or(fit.reserve_delay_s),
+                    draw,
+                    fit.q,
+                    fmt_q(s.level),
+                    fit.tail_s
+                ),
+                None,
+            ),
             (Why::Coin { fit, draw, armed: true }, LearnedKind::Singler(s)) => (
                 format!(
                     "reissue armed at d={:.3}s{} (q={:.3}, coin {:.3}; predicted p{} {:.2}s)",

@@ -162,6 +162,47 @@ fn singler_keeps_its_last_tokens_for_the_tail_mode() {
     assert_eq!(l.decide(&[]).plan, Plan::Hedge { p: 0, h: 1, delay_s: fit.delay_s });
 }
 
+#[test]
+fn singler_spends_a_full_buckets_tokens_on_the_tail_mode() {
+    // Fast mode 0.8–1.2 s, 2 % stragglers at 10 s, a budget under the straggler share:
+    // the fit reissues with q < 1. When the coin says no but the
+    // bucket is full (a token not spent now would be lost), the reissue is still armed at
+    // the tail mode's start; when the bucket is not full, the coin's no stands.
+    let s = SingleRSettings { primary: 0, hedge: 1, budget: 0.02, level: 0.99, min_samples: 10 };
+    let mut l = Learner::new(LearnedKind::Singler(s), &providers(), None, ModelConfig { half_life: 1e6, ..ModelConfig::default() }, 1);
+    for i in 0..3000u64 {
+        let lat = if i % 50 == 7 { 10.0 } else { 0.8 + (i % 41) as f64 * 0.01 };
+        l.observe(&[Observation { provider: 0, outcome: Outcome::Valid { latency_s: lat }, queue_s: None, idle_gap_s: None, warm: None }]);
+    }
+    let fit = l.state().singler_fit().unwrap();
+    assert!(fit.q > 0.0 && fit.q < 1.0 && (fit.reserve_delay_s - 1.2).abs() < 1e-9, "{fit:?}");
+    // Fill the bucket (decisions earn tokens; nothing fires here).
+    while l.state().budget().tokens() + 0.02 <= l.state().budget().burst() {
+        l.decide(&[]);
+    }
+    let (mut full_no, mut not_full_no) = (0, 0);
+    for i in 0..600 {
+        let d = l.decide(&[]);
+        // decide() earned this request's tokens and took none.
+        let full = l.state().budget().tokens() + 0.02 > l.state().budget().burst();
+        if d.reason.starts_with("no reissue") {
+            not_full_no += 1;
+            assert!(!full, "{d:?}");
+            assert_eq!(d.plan, Plan::Single { p: 0 }, "{d:?}");
+        } else if d.reason.contains("bucket is full") {
+            full_no += 1;
+            assert!(full, "{d:?}");
+            assert_eq!(d.plan, Plan::Hedge { p: 0, h: 1, delay_s: fit.reserve_delay_s }, "{d:?}");
+        }
+        // A straggler every 60 requests takes a token: the bucket is full only some of
+        // the time.
+        if i % 60 == 0 {
+            l.state().budget().try_take();
+        }
+    }
+    assert!(full_no > 0 && not_full_no > 0, "{full_no} {not_full_no}");
+}
+
 /// A deterministic stream on simulated time (one request every 60 s) over two providers:
 /// `a` (20–23 s) and `b` (5–6.2 s, same rate: `auto` prefers it), with `b` failing every
 /// attempt after 1 s for requests in `down`. Each request runs `auto`'s plan: a race

@@ -42,6 +42,11 @@ impl CdfTable {
                     return (lo, hi);
                 }
                 let m = s.bucket_mean(k);
+                if let Some(top) = s.bucket_max(k) {
+                    // The values end at the largest one seen; the range below it keeps
+                    // their mean where it can.
+                    return ((2.0 * m - top).clamp(lo, top), top);
+                }
                 if m <= 0.5 * (lo + hi) {
                     (lo, (2.0 * m - lo).max(lo))
                 } else {

@@ -13,8 +13,10 @@ use serde::{Deserialize, Serialize};
 
 mod cdf;
 mod rate;
+mod saved;
 pub use cdf::{CdfTable, GAP_BUCKETS, TAIL_MODE_SHARE};
 pub use rate::DecayedRate;
+use saved::{all_zero, is_zero, sparse, sparse_opt, zero_buckets};
 
 /// Smallest distinguished value, s; smaller values share bucket 0.
 pub const MIN_S: f64 = 1e-3;
@@ -117,55 +119,6 @@ pub struct DecayedSketch {
     /// Sum of `censored`.
     #[serde(default, skip_serializing_if = "is_zero")]
     censored_total: f64,
-}
-
-fn zero_buckets() -> Vec<f64> {
-    vec![0.0; bucket_count()]
-}
-
-fn all_zero(v: &[f64]) -> bool {
-    v.iter().all(|w| *w == 0.0)
-}
-
-fn is_zero(v: &f64) -> bool {
-    *v == 0.0
-}
-
-mod sparse_opt {
-    //! The value sums, sparse like the weights; an absent field stays empty.
-    use serde::{Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
-        super::sparse::serialize(v, s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
-        super::sparse::deserialize(d)
-    }
-}
-
-mod sparse {
-    //! Buckets are written as `[[index, weight], ...]` for the non-empty ones, so a saved
-    //! model stays small.
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    pub fn serialize<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
-        let pairs: Vec<(usize, f64)> = v.iter().copied().enumerate().filter(|(_, w)| *w > 0.0).collect();
-        pairs.serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
-        let pairs: Vec<(usize, f64)> = Vec::deserialize(d)?;
-        let mut v = vec![0.0; super::bucket_count()];
-        for (k, w) in pairs {
-            let slot = v.get_mut(k).ok_or_else(|| serde::de::Error::custom(format!("bucket index {k} out of range")))?;
-            if !(w.is_finite() && w >= 0.0) {
-                return Err(serde::de::Error::custom(format!("bucket {k}: weight {w} is not a finite non-negative number")));
-            }
-            *slot = w;
-        }
-        Ok(v)
-    }
 }
 
 impl DecayedSketch {

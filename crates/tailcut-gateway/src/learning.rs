@@ -292,7 +292,9 @@ impl LiveModels {
 
     /// The learned gauges for `/metrics`: per route, slot and provider the learned
     /// latency quantiles (`tailcut_learned_latency_seconds{quantile}`), the samples
-    /// (`tailcut_learned_samples`) and P(warm) per idle-gap bucket
+    /// (`tailcut_learned_samples`), the share of attempts known only through cancels long
+    /// past every latency seen, which plans count as never ending
+    /// (`tailcut_learned_unseen_tail`), and P(warm) per idle-gap bucket
     /// (`tailcut_learned_p_warm{gap}`, only buckets with observations).
     pub(crate) fn write_gauges(&self, out: &mut String) {
         if self.models.is_empty() {
@@ -301,11 +303,13 @@ impl LiveModels {
         let mut lat: Vec<(Vec<(&str, String)>, f64)> = Vec::new();
         let mut samples: Vec<(Vec<(&str, String)>, f64)> = Vec::new();
         let mut warm: Vec<(Vec<(&str, String)>, f64)> = Vec::new();
+        let mut unseen: Vec<(Vec<(&str, String)>, f64)> = Vec::new();
         let models: Vec<(&LiveModel, Model)> = self.models.iter().filter_map(|m| Some((m.as_ref(), m.policy.model()?))).collect();
         for (live, model) in &models {
             for p in &model.providers {
                 let base = vec![("route", live.route.clone()), ("slot", live.slot.to_string()), ("provider", p.name.clone())];
                 samples.push((base.clone(), p.samples() as f64));
+                unseen.push((base.clone(), p.latency.masses_known().1));
                 for (q, label) in [(0.5, "0.5"), (0.95, "0.95"), (0.99, "0.99")] {
                     if let Some(x) = p.latency.quantile_reached(q).filter(|x| x.is_finite()) {
                         let mut l = base.clone();
@@ -322,9 +326,12 @@ impl LiveModels {
                 }
             }
         }
-        for (name, rows) in
-            [("tailcut_learned_samples", &samples), ("tailcut_learned_latency_seconds", &lat), ("tailcut_learned_p_warm", &warm)]
-        {
+        for (name, rows) in [
+            ("tailcut_learned_samples", &samples),
+            ("tailcut_learned_latency_seconds", &lat),
+            ("tailcut_learned_unseen_tail", &unseen),
+            ("tailcut_learned_p_warm", &warm),
+        ] {
             let labels: Vec<Vec<(&str, &str)>> = rows.iter().map(|(l, _)| l.iter().map(|(k, v)| (*k, v.as_str())).collect()).collect();
             let refs: Vec<(&[(&str, &str)], f64)> = labels.iter().zip(rows.iter()).map(|(l, (_, v))| (l.as_slice(), *v)).collect();
             if !refs.is_empty() {

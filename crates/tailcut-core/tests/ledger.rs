@@ -3,10 +3,10 @@
 //! account (the gateway's per-key budgets), and a process killed mid-write loses nothing
 //! it committed, globally or per account.
 
+mod common;
+
 use proptest::prelude::*;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use tailcut_core::ledger::{Account, BudgetGate, BudgetLimits, Charge, LedgerError, MemoryLedger, SqliteLedger};
@@ -154,26 +154,7 @@ fn ledger_child_writer() {
 fn killed_process_loses_nothing_committed() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.sqlite");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "ledger_child_writer", "--nocapture", "--test-threads", "1"])
-        .env("TAILCUT_LEDGER_CHILD", &path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut last_committed = 0i64;
-    for line in BufReader::new(stdout).lines() {
-        let line = line.unwrap();
-        if let Some(v) = line.strip_prefix("committed ") {
-            last_committed = v.trim().parse().unwrap();
-            if last_committed >= 7 * 300 {
-                child.kill().unwrap();
-                break;
-            }
-        }
-    }
-    let _ = child.wait();
+    let last_committed = common::committed_before_kill("ledger_child_writer", "TAILCUT_LEDGER_CHILD", &path, 7 * 300);
     assert!(last_committed >= 7 * 300);
     let ledger = SqliteLedger::open(&path, BudgetLimits::UNLIMITED).unwrap();
     let total = ledger.summary().unwrap().total.0;
@@ -183,7 +164,5 @@ fn killed_process_loses_nothing_committed() {
     // The account's spend is in the same transactions: as durable as the global total.
     assert_eq!(ledger.account_spent("team-a").unwrap().0, total, "per-account spend survives kill -9");
     assert_eq!(account_sums(&path, "team-a"), (total, total));
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let ok: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
-    assert_eq!(ok, "ok");
+    assert_eq!(common::integrity(&path), "ok");
 }

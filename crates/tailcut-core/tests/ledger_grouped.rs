@@ -4,10 +4,10 @@
 //! agree with the totals; and a process killed while batches are being written loses no
 //! charge that it was told had committed.
 
+mod common;
+
 use proptest::prelude::*;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use tailcut_core::ledger::{Account, BudgetGate, BudgetLimits, Charge, LedgerError, SqliteLedger};
 use tailcut_core::MicroUsd;
@@ -111,26 +111,7 @@ fn grouped_ledger_child_writer() {
 fn a_process_killed_during_group_commits_loses_nothing_committed() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.sqlite");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "grouped_ledger_child_writer", "--nocapture", "--test-threads", "1"])
-        .env("TAILCUT_LEDGER_GROUPED_CHILD", &path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut most_committed = 0i64;
-    for line in BufReader::new(stdout).lines() {
-        let line = line.unwrap();
-        if let Some(v) = line.strip_prefix("committed ") {
-            most_committed = most_committed.max(v.trim().parse().unwrap());
-            if most_committed >= 7 * 3_000 {
-                child.kill().unwrap(); // SIGKILL, batches in flight
-                break;
-            }
-        }
-    }
-    let _ = child.wait();
+    let most_committed = common::committed_before_kill("grouped_ledger_child_writer", "TAILCUT_LEDGER_GROUPED_CHILD", &path, 7 * 3_000);
     assert!(most_committed >= 7 * 3_000);
     let ledger = SqliteLedger::open(&path, BudgetLimits::UNLIMITED).unwrap();
     let total = ledger.summary().unwrap().total.0;
@@ -138,7 +119,5 @@ fn a_process_killed_during_group_commits_loses_nothing_committed() {
     let ((rows, global), (account_rows, account)) = sums(&path, "team-a");
     assert_eq!((rows, account_rows, account), (global, global, global), "rows and totals agree after the kill");
     assert_eq!(ledger.summary().unwrap().charges as i64 * 7, total, "one row per committed charge");
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let ok: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
-    assert_eq!(ok, "ok");
+    assert_eq!(common::integrity(&path), "ok");
 }

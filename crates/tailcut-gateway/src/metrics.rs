@@ -406,6 +406,7 @@ impl Metrics {
     fn merged(&self) -> (BTreeMap<Key, f64>, BTreeMap<Key, Histogram>) {
         let shards: Vec<Arc<Shard>> = self.shards.lock().map(|s| s.clone()).unwrap_or_default();
         let (mut counters, mut histograms) = (BTreeMap::<Key, f64>::new(), BTreeMap::<Key, Histogram>::new());
+        let keys = INTERNED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         for shard in shards {
             if let Ok(c) = shard.counters.lock() {
                 for (k, v) in c.iter() {
@@ -418,7 +419,6 @@ impl Metrics {
                 }
             }
             let ix = shard.indexed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let keys = INTERNED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             for (i, v) in ix.counters.iter().enumerate() {
                 if let (Some(v), Some(k)) = (v, keys.keys.get(i)) {
                     *counters.entry(k.to_string()).or_default() += v;

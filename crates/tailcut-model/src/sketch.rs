@@ -198,8 +198,7 @@ impl DecayedSketch {
             at_risk -= e + c;
         }
         if residual && surv > 1e-12 {
-            let at = last_censored.map_or(MAX_S, |k| (2.0 * bucket_value(k)).min(MAX_S));
-            return f(bucket_of(at), surv);
+            return f(residual_bucket(last_censored), surv);
         }
         false
     }
@@ -343,8 +342,7 @@ impl DecayedSketch {
         if far {
             (out, residual)
         } else {
-            let at = last_censored.map_or(MAX_S, |k| (2.0 * bucket_value(k)).min(MAX_S));
-            out[bucket_of(at)] += residual;
+            out[residual_bucket(last_censored)] += residual;
             (out, 0.0)
         }
     }
@@ -478,6 +476,12 @@ impl DecayedSketch {
         });
         hit.or(last).map(bucket_value)
     }
+}
+
+/// The bucket the survival left beyond the last event is placed in: twice the value of
+/// the highest bucket with a censoring (`None`: the top of the range).
+fn residual_bucket(last_censored: Option<usize>) -> usize {
+    bucket_of(last_censored.map_or(MAX_S, |k| (2.0 * bucket_value(k)).min(MAX_S)))
 }
 
 /// How far past the largest finished value the last censoring must lie for

@@ -136,17 +136,24 @@ fn singler_reissues_at_the_fast_modes_edge_not_on_a_coarse_grid() {
     assert!(fit.extra <= 0.05 + 1e-9 && fit.tail_s < 2.5, "{fit:?}");
 }
 
+/// A `singler` learner that has seen 3,000 requests: a fast mode at 0.8–1.2 s and 2 %
+/// stragglers at 10 s.
+fn singler_on_stragglers(s: SingleRSettings) -> Learner {
+    let mut l = Learner::new(LearnedKind::Singler(s), &providers(), None, ModelConfig { half_life: 1e6, ..ModelConfig::default() }, 1);
+    for i in 0..3000u64 {
+        let lat = if i % 50 == 7 { 10.0 } else { 0.8 + (i % 41) as f64 * 0.01 };
+        l.observe(&[Observation { provider: 0, outcome: Outcome::Valid { latency_s: lat }, queue_s: None, idle_gap_s: None, warm: None }]);
+    }
+    l
+}
+
 #[test]
 fn singler_keeps_its_last_tokens_for_the_tail_mode() {
     // Fast mode 0.8–1.2 s, 2 % stragglers at 10 s, a budget big enough to reissue inside
     // the fast mode: while the bucket holds fewer than SINGLER_RESERVE tokens, the
     // reissue waits for the start of the tail mode, so the last tokens go to stragglers.
     let s = SingleRSettings { primary: 0, hedge: 1, budget: 0.3, level: 0.99, min_samples: 10 };
-    let mut l = Learner::new(LearnedKind::Singler(s), &providers(), None, ModelConfig { half_life: 1e6, ..ModelConfig::default() }, 1);
-    for i in 0..3000u64 {
-        let lat = if i % 50 == 7 { 10.0 } else { 0.8 + (i % 41) as f64 * 0.01 };
-        l.observe(&[Observation { provider: 0, outcome: Outcome::Valid { latency_s: lat }, queue_s: None, idle_gap_s: None, warm: None }]);
-    }
+    let mut l = singler_on_stragglers(s);
     let fit = l.state().singler_fit().unwrap();
     assert!(fit.q == 1.0 && fit.delay_s < 1.15, "{fit:?}");
     assert!(fit.reserve_delay_s > 1.19 && fit.reserve_delay_s < 1.25, "{fit:?}");
@@ -169,11 +176,7 @@ fn singler_spends_a_full_buckets_tokens_on_the_tail_mode() {
     // bucket is full (a token not spent now would be lost), the reissue is still armed at
     // the tail mode's start; when the bucket is not full, the coin's no stands.
     let s = SingleRSettings { primary: 0, hedge: 1, budget: 0.02, level: 0.99, min_samples: 10 };
-    let mut l = Learner::new(LearnedKind::Singler(s), &providers(), None, ModelConfig { half_life: 1e6, ..ModelConfig::default() }, 1);
-    for i in 0..3000u64 {
-        let lat = if i % 50 == 7 { 10.0 } else { 0.8 + (i % 41) as f64 * 0.01 };
-        l.observe(&[Observation { provider: 0, outcome: Outcome::Valid { latency_s: lat }, queue_s: None, idle_gap_s: None, warm: None }]);
-    }
+    let mut l = singler_on_stragglers(s);
     let fit = l.state().singler_fit().unwrap();
     assert!(fit.q > 0.0 && fit.q < 1.0 && (fit.reserve_delay_s - 1.2).abs() < 1e-9, "{fit:?}");
     // Fill the bucket (decisions earn tokens; nothing fires here).

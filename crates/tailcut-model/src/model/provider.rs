@@ -197,12 +197,29 @@ impl ProviderModel {
         self.queue.samples() > 0
     }
 
+    /// Files one latency, or one censoring, through `put` into the sketches it belongs
+    /// to: all attempts, the long memory, warm or cold by `label`, and the attempts that
+    /// had started by the cutover poll.
+    fn file(&mut self, label: Option<bool>, started: bool, put: impl Fn(&mut DecayedSketch)) {
+        put(&mut self.latency);
+        put(&mut self.latency_long);
+        match label {
+            Some(true) => put(&mut self.latency_warm),
+            Some(false) => put(&mut self.latency_cold),
+            None => {}
+        }
+        if started {
+            put(&mut self.latency_started);
+        }
+    }
+
     pub(super) fn observe(&mut self, o: &Observation, cfg: &ModelConfig) {
         self.attempts += 1;
         // Warmth is reported with results only, so a cancelled attempt's is unknown; file
         // it by the likelier state for its idle gap, or the warm/cold sketches would only
         // ever see the attempts that finished (biased fast).
         let label = o.warm.or_else(|| o.idle_gap_s.and_then(|g| self.p_warm(g)).map(|w| w >= 0.5));
+        let started = o.queue_s.is_some_and(|q| q <= cfg.cutover_poll_s);
         // A cancelled attempt counts as failed by the chance it would still have failed,
         // given that it was running when it was cancelled.
         if let Outcome::Censored { after_s } = o.outcome {
@@ -212,16 +229,7 @@ impl ProviderModel {
         }
         match o.outcome {
             Outcome::Valid { latency_s } => {
-                self.latency.insert(latency_s);
-                self.latency_long.insert(latency_s);
-                match label {
-                    Some(true) => self.latency_warm.insert(latency_s),
-                    Some(false) => self.latency_cold.insert(latency_s),
-                    None => {}
-                }
-                if o.queue_s.is_some_and(|q| q <= cfg.cutover_poll_s) {
-                    self.latency_started.insert(latency_s);
-                }
+                self.file(label, started, |s| s.insert(latency_s));
                 if o.queue_s.is_some_and(|q| q > cfg.cutover_poll_s) {
                     self.latency_queued.insert(latency_s);
                 }
@@ -241,25 +249,14 @@ impl ProviderModel {
                 // looked slow, so the ordinary censoring step (which assumes the cancel says
                 // nothing about the latency) would file it with the fast attempts. File it
                 // like the finished attempts that also queued past the poll.
-                let shape = self.latency_queued.clone();
-                self.latency.insert_censored_like(after_s, &shape);
-                self.latency_long.insert_censored_like(after_s, &shape);
+                let shape = &self.latency_queued;
+                self.latency.insert_censored_like(after_s, shape);
+                self.latency_long.insert_censored_like(after_s, shape);
                 if label == Some(false) {
-                    self.latency_cold.insert_censored_like(after_s, &shape);
+                    self.latency_cold.insert_censored_like(after_s, shape);
                 }
             }
-            Outcome::Censored { after_s } => {
-                self.latency.insert_censored(after_s);
-                self.latency_long.insert_censored(after_s);
-                match label {
-                    Some(true) => self.latency_warm.insert_censored(after_s),
-                    Some(false) => self.latency_cold.insert_censored(after_s),
-                    None => {}
-                }
-                if o.queue_s.is_some_and(|q| q <= cfg.cutover_poll_s) {
-                    self.latency_started.insert_censored(after_s);
-                }
-            }
+            Outcome::Censored { after_s } => self.file(label, started, |s| s.insert_censored(after_s)),
         }
         if let Some(q) = o.queue_s {
             self.queue.insert(q);

@@ -50,23 +50,39 @@ impl StreamEvent {
 
 /// Where a provider's reader puts the events it reads.
 #[derive(Debug)]
-pub struct EventSender(mpsc::UnboundedSender<StreamEvent>);
+pub struct EventSender {
+    events: mpsc::UnboundedSender<StreamEvent>,
+    /// Set once the reader sent the stream's end (shared with its [`Reader`]).
+    ended: Arc<AtomicBool>,
+}
 
 impl EventSender {
     /// Sends one event; `false` once nobody listens (the stream was closed), when the
-    /// reader should stop.
+    /// reader should stop. After the stream's end ([`StreamEvent::Done`] or
+    /// [`StreamEvent::Failed`]) the reader is no longer stopped with the stream: it may
+    /// tidy up (read the reply's last bytes, so that its connection is kept alive).
     pub fn send(&self, event: StreamEvent) -> bool {
-        self.0.send(event).is_ok()
+        if event.ends() {
+            self.ended.store(true, Ordering::Release);
+        }
+        self.events.send(event).is_ok()
     }
 }
 
-/// A reader task, stopped when this is dropped: whoever holds it keeps the stream open.
+/// A reader task, stopped when this is dropped while it is still streaming: whoever
+/// holds it keeps the stream open. A reader that already sent the stream's end is left
+/// to finish by itself.
 #[derive(Debug)]
-struct Reader(tokio::task::JoinHandle<()>);
+struct Reader {
+    task: tokio::task::JoinHandle<()>,
+    ended: Arc<AtomicBool>,
+}
 
 impl Drop for Reader {
     fn drop(&mut self) {
-        self.0.abort();
+        if !self.ended.load(Ordering::Acquire) {
+            self.task.abort();
+        }
     }
 }
 
@@ -190,7 +206,9 @@ impl StreamJob {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let (tx, rx) = mpsc::unbounded_channel();
-        let reader = Reader(tokio::spawn(read(EventSender(tx))));
+        let ended = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn(read(EventSender { events: tx, ended: ended.clone() }));
+        let reader = Reader { task, ended };
         let handoff = request.extension::<StreamHandoff>().cloned();
         if let Some(h) = &handoff {
             h.started();

@@ -282,3 +282,36 @@ async fn the_total_deadline_closes_every_stream_with_a_receipt() {
     let closed: Vec<usize> = t.counters.iter().map(|c| c.closed.load(Ordering::SeqCst)).collect();
     assert_eq!(closed, vec![1, 1]);
 }
+
+/// A reader that sent its stream's end may finish by itself after the stream it fed is
+/// dropped (a provider reads the reply's last bytes so that its connection is kept); a
+/// reader still streaming is stopped with its stream.
+#[tokio::test(start_paused = true)]
+async fn a_reader_past_its_end_may_finish_but_one_still_streaming_is_stopped_with_its_stream() {
+    let finished = Arc::new(AtomicUsize::new(0));
+    let reader = |end_first: bool| {
+        let finished = finished.clone();
+        move |tx: tailcut_core::stream::EventSender| async move {
+            tx.send(tok("a"));
+            if end_first {
+                tx.send(StreamEvent::Done);
+            }
+            tokio::time::sleep(ms(100)).await;
+            finished.fetch_add(1, Ordering::SeqCst);
+        }
+    };
+
+    let handoff = StreamHandoff::new();
+    let job = StreamJob::start("p", &request(&handoff), reader(true));
+    assert_eq!(job.result(Instant::now() + ms(1000)).await.state, JobState::Completed);
+    assert_eq!(collect(&handoff, "p").await, vec![tok("a"), StreamEvent::Done]);
+    tokio::time::sleep(ms(200)).await;
+    assert_eq!(finished.load(Ordering::SeqCst), 1, "the reader past its end was stopped with its stream");
+
+    let handoff = StreamHandoff::new();
+    let job = StreamJob::start("p", &request(&handoff), reader(false));
+    assert_eq!(job.result(Instant::now() + ms(1000)).await.state, JobState::Completed);
+    drop(handoff.take("p").expect("the winner's stream is handed over"));
+    tokio::time::sleep(ms(200)).await;
+    assert_eq!(finished.load(Ordering::SeqCst), 1, "a reader still streaming outlived its dropped stream");
+}

@@ -1,13 +1,18 @@
 //! Hedged streaming failure paths, against a local upstream that misbehaves on purpose:
 //! an error before the first token falls through to the next upstream at once; an error
-//! after it ends the client's stream with an error event and `[DONE]`.
+//! after it ends the client's stream with an error event and `[DONE]`. A stream read to
+//! its end leaves its upstream connection open for the next one.
 
 mod common;
 
 use axum::body::Body;
+use axum::extract::ConnectInfo;
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tailcut_testkit::config::{hedged_chat_route, openai_provider, OPEN_GATEWAY};
 
@@ -101,4 +106,39 @@ async fn a_connection_cut_after_the_first_token_ends_the_stream_with_an_error() 
     assert!(text.contains(r#""content":"x""#), "{text}");
     assert!(text.contains("upstream failed mid-stream"), "{text}");
     assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+}
+
+/// An upstream whose `/good` streams as [`upstream`]'s does (chunked, so its last bytes
+/// come after `[DONE]`), recording the client address of every request it serves: one
+/// address per upstream connection.
+async fn counting_upstream() -> (String, Arc<Mutex<HashSet<SocketAddr>>>) {
+    let seen = Arc::new(Mutex::new(HashSet::new()));
+    let record = seen.clone();
+    let app = Router::new().route(
+        "/good/v1/chat/completions",
+        post(move |ConnectInfo(from): ConnectInfo<SocketAddr>| {
+            record.lock().unwrap().insert(from);
+            async { sse(vec![Ok(ROLE.into()), Ok(token("a")), Ok("data: [DONE]".into())]) }
+        }),
+    );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app.into_make_service_with_connect_info::<SocketAddr>()).await });
+    (format!("http://{addr}"), seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_read_to_its_end_keeps_its_upstream_connection_for_the_next() {
+    let (up, connections) = counting_upstream().await;
+    let url = gateway(&up, "good", "good").await;
+    for _ in 0..6 {
+        let (headers, text) = stream(&url).await;
+        assert_eq!(headers["x-tailcut-winner"], "p");
+        assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+        // The reader gets the chunked body's terminator after the client's `[DONE]`.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Pools are per thread: at most one connection per worker thread of this runtime.
+    let n = connections.lock().unwrap().len();
+    assert!(n <= 2, "{n} upstream connections for 6 sequential streams: each stream opened its own");
 }

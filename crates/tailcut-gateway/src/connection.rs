@@ -74,11 +74,15 @@ pub(crate) struct GuardedStream {
     /// hyper's own error reply, replaced by one with a JSON body: the bytes still to
     /// write, and from where. Once set, hyper's own bytes are dropped.
     replacement: Option<(bytes::Bytes, usize)>,
+    /// Bytes read before hyper took the connection over ([`crate::fast_http`]), read
+    /// first.
+    prefix: bytes::Bytes,
 }
 
 impl GuardedStream {
-    pub(crate) fn new(tcp: tokio::net::TcpStream, conn: Arc<ConnState>, header_read: Duration) -> GuardedStream {
-        GuardedStream { tcp, conn, header_read, deadline: None, armed: false, armed_at: 0, replacement: None }
+    /// `tcp`, whose next bytes are `prefix` (already read from it) and then its own.
+    pub(crate) fn new(tcp: tokio::net::TcpStream, conn: Arc<ConnState>, header_read: Duration, prefix: bytes::Bytes) -> GuardedStream {
+        GuardedStream { tcp, conn, header_read, deadline: None, armed: false, armed_at: 0, replacement: None, prefix }
     }
 
     fn arm(&mut self) {
@@ -147,6 +151,14 @@ impl AsyncRead for GuardedStream {
         let this = self.get_mut();
         if this.armed && this.conn.requests.load(Ordering::Relaxed) != this.armed_at {
             this.armed = false; // the head being timed was read whole
+        }
+        if !this.prefix.is_empty() {
+            let n = this.prefix.len().min(buf.remaining());
+            buf.put_slice(&this.prefix.split_to(n));
+            if n > 0 && !this.armed && this.conn.idle() {
+                this.arm();
+            }
+            return Poll::Ready(Ok(()));
         }
         let before = buf.filled().len();
         match Pin::new(&mut this.tcp).poll_read(cx, buf) {

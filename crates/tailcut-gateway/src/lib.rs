@@ -34,6 +34,7 @@ mod budgets;
 mod connection;
 mod dispatch;
 pub mod error;
+mod fast_http;
 mod handlers;
 pub mod learning;
 pub mod limits;

@@ -134,14 +134,21 @@ async fn serve_connection(
     }
     let _counted = Counted(state.clone());
     let limits = state.connection_limits();
+    let mut shed = state.connections.shed_signal();
+    // Proxied calls are served by the gateway's own HTTP/1.1 until a request needs hyper.
+    let mut tcp = tcp;
+    let signals = crate::fast_http::Signals { closing: &mut closing, shed: &mut shed, idle: limits.idle };
+    let read = match crate::fast_http::serve(&mut tcp, &state, signals).await {
+        crate::fast_http::Ended::Closed => return,
+        crate::fast_http::Ended::HandOver(read) => read.freeze(),
+    };
     let conn_state = Arc::new(ConnState::default());
-    let io = GuardedStream::new(tcp, conn_state.clone(), limits.header_read);
+    let io = GuardedStream::new(tcp, conn_state.clone(), limits.header_read, read);
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(limits.idle)
         .serve_connection(hyper_util::rt::TokioIo::new(io), gateway.for_connection(conn_state.clone()));
     let mut conn = std::pin::pin!(conn);
-    let mut shed = state.connections.shed_signal();
     let asked_to_make_room = async {
         loop {
             if shed.changed().await.is_err() {

@@ -1,0 +1,476 @@
+//! The proxied call's own HTTP/1.1. A keep-alive connection whose requests are POSTs
+//! to the OpenAI endpoints, each read whole (head and body among the bytes already
+//! read), is served here: the head parsed with httparse, the handler called with the
+//! body as read, the reply written in one write — without hyper's connection machinery
+//! (its dispatcher, header map, request and response types: ~9,000 instructions of a
+//! proxied call, docs/benchmarks.md).
+//!
+//! The first request that is anything else — another path or method, HTTP/1.0, a
+//! chunked, `Expect` or `Upgrade` request, a head still arriving or over the limits,
+//! a body over the size limit, bytes that are not HTTP — hands the connection, with
+//! every byte already read, to hyper ([`Ended::HandOver`]), which serves it from then on
+//! with its own parsing, limits and timeouts. So this path only answers requests that
+//! hyper's path would have answered the same way. While it holds the connection it
+//! keeps the same rules: the idle timeout between requests, the body timeout (a 408),
+//! closing after the request in progress when the gateway drains or idle connections
+//! are asked to make room, and a client that hangs up drops its request (its race is
+//! cancelled, with receipts) or its streamed reply.
+
+use crate::handlers::{endpoint, serve_openai};
+use crate::observe::names;
+use crate::state::AppState;
+use axum::http::header::AUTHORIZATION;
+use axum::http::{HeaderMap, HeaderValue, Method};
+use axum::response::Response;
+use bytes::BytesMut;
+use futures::FutureExt;
+use http_body_util::BodyExt;
+use std::cell::RefCell;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tailcut_providers::openai::Endpoint;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// Room made in the read buffer before each read.
+const READ_AT_LEAST: usize = 8 * 1024;
+/// Header fields parsed per head; a head with more goes to hyper.
+const HEADER_SLOTS: usize = 32;
+/// A reply body up to this size goes out in the head's write.
+const COALESCE_BODY: usize = 16 * 1024;
+/// Bytes of a next (pipelined) request read while a reply is pending; past this much,
+/// reading waits for the reply.
+const MAX_BUFFERED: usize = 64 * 1024;
+
+/// How a connection's time on this path ended.
+#[derive(Debug)]
+pub(crate) enum Ended {
+    /// The connection is done: the client closed it or hung up, it idled out, it was
+    /// asked to close (drain, room for new connections), or it broke.
+    Closed,
+    /// A request this path does not answer: hyper serves the connection from here,
+    /// starting with these bytes (that request and anything after it).
+    HandOver(BytesMut),
+}
+
+/// The signals a connection obeys between requests.
+pub(crate) struct Signals<'a> {
+    /// Turns true when the gateway stops accepting (drain).
+    pub closing: &'a mut watch::Receiver<bool>,
+    /// Bumped when idle connections are asked to make room.
+    pub shed: &'a mut watch::Receiver<u64>,
+    /// The longest wait for the next request.
+    pub idle: Duration,
+}
+
+/// Serves `tcp`'s requests for as long as each is a whole request to an OpenAI endpoint.
+pub(crate) async fn serve(tcp: &mut TcpStream, st: &Arc<AppState>, signals: Signals<'_>) -> Ended {
+    let Signals { closing, shed, idle } = signals;
+    let mut buf = BytesMut::with_capacity(READ_AT_LEAST);
+    let mut out = Vec::with_capacity(1024);
+    // Long-lived waits, polled only while the connection is idle; re-polling a
+    // registered wait costs nothing like registering a new one per request.
+    let mut idle_at = Instant::now() + idle;
+    let mut idle_timer = std::pin::pin!(tokio::time::sleep_until(idle_at));
+    let mut closing_now = std::pin::pin!(closing.wait_for(|c| *c));
+    let shed_peek = shed.clone();
+    // A request to make room counts only if it came while the connection was idle
+    // (a busy connection finishes and stays, as with hyper's connections).
+    let idle_since_shed = AtomicU64::new(*shed_peek.borrow());
+    let mut asked_to_make_room = std::pin::pin!(async {
+        loop {
+            if shed.changed().await.is_err() {
+                return futures::future::pending::<()>().await;
+            }
+            if *shed.borrow() > idle_since_shed.load(Ordering::Relaxed) {
+                return;
+            }
+        }
+    });
+    loop {
+        // Every whole request already read, in order.
+        while !buf.is_empty() {
+            let request = match parse(&buf, st.max_body.load(Ordering::Relaxed)) {
+                Parsed::Whole(request) => request,
+                Parsed::BodyArriving(total) => match read_body_rest(tcp, &mut buf, total, st).await {
+                    Ok(()) => continue,
+                    Err(Some(refusal)) => {
+                        let _ = write_response(tcp, refusal, true, &mut out, &mut buf).await;
+                        let _ = tcp.shutdown().await;
+                        return Ended::Closed;
+                    }
+                    Err(None) => return Ended::Closed,
+                },
+                Parsed::NotHere => return Ended::HandOver(buf),
+            };
+            let mut head = buf.split_to(request.head_len + request.body_len);
+            let body = head.split_off(request.head_len).freeze();
+            drop(head);
+            let answer = serve_openai(st.clone(), request.headers, body, request.endpoint);
+            let Some(resp) = answer_watching(tcp, &mut buf, answer).await else {
+                return Ended::Closed;
+            };
+            let close = request.close || st.draining.load(Ordering::Relaxed);
+            if write_response(tcp, resp, close, &mut out, &mut buf).await.is_err() {
+                return Ended::Closed;
+            }
+            if close {
+                // A FIN, not a reset: bytes the client sent after this request must not
+                // make the kernel discard the reply it has not read yet.
+                let _ = tcp.shutdown().await;
+                return Ended::Closed;
+            }
+            idle_at = Instant::now() + idle;
+        }
+        // Idle: wait for the next request's bytes.
+        idle_since_shed.store(*shed_peek.borrow(), Ordering::Relaxed);
+        buf.reserve(READ_AT_LEAST);
+        loop {
+            let read = tokio::select! {
+                biased;
+                read = tcp.read_buf(&mut buf) => read,
+                _ = &mut closing_now => return Ended::Closed,
+                () = &mut asked_to_make_room => {
+                    st.metrics.inc("tailcut_connections_shed_total", &[]);
+                    return Ended::Closed;
+                }
+                () = &mut idle_timer => {
+                    if Instant::now() >= idle_at {
+                        return Ended::Closed;
+                    }
+                    // Armed for an earlier idle stretch: re-armed only when it fires.
+                    idle_timer.as_mut().reset(idle_at);
+                    continue;
+                }
+            };
+            match read {
+                Ok(0) | Err(_) => return Ended::Closed,
+                Ok(_) => break,
+            }
+        }
+    }
+}
+
+/// A whole request this path answers.
+#[derive(Debug)]
+struct WholeRequest {
+    endpoint: Endpoint,
+    /// The fields the handler reads (`Authorization`, `X-Request-Id`); the rest are not
+    /// looked at past this parse.
+    headers: HeaderMap,
+    head_len: usize,
+    body_len: usize,
+    /// The client asked to close after this request.
+    close: bool,
+}
+
+/// What `buf`'s first request is to this path.
+#[derive(Debug)]
+enum Parsed {
+    /// Read whole: answered here.
+    Whole(WholeRequest),
+    /// Answered here once its body is read to this many bytes (head and body).
+    BodyArriving(usize),
+    /// Not answered here: the connection goes to hyper.
+    NotHere,
+}
+
+/// `buf`'s first request (see the module's doc for which are answered here).
+fn parse(buf: &[u8], max_body: usize) -> Parsed {
+    match parse_head(buf, max_body) {
+        None => Parsed::NotHere,
+        Some(r) if buf.len() - r.head_len < r.body_len => Parsed::BodyArriving(r.head_len + r.body_len),
+        Some(r) => Parsed::Whole(r),
+    }
+}
+
+/// Reads the rest of a request's body (to `total` bytes in `buf`) within the body
+/// timeout. `Err(Some(refusal))`: it did not come in time (a 408, as hyper's path
+/// answers); `Err(None)`: the client hung up.
+async fn read_body_rest(tcp: &mut TcpStream, buf: &mut BytesMut, total: usize, st: &AppState) -> Result<(), Option<Response>> {
+    let limit = st.rt().config.gateway.body_read_timeout;
+    buf.reserve(total.saturating_sub(buf.len()));
+    let rest = async {
+        while buf.len() < total {
+            match tcp.read_buf(buf).await {
+                Ok(0) | Err(_) => return Err(None),
+                Ok(_) => {}
+            }
+        }
+        Ok(())
+    };
+    match tokio::time::timeout(limit, rest).await {
+        Ok(read) => read,
+        Err(_) => Err(Some(axum::response::IntoResponse::into_response(crate::error::ApiError::BodyTimeout(limit.as_secs())))),
+    }
+}
+
+/// `buf`'s first request head, if this path answers the request (its body may still be
+/// arriving); `None` hands the connection to hyper.
+fn parse_head(buf: &[u8], max_body: usize) -> Option<WholeRequest> {
+    let mut slots = [httparse::EMPTY_HEADER; HEADER_SLOTS];
+    let mut req = httparse::Request::new(&mut slots);
+    let head_len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        _ => return None,
+    };
+    if head_len > crate::limits::MAX_HEADER_BYTES || req.version != Some(1) || req.method != Some("POST") {
+        return None;
+    }
+    let endpoint = endpoint(&Method::POST, req.path?)?;
+    let mut headers = HeaderMap::new();
+    let mut body_len = None;
+    let mut close = false;
+    for field in req.headers.iter() {
+        let name = field.name;
+        if name.eq_ignore_ascii_case("content-length") {
+            if body_len.is_some() {
+                return None;
+            }
+            body_len = Some(decimal(field.value)?);
+        } else if name.eq_ignore_ascii_case("connection") {
+            for token in std::str::from_utf8(field.value).ok()?.split(',').map(str::trim) {
+                if token.eq_ignore_ascii_case("close") {
+                    close = true;
+                } else if token.eq_ignore_ascii_case("upgrade") {
+                    return None;
+                }
+            }
+        } else if name.eq_ignore_ascii_case("authorization") {
+            headers.append(AUTHORIZATION, HeaderValue::from_bytes(field.value).ok()?);
+        } else if name.eq_ignore_ascii_case(names::REQUEST_ID.as_str()) {
+            headers.append(names::REQUEST_ID, HeaderValue::from_bytes(field.value).ok()?);
+        } else if name.eq_ignore_ascii_case("transfer-encoding")
+            || name.eq_ignore_ascii_case("expect")
+            || name.eq_ignore_ascii_case("upgrade")
+        {
+            return None;
+        }
+    }
+    let body_len = body_len.unwrap_or(0);
+    if body_len > max_body {
+        return None;
+    }
+    Some(WholeRequest { endpoint, headers, head_len, body_len, close })
+}
+
+/// A `Content-Length` value: digits only, as hyper reads it.
+fn decimal(value: &[u8]) -> Option<usize> {
+    if value.is_empty() || value.len() > 18 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(value.iter().fold(0usize, |n, d| n * 10 + usize::from(d - b'0')))
+}
+
+/// The handler's answer, or `None` if the client hung up first (the answer, and the
+/// race behind it, are dropped). Bytes the client sends meanwhile (a pipelined request)
+/// are kept in `buf`.
+async fn answer_watching(tcp: &mut TcpStream, buf: &mut BytesMut, answer: impl Future<Output = Response>) -> Option<Response> {
+    let mut answer = std::pin::pin!(answer);
+    loop {
+        tokio::select! {
+            biased;
+            resp = &mut answer => return Some(resp),
+            read = tcp.read_buf(buf), if buf.len() < MAX_BUFFERED => match read {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {}
+            },
+        }
+    }
+}
+
+/// Writes `resp`: a body of known size with `Content-Length` (one write when it is
+/// small), any other chunked, each piece as it comes (a stream's events), watching for
+/// the client hanging up between pieces.
+async fn write_response(tcp: &mut TcpStream, resp: Response, close: bool, out: &mut Vec<u8>, buf: &mut BytesMut) -> std::io::Result<()> {
+    let (parts, mut body) = resp.into_parts();
+    out.clear();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(parts.status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(parts.status.canonical_reason().unwrap_or("Unknown").as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in &parts.headers {
+        if matches!(name.as_str(), "content-length" | "transfer-encoding" | "connection" | "date") {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    http_date(out);
+    if close {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    let broken = || std::io::Error::other("the reply body failed");
+    if let Some(len) = axum::body::HttpBody::size_hint(&body).exact() {
+        out.extend_from_slice(b"content-length: ");
+        out.extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
+        out.extend_from_slice(b"\r\n\r\n");
+        while let Some(frame) = body.frame().await {
+            let Ok(data) = frame.map_err(|_| broken())?.into_data() else { continue };
+            if out.len() + data.len() <= COALESCE_BODY {
+                out.extend_from_slice(&data);
+            } else {
+                tcp.write_all(out).await?;
+                out.clear();
+                tcp.write_all(&data).await?;
+            }
+        }
+        return tcp.write_all(out).await;
+    }
+    out.extend_from_slice(b"transfer-encoding: chunked\r\n\r\n");
+    // The pieces already there (a stream's events up to its first token) go out with the head.
+    let mut ended = false;
+    while let Some(frame) = body.frame().now_or_never() {
+        match frame {
+            None => {
+                ended = true;
+                break;
+            }
+            Some(frame) => chunk(out, &frame.map_err(|_| broken())?.into_data().unwrap_or_default()),
+        }
+    }
+    if !ended {
+        tcp.write_all(out).await?;
+        loop {
+            let frame = tokio::select! {
+                biased;
+                frame = body.frame() => frame,
+                read = tcp.read_buf(buf), if buf.len() < MAX_BUFFERED => match read {
+                    Ok(0) | Err(_) => return Err(std::io::ErrorKind::ConnectionAborted.into()),
+                    Ok(_) => continue,
+                },
+            };
+            let Some(frame) = frame else { break };
+            out.clear();
+            chunk(out, &frame.map_err(|_| broken())?.into_data().unwrap_or_default());
+            if !out.is_empty() {
+                tcp.write_all(out).await?;
+            }
+        }
+        out.clear();
+    }
+    out.extend_from_slice(b"0\r\n\r\n");
+    tcp.write_all(out).await
+}
+
+/// Appends `data` as one chunk of a chunked body (nothing for no data: an empty chunk
+/// would end the body).
+fn chunk(out: &mut Vec<u8>, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+thread_local! {
+    /// The `Date` header's value for the current second.
+    static DATE: RefCell<(u64, String)> = const { RefCell::new((0, String::new())) };
+}
+
+/// Appends the `Date` header (RFC 9110's IMF-fixdate, remade once a second per thread).
+fn http_date(out: &mut Vec<u8>) {
+    let now = SystemTime::now();
+    let second = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    DATE.with(|date| {
+        let mut date = date.borrow_mut();
+        if date.0 != second || date.1.is_empty() {
+            *date = (second, httpdate::fmt_http_date(now));
+        }
+        out.extend_from_slice(b"date: ");
+        out.extend_from_slice(date.1.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BODY: &str = r#"{"model":"m","messages":[]}"#;
+
+    fn request(head: &str, body: &str) -> Vec<u8> {
+        format!("{head}\r\n\r\n{body}").into_bytes()
+    }
+
+    #[test]
+    fn a_whole_post_to_an_openai_endpoint_is_answered_here() {
+        let bytes = request(
+            &format!(
+                "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer k\r\nx-request-id: r1\r\ncontent-type: application/json\r\ncontent-length: {}",
+                BODY.len()
+            ),
+            BODY,
+        );
+        let Parsed::Whole(r) = parse(&bytes, 1 << 20) else { panic!("not answered here") };
+        assert_eq!(r.endpoint, Endpoint::Chat);
+        assert_eq!(r.head_len + r.body_len, bytes.len());
+        assert_eq!(r.headers[AUTHORIZATION], "Bearer k");
+        assert_eq!(r.headers[names::REQUEST_ID], "r1");
+        assert_eq!(r.headers.len(), 2, "only the fields the handler reads");
+        assert!(!r.close);
+        let close =
+            request(&format!("POST /v1/completions HTTP/1.1\r\nConnection: keep-alive, Close\r\nContent-Length: {}", BODY.len()), BODY);
+        assert!(matches!(parse(&close, 1 << 20), Parsed::Whole(r) if r.close));
+    }
+
+    #[test]
+    fn anything_else_goes_to_hyper() {
+        let len = BODY.len();
+        let handed_over = [
+            request(&format!("GET /v1/chat/completions HTTP/1.1\r\ncontent-length: {len}"), BODY),
+            request(&format!("POST /v1/jobs HTTP/1.1\r\ncontent-length: {len}"), BODY),
+            request(&format!("POST /v1/chat/completions?x=1 HTTP/1.1\r\ncontent-length: {len}"), BODY),
+            request(&format!("POST /v1/chat/completions HTTP/1.0\r\ncontent-length: {len}"), BODY),
+            request("POST /v1/chat/completions HTTP/1.1\r\ntransfer-encoding: chunked", "1b\r\n"),
+            request(&format!("POST /v1/chat/completions HTTP/1.1\r\nexpect: 100-continue\r\ncontent-length: {len}"), ""),
+            request(&format!("POST /v1/chat/completions HTTP/1.1\r\nconnection: upgrade\r\ncontent-length: {len}"), BODY),
+            request(&format!("POST /v1/chat/completions HTTP/1.1\r\ncontent-length: {len}\r\ncontent-length: {len}"), BODY),
+            request("POST /v1/chat/completions HTTP/1.1\r\ncontent-length: +5", "{}123"),
+            // The head still arriving, not HTTP.
+            b"POST /v1/chat/completions HTTP/1.1\r\ncontent-len".to_vec(),
+            b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03".to_vec(),
+            // More fields than this path parses.
+            request(&format!("POST /v1/chat/completions HTTP/1.1\r\n{}content-length: {len}", "x-a: 1\r\n".repeat(40)), BODY),
+        ];
+        for bytes in handed_over {
+            assert!(matches!(parse(&bytes, 1 << 20), Parsed::NotHere), "answered here: {}", String::from_utf8_lossy(&bytes));
+        }
+        // Over the body limit: hyper's path answers the 413.
+        let big = request(&format!("POST /v1/chat/completions HTTP/1.1\r\ncontent-length: {}", BODY.len()), BODY);
+        assert!(matches!(parse(&big, BODY.len() - 1), Parsed::NotHere));
+        assert!(matches!(parse(&big, BODY.len()), Parsed::Whole(_)));
+        // A body still arriving is waited for.
+        let short = &big[..big.len() - 3];
+        assert!(matches!(parse(short, BODY.len()), Parsed::BodyArriving(n) if n == big.len()));
+    }
+
+    #[test]
+    fn pipelined_requests_are_parsed_one_at_a_time() {
+        let one = request(&format!("POST /v1/embeddings HTTP/1.1\r\ncontent-length: {}", BODY.len()), BODY);
+        let two = [one.clone(), one.clone()].concat();
+        let Parsed::Whole(r) = parse(&two, 1 << 20) else { panic!("not answered here") };
+        assert_eq!(r.head_len + r.body_len, one.len());
+        assert_eq!(r.endpoint, Endpoint::Embeddings);
+    }
+
+    #[test]
+    fn chunks_are_framed_and_an_empty_piece_writes_nothing() {
+        let mut out = Vec::new();
+        chunk(&mut out, b"data: hi\n\n");
+        chunk(&mut out, b"");
+        assert_eq!(out, b"a\r\ndata: hi\n\n\r\n");
+        let mut date = Vec::new();
+        http_date(&mut date);
+        let text = String::from_utf8(date).unwrap();
+        assert!(text.starts_with("date: ") && text.ends_with(" GMT\r\n") && text.len() == 37, "{text:?}");
+    }
+}

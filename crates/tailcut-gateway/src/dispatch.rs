@@ -1,4 +1,5 @@
-//! The gateway as one hyper service (the fast path). The OpenAI endpoints (from the one
+//! The gateway as one hyper service, for connections [`crate::fast_http`] handed over
+//! (a request other than a whole proxied call came on them). The OpenAI endpoints (from the one
 //! table of paths, [`crate::handlers::ENDPOINTS`]), which every proxied call
 //! takes, go straight to their handler with hyper's own body; every other path goes
 //! through the axum router, whose layers (route lookup, boxed-service clones, request

@@ -27,6 +27,7 @@ use futures::FutureExt;
 use http_body_util::BodyExt;
 use std::cell::RefCell;
 use std::future::Future;
+use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -366,7 +367,8 @@ fn chunk(out: &mut Vec<u8>, data: &[u8]) {
     if data.is_empty() {
         return;
     }
-    out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+    // Writing to a Vec cannot fail.
+    let _ = write!(out, "{:x}\r\n", data.len());
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
 }

@@ -17,8 +17,9 @@
 //!   SIGTERM.
 //!
 //! Modules by concern: `state` (the runtime built from a configuration, the process
-//! state), `handlers` (the paths and their handlers, one table shared with `dispatch`,
-//! the fast path), `admission` (in-flight slots, body reading), `auth` (keys, route
+//! state), `handlers` (the paths and their handlers, one table shared with `dispatch`),
+//! `fast_http` (proxied calls' own HTTP/1.1) and `dispatch` (hyper's service, for the
+//! rest), `admission` (in-flight slots, body reading), `auth` (keys, route
 //! permissions), `observe` (logs, race metrics, header names), [`metrics`] (the
 //! Prometheus registry), [`error`] (every error as HTTP), `providers` (the OpenAI
 //! providers behind a route, whole and streamed), `connection`, `limits` and `serving`

@@ -21,7 +21,8 @@
 //! of five rounds (each round's figure printed); streaming, like the added latency,
 //! twelve interleaved rounds of 500 streams, percentiles over all of a target's streams.
 //!
-//! Run: `cargo bench -p tailcut-cli --bench gateway` (`-- --quick` for one short round;
+//! Run: `cargo bench -p tailcut-cli --bench gateway` (`-- --quick` for one short round,
+//! `-- --streams` for the streaming rounds alone;
 //! `TAILCUT_BENCH_BASELINE=path/to/tailcut` adds another build, e.g. an older commit, as
 //! a fourth target `tailcut@base` measured in the same interleaved rounds).
 
@@ -146,6 +147,8 @@ struct Target {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    // Only the streaming time-to-first-token rounds (about a minute).
+    let streams_only = std::env::args().any(|a| a == "--streams");
     let secs = if quick { 2.0 } else { 4.0 };
     // Added latency: short interleaved rounds, percentiles over every request of a target.
     let (lat_rounds, lat_secs) = if quick { (1, 2.0) } else { (12, 1.0) };
@@ -214,6 +217,9 @@ fn main() {
     // to the proxy under test.
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime");
     rt.block_on(async {
+        if streams_only {
+            return;
+        }
         let http = client();
         for t in &targets {
             let url = format!("{}/v1/chat/completions", t.base);

@@ -161,28 +161,38 @@ async fn read(t: Arc<Target>, body: Bytes, tx: EventSender) {
                 return;
             }
         };
-        for data in sse.push(&chunk) {
+        let mut done = false;
+        let mut stop = false;
+        sse.each(&chunk, |data| {
             if data == "[DONE]" {
                 tx.send(StreamEvent::Done);
-                drain(stream).await;
-                return;
+                done = true;
+                return false;
             }
-            let event = match classify(&data) {
-                EventKind::Content => StreamEvent::Content(framed(&data)),
-                EventKind::Preamble => StreamEvent::Preamble(framed(&data)),
+            let event = match classify(data) {
+                EventKind::Content => StreamEvent::Content(framed(data)),
+                EventKind::Preamble => StreamEvent::Preamble(framed(data)),
                 EventKind::Malformed => {
                     tx.send(StreamEvent::Failed("malformed stream event".into()));
-                    return;
+                    stop = true;
+                    return false;
                 }
                 EventKind::Error => {
-                    let error = serde_json::from_str::<Value>(&data).map(|v| v["error"].clone()).unwrap_or_default();
+                    let error = serde_json::from_str::<Value>(data).map(|v| v["error"].clone()).unwrap_or_default();
                     tx.send(StreamEvent::Failed(tailcut_providers::polling::error_text(&format!("upstream error: {error}"))));
-                    return;
+                    stop = true;
+                    return false;
                 }
             };
-            if !tx.send(event) {
-                return;
-            }
+            stop = !tx.send(event);
+            !stop
+        });
+        if done {
+            drain(stream).await;
+            return;
+        }
+        if stop {
+            return;
         }
     }
     tx.send(StreamEvent::Failed("stream ended without [DONE]".into()));

@@ -12,18 +12,36 @@ impl SseData {
     /// lines — comments, `event:`, blank separators — are skipped). An unfinished line
     /// waits for the next chunk.
     pub fn push(&mut self, chunk: &[u8]) -> Vec<String> {
-        self.pending.extend_from_slice(chunk);
         let mut payloads = Vec::new();
+        self.each(chunk, |data| {
+            payloads.push(data.to_string());
+            true
+        });
+        payloads
+    }
+
+    /// [`SseData::push`] without collecting: hands each payload to `f` as it is found
+    /// (invalid UTF-8 replaced, as `push` does), until `f` returns `false` (the rest of
+    /// the chunk is then dropped: the caller is done with the stream).
+    pub fn each(&mut self, chunk: &[u8], mut f: impl FnMut(&str) -> bool) {
+        self.pending.extend_from_slice(chunk);
         let mut start = 0;
         while let Some(end) = self.pending[start..].iter().position(|b| *b == b'\n').map(|i| start + i) {
             let line = self.pending[start..end].trim_ascii();
-            if let Some(data) = line.strip_prefix(b"data:") {
-                payloads.push(String::from_utf8_lossy(data.trim_ascii()).into_owned());
-            }
             start = end + 1;
+            if let Some(data) = line.strip_prefix(b"data:") {
+                let data = data.trim_ascii();
+                let more = match std::str::from_utf8(data) {
+                    Ok(text) => f(text),
+                    Err(_) => f(&String::from_utf8_lossy(data)),
+                };
+                if !more {
+                    self.pending.clear();
+                    return;
+                }
+            }
         }
         self.pending.drain(..start);
-        payloads
     }
 }
 
@@ -46,6 +64,19 @@ mod tests {
         let mut got = sse.push(&text[..cut]);
         got.extend(sse.push(&text[cut..]));
         assert_eq!(got, vec!["{\"content\":\"h\u{e9}\u{1F600}\"}"]);
+    }
+
+    #[test]
+    fn each_stops_when_told_and_replaces_invalid_utf8() {
+        let mut sse = SseData::default();
+        let mut seen = Vec::new();
+        sse.each(b"data: a\xff\ndata: stop\ndata: never\n", |d| {
+            seen.push(d.to_string());
+            d != "stop"
+        });
+        assert_eq!(seen, vec!["a\u{fffd}", "stop"]);
+        // What followed the stop is dropped with the rest of that chunk.
+        assert_eq!(sse.push(b"data: next\n"), vec!["next"]);
     }
 }
 

@@ -11,7 +11,7 @@ use crate::error::ApiError;
 use crate::observe::{log, names, record_refusal, record_when_settled};
 use crate::state::{AppState, OpenAiRoute, Raced};
 use axum::body::Body;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::HeaderValue;
 use axum::response::Response;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -86,13 +86,11 @@ pub(crate) async fn serve(
             StreamEvent::Failed(e) => ApiError::ProviderFailed(format!("upstream failed mid-stream: {e}")).stream_end(),
         })
     });
-    let mut resp = Response::builder()
-        .status(StatusCode::OK)
-        .header("content-type", "text/event-stream")
-        .header("cache-control", "no-cache")
-        .body(Body::from_stream(body))
-        .map_err(|e| ApiError::ProviderFailed(e.to_string()))?;
+    let mut resp = Response::new(Body::from_stream(body));
     let h = resp.headers_mut();
+    h.reserve(7);
+    h.insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(axum::http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     if let Ok(v) = HeaderValue::from_str(rid) {
         h.insert(names::REQUEST_ID, v);
     }

@@ -185,12 +185,20 @@ fn big_reply() -> String {
 }
 
 /// An upstream with a behaviour per path prefix: `/ok` answers [`REPLY`] at once,
+/// `/delay` after 400 ms, `/big` with a reply of about 100 KB,
 /// `/stream` streams two tokens 20 ms apart.
 async fn upstreams() -> String {
     use axum::body::Body;
     use axum::response::Response;
     let app = Router::new()
         .route("/ok/v1/chat/completions", post(|| async { ([("content-type", "application/json")], REPLY) }))
+        .route(
+            "/delay/v1/chat/completions",
+            post(|| async {
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                ([("content-type", "application/json")], REPLY)
+            }),
+        )
         .route("/big/v1/chat/completions", post(|| async { ([("content-type", "application/json")], big_reply()) }))
         .route(
             "/stream/v1/chat/completions",
@@ -740,4 +748,52 @@ async fn a_large_reply_a_stray_crlf_and_expect_100_continue() {
     tcp.write_all(body.as_bytes()).await.unwrap();
     let r = reply(&mut tcp, &mut pending).await.expect("a reply");
     assert_eq!(r.status, 200);
+}
+
+#[tokio::test]
+async fn drain_finishes_a_fast_path_request_in_flight_then_closes() {
+    let up = upstreams().await;
+    let toml = tailcut_testkit::config::one_provider_gateway(&format!("{up}/delay/v1"), "");
+    let config = tailcut_config::Config::parse(&toml, "test").unwrap();
+    let state = tailcut_gateway::AppState::new(config, None).unwrap();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(tailcut_gateway::serve(l, state, async move {
+        let _ = stopped.await;
+    }));
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    // One in flight, a second pipelined behind it.
+    tcp.write_all(format!("{}{}", chat("inflight", ""), chat("behind", "")).as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    stop.send(()).unwrap();
+    let mut pending = Vec::new();
+    let r = reply(&mut tcp, &mut pending).await.expect("the request in flight was answered");
+    assert_eq!((r.status, r.field("x-request-id"), r.field("connection")), (200, Some("inflight"), Some("close")), "{r:?}");
+    assert!(reply(&mut tcp, &mut pending).await.is_none(), "a request was answered after the close");
+    tokio::time::timeout(Duration::from_secs(5), served).await.expect("serve returned").unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_cap_used_idle_fast_path_connections_make_room_and_busy_ones_finish() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/delay/v1"), "max_connections = 3\nidle_timeout_s = 60").await;
+    // Two used connections, now idle, and one busy (its request takes 400 ms).
+    let mut idle = Vec::new();
+    for _ in 0..2 {
+        let mut tcp = TcpStream::connect(&addr).await.unwrap();
+        tcp.write_all(chat("x", "").as_bytes()).await.unwrap();
+        assert_eq!(reply(&mut tcp, &mut Vec::new()).await.expect("a reply").status, 200);
+        idle.push(tcp);
+    }
+    let mut busy = TcpStream::connect(&addr).await.unwrap();
+    busy.write_all(chat("busy", "").as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Over the cap: the idle ones are asked to close.
+    let _newcomer = TcpStream::connect(&addr).await.unwrap();
+    for tcp in &mut idle {
+        assert!(closes_within(tcp, Duration::from_secs(2)).await, "an idle connection was kept over the cap");
+    }
+    let r = reply(&mut busy, &mut Vec::new()).await.expect("the busy connection's reply");
+    assert_eq!((r.status, r.field("x-request-id")), (200, Some("busy")));
 }

@@ -112,9 +112,7 @@ pub(crate) async fn serve(tcp: &mut TcpStream, st: &Arc<AppState>, signals: Sign
                 },
                 Parsed::NotHere => return Ended::HandOver(buf),
             };
-            let mut head = buf.split_to(request.head_len + request.body_len);
-            let body = head.split_off(request.head_len).freeze();
-            drop(head);
+            let body = take_request(&mut buf, request.head_len, request.body_len);
             let answer = serve_openai(st.clone(), request.headers, body, request.endpoint);
             let Some(resp) = answer_watching(tcp, &mut buf, answer).await else {
                 return Ended::Closed;
@@ -264,6 +262,20 @@ fn parse_head(buf: &[u8], max_body: usize) -> Option<WholeRequest> {
         return None;
     }
     Some(WholeRequest { endpoint, headers, head_len, body_len, close })
+}
+
+/// Takes the first request (`head_len` and `body_len` bytes) off `buf`; returns its
+/// body. After a request larger than [`MAX_BUFFERED`] with nothing behind it, `buf`
+/// starts afresh: it would otherwise reclaim the large allocation (once the body is
+/// dropped) and hold it while the connection idles, where hyper's path kept no more
+/// than its read buffer.
+fn take_request(buf: &mut BytesMut, head_len: usize, body_len: usize) -> bytes::Bytes {
+    let mut head = buf.split_to(head_len + body_len);
+    let body = head.split_off(head_len).freeze();
+    if buf.is_empty() && head_len + body_len > MAX_BUFFERED {
+        *buf = BytesMut::new();
+    }
+    body
 }
 
 /// A `Content-Length` value: digits only, as hyper reads it.
@@ -493,6 +505,22 @@ mod tests {
         wrote.unwrap();
         assert!(read.is_ok());
         assert_eq!(&buf[..], &body[..]);
+    }
+
+    #[test]
+    fn an_idle_connection_does_not_keep_a_large_request_s_buffer() {
+        for (body_len, behind) in [(1 << 20, 0), (1000, 0), (1 << 20, 10)] {
+            let mut buf = BytesMut::with_capacity(READ_AT_LEAST);
+            buf.extend_from_slice(&vec![b'x'; 100 + body_len + behind]);
+            let body = take_request(&mut buf, 100, body_len);
+            assert_eq!((body.len(), buf.len()), (body_len, behind));
+            drop(body);
+            // What the connection does when it goes idle.
+            buf.reserve(READ_AT_LEAST);
+            if body_len > MAX_BUFFERED && behind == 0 {
+                assert!(buf.capacity() < 2 * MAX_BUFFERED, "{} bytes held by an idle connection", buf.capacity());
+            }
+        }
     }
 
     #[test]

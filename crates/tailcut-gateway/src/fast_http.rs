@@ -399,7 +399,7 @@ thread_local! {
 }
 
 /// Appends the `Date` header (RFC 9110's IMF-fixdate, remade once a second per thread).
-fn http_date(out: &mut Vec<u8>) {
+pub(crate) fn http_date(out: &mut Vec<u8>) {
     let now = SystemTime::now();
     let second = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     DATE.with(|date| {

@@ -550,6 +550,7 @@ async fn header_count_limits() {
         tcp.write_all(chat("many", &fields(97)).as_bytes()).await.unwrap();
         let r = reply(&mut tcp, &mut pending).await.expect("a reply");
         assert_eq!(r.status, 431, "{r:?}");
+        r.assert_well_formed();
         assert!(r.json()["error"]["message"].is_string());
     }
 }

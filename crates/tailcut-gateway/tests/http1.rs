@@ -444,14 +444,26 @@ async fn a_streamed_reply_is_strictly_chunked_and_the_connection_is_kept() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_hangs_up_during_a_race_drops_it() {
     let (up, dropped) = silent_upstream().await;
-    let toml =
-        format!("{OPEN_GATEWAY}\n{}{}{}", openai_provider("p", &up), openai_provider("h", &up), hedged_chat_route("ph", "p", "h", 100, ""));
+    let toml = format!(
+        "{OPEN_GATEWAY}\n{}{}{}",
+        openai_provider("p", &up),
+        openai_provider("h", &up),
+        hedged_chat_route("ph", "p", "h", 100, "first_token_hedge_ms = 100")
+    );
     let url = common::serve_config(&toml).await;
     let addr = url.trim_start_matches("http://").trim_end_matches("/v1/chat/completions").to_string();
-    // On the fast path, and on hyper's (a query string hands the request over).
-    for (i, path) in ["/v1/chat/completions", "/v1/chat/completions?via=hyper"].into_iter().enumerate() {
+    // On the fast path, and on hyper's (a query string hands the request over); whole
+    // replies, then streams before their first token.
+    let streamed = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let cases = [
+        ("/v1/chat/completions", BODY),
+        ("/v1/chat/completions?via=hyper", BODY),
+        ("/v1/chat/completions", streamed),
+        ("/v1/chat/completions?via=hyper", streamed),
+    ];
+    for (i, (path, body)) in cases.into_iter().enumerate() {
         let mut tcp = TcpStream::connect(&addr).await.unwrap();
-        tcp.write_all(chat("gone", "").replacen("/v1/chat/completions", path, 1).as_bytes()).await.unwrap();
+        tcp.write_all(chat_body(body, "").replacen("/v1/chat/completions", path, 1).as_bytes()).await.unwrap();
         // Both attempts are out (the hedge after 100 ms), then the client hangs up.
         tokio::time::sleep(Duration::from_millis(400)).await;
         drop(tcp);
@@ -459,7 +471,7 @@ async fn a_client_that_hangs_up_during_a_race_drops_it() {
         while dropped.load(Ordering::SeqCst) < 2 * (i + 1) && t.elapsed() < Duration::from_secs(5) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert_eq!(dropped.load(Ordering::SeqCst), 2 * (i + 1), "{path}: both attempts' upstream requests were dropped");
+        assert_eq!(dropped.load(Ordering::SeqCst), 2 * (i + 1), "{path} {body}: both attempts' upstream requests were dropped");
     }
     // The gateway still serves.
     let mut tcp = TcpStream::connect(&addr).await.unwrap();
@@ -797,4 +809,56 @@ async fn at_the_cap_used_idle_fast_path_connections_make_room_and_busy_ones_fini
     }
     let r = reply(&mut busy, &mut Vec::new()).await.expect("the busy connection's reply");
     assert_eq!((r.status, r.field("x-request-id")), (200, Some("busy")));
+}
+
+/// `Connection: close`, then megabytes the server never reads: closing with them unread
+/// resets the connection, and the reply (sent before) must still reach the client, on
+/// the fast path as on hyper's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_close_with_a_flood_after_it_still_gets_the_reply() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
+    for path in ["/v1/chat/completions?via=hyper", "/v1/chat/completions"] {
+        let tcp = TcpStream::connect(&addr).await.unwrap();
+        let (mut rd, mut wr) = tcp.into_split();
+        let req = chat("last", "connection: close\r\n").replacen("/v1/chat/completions", path, 1);
+        let flood = vec![b'x'; 4 << 20];
+        let writer = tokio::spawn(async move {
+            let _ = wr.write_all(req.as_bytes()).await;
+            let r = wr.write_all(&flood).await;
+            (r.is_ok(), wr)
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut out = Vec::new();
+        let got = tokio::time::timeout(Duration::from_secs(5), rd.read_to_end(&mut out)).await;
+        let (wrote, _wr) = writer.await.unwrap();
+        assert!(got.is_ok(), "{path}: the connection was not closed");
+        assert!(!wrote, "{path}: the flood was read");
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.starts_with("HTTP/1.1 200") && text.ends_with(REPLY), "{path}: {text}");
+    }
+}
+
+/// A request to make room that came while a fast-path connection was busy does not
+/// count against it once hyper takes it over (a busy connection finishes and stays).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_connection_handed_to_hyper_is_not_shed_for_a_request_made_while_it_was_busy() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/delay/v1"), "max_connections = 2\nidle_timeout_s = 60").await;
+    let mut busy = TcpStream::connect(&addr).await.unwrap();
+    busy.write_all(format!("{}GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n", chat("busy", "")).as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Over the cap while it is busy.
+    let mut others = Vec::new();
+    for _ in 0..2 {
+        others.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    let mut pending = Vec::new();
+    let r = reply(&mut busy, &mut pending).await.expect("the busy request's reply");
+    assert_eq!((r.status, r.field("x-request-id")), (200, Some("busy")));
+    let r = reply(&mut busy, &mut pending).await.expect("healthz");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.field("connection"), None, "{r:?}");
+    busy.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+    assert_eq!(reply(&mut busy, &mut pending).await.expect("the connection was kept").status, 200);
 }

@@ -147,9 +147,11 @@ impl ChannelJob {
 /// one is left to record it).
 impl Drop for ChannelJob {
     fn drop(&mut self) {
-        let task = self.task.get_mut().ok().and_then(Option::take);
-        if let Some(task) = task {
-            task.abort();
+        // A finished request (the common case: the race read its result) costs one load.
+        if let Ok(Some(task)) = self.task.get_mut() {
+            if !task.is_finished() {
+                task.abort();
+            }
         }
     }
 }

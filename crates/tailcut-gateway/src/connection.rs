@@ -109,10 +109,12 @@ impl GuardedStream {
     fn replace_with_json(&mut self, status: u16) {
         let body = crate::error::protocol_error_body(status);
         let reason = axum::http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("Error");
-        let reply = format!(
-            "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        );
+        let mut reply =
+            format!("HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n", body.len()).into_bytes();
+        // RFC 9110 6.6.1: a 4xx or 5xx from a server with a clock carries a Date.
+        crate::fast_http::http_date(&mut reply);
+        reply.extend_from_slice(b"connection: close\r\n\r\n");
+        reply.extend_from_slice(body.as_bytes());
         self.replacement = Some((bytes::Bytes::from(reply), 0));
     }
 

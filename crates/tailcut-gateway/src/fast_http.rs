@@ -13,8 +13,10 @@
 //! hyper's path would have answered the same way. While it holds the connection it
 //! keeps the same rules: the idle timeout between requests, the body timeout (a 408),
 //! closing after the request in progress when the gateway drains or idle connections
-//! are asked to make room, and a client that hangs up drops its request (its race is
-//! cancelled, with receipts) or its streamed reply.
+//! are asked to make room, and a client that hangs up drops its request or its
+//! streamed reply. A dropped whole-reply race closes its attempts' upstream requests
+//! (their jobs close them when dropped) but records no receipts: nothing is left to
+//! record them.
 
 use crate::handlers::{endpoint, serve_openai};
 use crate::observe::names;
@@ -43,6 +45,8 @@ const READ_AT_LEAST: usize = 8 * 1024;
 const HEADER_SLOTS: usize = 32;
 /// A reply body up to this size goes out in the head's write.
 const COALESCE_BODY: usize = 16 * 1024;
+/// Most room made ahead of a body's bytes as they arrive.
+const BODY_STEP: usize = 64 * 1024;
 /// Bytes of a next (pipelined) request read while a reply is pending; past this much,
 /// reading waits for the reply.
 const MAX_BUFFERED: usize = 64 * 1024;
@@ -97,7 +101,7 @@ pub(crate) async fn serve(tcp: &mut TcpStream, st: &Arc<AppState>, signals: Sign
         while !buf.is_empty() {
             let request = match parse(&buf, st.max_body.load(Ordering::Relaxed)) {
                 Parsed::Whole(request) => request,
-                Parsed::BodyArriving(total) => match read_body_rest(tcp, &mut buf, total, st).await {
+                Parsed::BodyArriving(total) => match read_body_rest(tcp, &mut buf, total, st.rt().config.gateway.body_read_timeout).await {
                     Ok(()) => continue,
                     Err(Some(refusal)) => {
                         let _ = write_response(tcp, refusal, true, &mut out, &mut buf).await;
@@ -108,9 +112,7 @@ pub(crate) async fn serve(tcp: &mut TcpStream, st: &Arc<AppState>, signals: Sign
                 },
                 Parsed::NotHere => return Ended::HandOver(buf),
             };
-            let mut head = buf.split_to(request.head_len + request.body_len);
-            let body = head.split_off(request.head_len).freeze();
-            drop(head);
+            let body = take_request(&mut buf, request.head_len, request.body_len);
             let answer = serve_openai(st.clone(), request.headers, body, request.endpoint);
             let Some(resp) = answer_watching(tcp, &mut buf, answer).await else {
                 return Ended::Closed;
@@ -190,13 +192,16 @@ fn parse(buf: &[u8], max_body: usize) -> Parsed {
 }
 
 /// Reads the rest of a request's body (to `total` bytes in `buf`) within the body
-/// timeout. `Err(Some(refusal))`: it did not come in time (a 408, as hyper's path
-/// answers); `Err(None)`: the client hung up.
-async fn read_body_rest(tcp: &mut TcpStream, buf: &mut BytesMut, total: usize, st: &AppState) -> Result<(), Option<Response>> {
-    let limit = st.rt().config.gateway.body_read_timeout;
-    buf.reserve(total.saturating_sub(buf.len()));
+/// timeout `limit`. `Err(Some(refusal))`: it did not come in time (a 408, as hyper's
+/// path answers); `Err(None)`: the client hung up.
+///
+/// Room is made as the bytes come ([`BODY_STEP`] at most ahead of them), not for the
+/// declared length at once: a head alone must not make the gateway allocate up to
+/// `max_body_bytes` (hyper's path held only the bytes that had arrived).
+async fn read_body_rest(tcp: &mut TcpStream, buf: &mut BytesMut, total: usize, limit: Duration) -> Result<(), Option<Response>> {
     let rest = async {
         while buf.len() < total {
+            buf.reserve((total - buf.len()).min(BODY_STEP));
             match tcp.read_buf(buf).await {
                 Ok(0) | Err(_) => return Err(None),
                 Ok(_) => {}
@@ -259,12 +264,27 @@ fn parse_head(buf: &[u8], max_body: usize) -> Option<WholeRequest> {
     Some(WholeRequest { endpoint, headers, head_len, body_len, close })
 }
 
+/// Takes the first request (`head_len` and `body_len` bytes) off `buf`; returns its
+/// body. After a request larger than [`MAX_BUFFERED`] with nothing behind it, `buf`
+/// starts afresh: it would otherwise reclaim the large allocation (once the body is
+/// dropped) and hold it while the connection idles, where hyper's path kept no more
+/// than its read buffer.
+fn take_request(buf: &mut BytesMut, head_len: usize, body_len: usize) -> bytes::Bytes {
+    let mut head = buf.split_to(head_len + body_len);
+    let body = head.split_off(head_len).freeze();
+    if buf.is_empty() && head_len + body_len > MAX_BUFFERED {
+        *buf = BytesMut::new();
+    }
+    body
+}
+
 /// A `Content-Length` value: digits only, as hyper reads it.
 fn decimal(value: &[u8]) -> Option<usize> {
     if value.is_empty() || value.len() > 18 || !value.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    Some(value.iter().fold(0usize, |n, d| n * 10 + usize::from(d - b'0')))
+    // 18 digits fit a u64; a usize narrower than that (32-bit targets) must not wrap.
+    usize::try_from(value.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'))).ok()
 }
 
 /// The handler's answer, or `None` if the client hung up first (the answer, and the
@@ -379,7 +399,7 @@ thread_local! {
 }
 
 /// Appends the `Date` header (RFC 9110's IMF-fixdate, remade once a second per thread).
-fn http_date(out: &mut Vec<u8>) {
+pub(crate) fn http_date(out: &mut Vec<u8>) {
     let now = SystemTime::now();
     let second = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     DATE.with(|date| {
@@ -462,6 +482,45 @@ mod tests {
         let Parsed::Whole(r) = parse(&two, 1 << 20) else { panic!("not answered here") };
         assert_eq!(r.head_len + r.body_len, one.len());
         assert_eq!(r.endpoint, Endpoint::Embeddings);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_declared_body_is_not_allocated_before_it_arrives() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (mut server, _) = l.accept().await.unwrap();
+        client.write_all(b"{\"model\":").await.unwrap();
+        // A head declared 100 MiB; 10 bytes came, then nothing: a 408, holding little.
+        let mut buf = BytesMut::new();
+        let total = 100 << 20;
+        let read = read_body_rest(&mut server, &mut buf, total, Duration::from_secs(1)).await;
+        assert!(matches!(read, Err(Some(ref r)) if r.status() == 408));
+        assert_eq!(&buf[..], b"{\"model\":");
+        assert!(buf.capacity() <= 2 * BODY_STEP, "{} bytes allocated for 10", buf.capacity());
+        // A body that does come is read whole.
+        let body = vec![b'x'; 300_000];
+        let mut buf = BytesMut::new();
+        let (read, wrote) =
+            tokio::join!(read_body_rest(&mut server, &mut buf, body.len(), Duration::from_secs(5)), client.write_all(&body));
+        wrote.unwrap();
+        assert!(read.is_ok());
+        assert_eq!(&buf[..], &body[..]);
+    }
+
+    #[test]
+    fn an_idle_connection_does_not_keep_a_large_request_s_buffer() {
+        for (body_len, behind) in [(1 << 20, 0), (1000, 0), (1 << 20, 10)] {
+            let mut buf = BytesMut::with_capacity(READ_AT_LEAST);
+            buf.extend_from_slice(&vec![b'x'; 100 + body_len + behind]);
+            let body = take_request(&mut buf, 100, body_len);
+            assert_eq!((body.len(), buf.len()), (body_len, behind));
+            drop(body);
+            // What the connection does when it goes idle.
+            buf.reserve(READ_AT_LEAST);
+            if body_len > MAX_BUFFERED && behind == 0 {
+                assert!(buf.capacity() < 2 * MAX_BUFFERED, "{} bytes held by an idle connection", buf.capacity());
+            }
+        }
     }
 
     #[test]

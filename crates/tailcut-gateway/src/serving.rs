@@ -142,6 +142,9 @@ async fn serve_connection(
         crate::fast_http::Ended::Closed => return,
         crate::fast_http::Ended::HandOver(read) => read.freeze(),
     };
+    // A request to make room that came while the fast path was busy was not for this
+    // connection (a busy connection finishes and stays); only later ones count.
+    shed.mark_unchanged();
     let conn_state = Arc::new(ConnState::default());
     let io = GuardedStream::new(tcp, conn_state.clone(), limits.header_read, read);
     let conn = hyper::server::conn::http1::Builder::new()

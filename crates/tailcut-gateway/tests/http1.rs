@@ -2,12 +2,22 @@
 //! pipelined requests are answered in order, a body that arrives in pieces is waited for
 //! (and one that stalls gets a 408), `Connection: close` is honoured, and a connection
 //! can go from proxied calls to any other request (which hyper then serves).
+//!
+//! Then the fast path case by case against what hyper's path did and RFC 9112: hand-overs
+//! in the middle of pipelined bytes, streamed replies read back by a strict chunked
+//! decoder, a client hanging up mid-race, heads and bodies around the read sizes and the
+//! body limit, the header-count limits, authentication, `Transfer-Encoding` with
+//! `Content-Length`, HTTP/1.0, half-closes, `Expect: 100-continue`, the idle timeout and
+//! drain; every reply with one `Date` and no repeated framing fields.
 
 mod common;
 
 use axum::routing::post;
 use axum::Router;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
+use tailcut_testkit::config::{hedged_chat_route, openai_provider, MEMORY_GATEWAY, OPEN_GATEWAY};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -137,4 +147,718 @@ async fn a_connection_goes_from_proxied_calls_to_any_other_request() {
     let (head, body) = response(&mut tcp, &mut pending).await.expect("a response");
     assert!(head.starts_with("http/1.1 200") && head.contains("x-request-id: two"), "{head}");
     assert_eq!(body, REPLY);
+}
+
+const ROLE: &str = r#"data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#;
+
+fn token(t: &str) -> String {
+    format!(r#"data: {{"choices":[{{"index":0,"delta":{{"content":"{t}"}}}}]}}"#)
+}
+
+/// An upstream that reads each request and never answers; counts the connections the
+/// gateway then closed (an attempt it gave up on).
+async fn silent_upstream() -> (String, Arc<AtomicUsize>) {
+    let closed = Arc::new(AtomicUsize::new(0));
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let c = closed.clone();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = l.accept().await {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                while let Ok(n) = tcp.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+                c.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+    });
+    (format!("http://{addr}/v1"), closed)
+}
+
+/// A completion of about 100 KB.
+fn big_reply() -> String {
+    REPLY.replace("\"hi\"", &format!("\"{}\"", "h".repeat(100_000)))
+}
+
+/// An upstream with a behaviour per path prefix: `/ok` answers [`REPLY`] at once,
+/// `/delay` after 400 ms, `/big` with a reply of about 100 KB,
+/// `/stream` streams two tokens 20 ms apart.
+async fn upstreams() -> String {
+    use axum::body::Body;
+    use axum::response::Response;
+    let app = Router::new()
+        .route("/ok/v1/chat/completions", post(|| async { ([("content-type", "application/json")], REPLY) }))
+        .route(
+            "/delay/v1/chat/completions",
+            post(|| async {
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                ([("content-type", "application/json")], REPLY)
+            }),
+        )
+        .route("/big/v1/chat/completions", post(|| async { ([("content-type", "application/json")], big_reply()) }))
+        .route(
+            "/stream/v1/chat/completions",
+            post(|| async {
+                let events = vec![ROLE.to_string(), token("a"), token("b"), "data: [DONE]".to_string()];
+                let stream = futures::stream::unfold(events.into_iter(), |mut it| async move {
+                    let next = it.next()?;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    Some((Ok::<_, std::io::Error>(bytes::Bytes::from(format!("{next}\n\n"))), it))
+                });
+                Response::builder().header("content-type", "text/event-stream").body(Body::from_stream(stream)).unwrap()
+            }),
+        );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await });
+    format!("http://{addr}")
+}
+
+/// A gateway (open unless `gateway_lines` says otherwise) serving model `m` from the
+/// upstream at `base` (ending in `/v1`); returns its `host:port`.
+async fn gateway_to(base: &str, gateway_lines: &str) -> String {
+    let toml = tailcut_testkit::config::one_provider_gateway(base, gateway_lines);
+    let url = common::serve_config(&toml).await;
+    url.trim_start_matches("http://").trim_end_matches("/v1/chat/completions").to_string()
+}
+
+/// One reply read strictly: the status line and fields (names lower-cased), and the
+/// body, framed by `Content-Length` or by chunked coding (which must end in
+/// `0\r\n\r\n`, no trailers, every chunk's size in plain hex and followed by CRLF).
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    fields: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn field(&self, name: &str) -> Option<&str> {
+        self.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    fn count(&self, name: &str) -> usize {
+        self.fields.iter().filter(|(n, _)| n == name).count()
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|_| panic!("not JSON: {}", self.text()))
+    }
+
+    /// The framing fields appear at most once each, a `date` field is there, and
+    /// `Content-Length` and chunked coding are never both used.
+    fn assert_well_formed(&self) {
+        for name in ["content-length", "transfer-encoding", "connection", "date", "content-type"] {
+            assert!(self.count(name) <= 1, "{name} repeated: {:?}", self.fields);
+        }
+        assert!(self.count("date") == 1, "no date: {:?}", self.fields);
+        let date = self.field("date").unwrap();
+        assert!(httpdate::parse_http_date(date).is_ok(), "bad date {date:?}");
+        assert!(!(self.count("content-length") == 1 && self.count("transfer-encoding") == 1), "{:?}", self.fields);
+    }
+}
+
+/// Reads into `pending` until it holds `n` bytes; false if the connection ended first.
+async fn fill(tcp: &mut TcpStream, pending: &mut Vec<u8>, n: usize) -> bool {
+    while pending.len() < n {
+        let mut buf = [0u8; 16384];
+        match tokio::time::timeout(Duration::from_secs(10), tcp.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return false,
+            Ok(Ok(k)) => pending.extend_from_slice(&buf[..k]),
+        }
+    }
+    true
+}
+
+/// Reads a CRLF-ended line off the front of `pending`.
+async fn line(tcp: &mut TcpStream, pending: &mut Vec<u8>) -> Option<String> {
+    loop {
+        if let Some(end) = pending.windows(2).position(|w| w == b"\r\n") {
+            let l = String::from_utf8(pending[..end].to_vec()).ok()?;
+            pending.drain(..end + 2);
+            return Some(l);
+        }
+        let want = pending.len() + 1;
+        if !fill(tcp, pending, want).await {
+            return None;
+        }
+    }
+}
+
+/// One reply off `tcp` (see [`Reply`]); `None` if the connection ended before a whole one.
+async fn reply(tcp: &mut TcpStream, pending: &mut Vec<u8>) -> Option<Reply> {
+    let status_line = line(tcp, pending).await?;
+    assert!(status_line.starts_with("HTTP/1.1 "), "{status_line:?}");
+    let status: u16 = status_line[9..12].parse().unwrap();
+    let mut fields = Vec::new();
+    loop {
+        let l = line(tcp, pending).await?;
+        if l.is_empty() {
+            break;
+        }
+        let (name, value) = l.split_once(':').unwrap_or_else(|| panic!("bad field line {l:?}"));
+        fields.push((name.to_ascii_lowercase(), value.trim().to_string()));
+    }
+    let mut r = Reply { status, fields, body: Vec::new() };
+    if r.field("transfer-encoding").is_some() {
+        assert_eq!(r.field("transfer-encoding"), Some("chunked"));
+        loop {
+            let size_line = line(tcp, pending).await?;
+            assert!(!size_line.is_empty() && size_line.bytes().all(|b| b.is_ascii_hexdigit()), "chunk size {size_line:?}");
+            let size = usize::from_str_radix(&size_line, 16).unwrap();
+            if !fill(tcp, pending, size + 2).await {
+                return None;
+            }
+            if size == 0 {
+                assert_eq!(&pending[..2], b"\r\n", "trailers or no final CRLF");
+                pending.drain(..2);
+                return Some(r);
+            }
+            assert_eq!(&pending[size..size + 2], b"\r\n", "a chunk not followed by CRLF");
+            r.body.extend_from_slice(&pending[..size]);
+            pending.drain(..size + 2);
+        }
+    }
+    let len: usize = r.field("content-length").map_or(0, |v| v.parse().unwrap());
+    if !fill(tcp, pending, len).await {
+        return None;
+    }
+    r.body = pending.drain(..len).collect();
+    Some(r)
+}
+
+/// Whether the server closed `tcp` within `limit` (reading and discarding anything else).
+async fn closes_within(tcp: &mut TcpStream, limit: Duration) -> bool {
+    let mut buf = [0u8; 4096];
+    let t = std::time::Instant::now();
+    loop {
+        match tokio::time::timeout(limit.saturating_sub(t.elapsed()), tcp.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0) | Err(_)) => return true,
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+fn chat_body(body: &str, extra: &str) -> String {
+    format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[tokio::test]
+async fn pipelined_requests_mixing_the_fast_path_and_hyper_are_answered_in_order() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
+    let mut tcp = TcpStream::connect(&addr).await.unwrap();
+    // Fast, fast, hyper (healthz), fast (now on hyper), all in one write.
+    let all = format!("{}{}GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n{}", chat("a", ""), chat("b", ""), chat("c", ""));
+    tcp.write_all(all.as_bytes()).await.unwrap();
+    let mut pending = Vec::new();
+    for want in ["a", "b", "healthz", "c"] {
+        let r = reply(&mut tcp, &mut pending).await.expect("a reply");
+        assert_eq!(r.status, 200, "{want}: {r:?}");
+        r.assert_well_formed();
+        if want != "healthz" {
+            assert_eq!(r.field("x-request-id"), Some(want));
+            assert_eq!(r.text(), REPLY);
+        }
+    }
+    // A hand-over in the middle of pipelined bytes: a whole fast request, then part of
+    // a head hyper must finish reading.
+    let mut tcp = TcpStream::connect(&addr).await.unwrap();
+    let next = chat("e", "");
+    let cut = 30;
+    tcp.write_all(format!("{}{}", chat("d", ""), &next[..cut]).as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    tcp.write_all(&next.as_bytes()[cut..]).await.unwrap();
+    let mut pending = Vec::new();
+    for want in ["d", "e"] {
+        let r = reply(&mut tcp, &mut pending).await.expect("a reply");
+        assert_eq!((r.status, r.field("x-request-id")), (200, Some(want)), "{r:?}");
+        r.assert_well_formed();
+    }
+    // ...and cut inside the body of the second.
+    let mut tcp = TcpStream::connect(&addr).await.unwrap();
+    let cut = next.len() - 5;
+    tcp.write_all(format!("{}{}", chat("f", ""), &next[..cut]).as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    tcp.write_all(format!("{}GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n", &next[cut..]).as_bytes()).await.unwrap();
+    let mut pending = Vec::new();
+    for want in [Some("f"), Some("e"), None] {
+        let r = reply(&mut tcp, &mut pending).await.expect("a reply");
+        assert_eq!(r.status, 200, "{r:?}");
+        if want.is_some() {
+            assert_eq!(r.field("x-request-id"), want, "{r:?}");
+        }
+        r.assert_well_formed();
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_reply_is_strictly_chunked_and_the_connection_is_kept() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/stream/v1"), "").await;
+    let stream_body = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let mut tcp = TcpStream::connect(&addr).await.unwrap();
+    let mut pending = Vec::new();
+    for round in 0..3 {
+        // The second round pipelines a second stream right behind the first.
+        let n = if round == 1 { 2 } else { 1 };
+        tcp.write_all(chat_body(stream_body, "").repeat(n).as_bytes()).await.unwrap();
+        for _ in 0..n {
+            let r = reply(&mut tcp, &mut pending).await.expect("a whole chunked reply");
+            assert_eq!(r.status, 200, "{r:?}");
+            r.assert_well_formed();
+            assert_eq!(r.field("transfer-encoding"), Some("chunked"), "{r:?}");
+            assert_eq!(r.field("content-type"), Some("text/event-stream"), "{r:?}");
+            let text = r.text();
+            assert!(text.contains("\"a\"") && text.contains("\"b\"") && text.trim_end().ends_with("data: [DONE]"), "{text}");
+        }
+    }
+    // A stream with Connection: close ends its body, then the connection.
+    // A stream, then a request hyper serves, pipelined.
+    tcp.write_all(format!("{}GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n", chat_body(stream_body, "")).as_bytes()).await.unwrap();
+    let r = reply(&mut tcp, &mut pending).await.expect("a whole chunked reply");
+    assert!(r.text().trim_end().ends_with("data: [DONE]"), "{r:?}");
+    let r = reply(&mut tcp, &mut pending).await.expect("healthz");
+    assert_eq!(r.status, 200);
+    tcp.write_all(chat_body(stream_body, "connection: close\r\n").as_bytes()).await.unwrap();
+    let r = reply(&mut tcp, &mut pending).await.expect("a whole chunked reply");
+    assert_eq!(r.field("connection"), Some("close"));
+    assert!(closes_within(&mut tcp, Duration::from_secs(2)).await);
+}
+
+/// A client that hangs up while its whole reply is being raced: the race is dropped,
+/// and with it both attempts' upstream requests (closed at once, not run on to their
+/// timeout), on the fast path and on hyper's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_during_a_race_drops_it() {
+    let (up, dropped) = silent_upstream().await;
+    let toml = format!(
+        "{OPEN_GATEWAY}\n{}{}{}",
+        openai_provider("p", &up),
+        openai_provider("h", &up),
+        hedged_chat_route("ph", "p", "h", 100, "first_token_hedge_ms = 100")
+    );
+    let url = common::serve_config(&toml).await;
+    let addr = url.trim_start_matches("http://").trim_end_matches("/v1/chat/completions").to_string();
+    // On the fast path, and on hyper's (a query string hands the request over); whole
+    // replies, then streams before their first token.
+    let streamed = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let cases = [
+        ("/v1/chat/completions", BODY),
+        ("/v1/chat/completions?via=hyper", BODY),
+        ("/v1/chat/completions", streamed),
+        ("/v1/chat/completions?via=hyper", streamed),
+    ];
+    for (i, (path, body)) in cases.into_iter().enumerate() {
+        let mut tcp = TcpStream::connect(&addr).await.unwrap();
+        tcp.write_all(chat_body(body, "").replacen("/v1/chat/completions", path, 1).as_bytes()).await.unwrap();
+        // Both attempts are out (the hedge after 100 ms), then the client hangs up.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        drop(tcp);
+        let t = std::time::Instant::now();
+        while dropped.load(Ordering::SeqCst) < 2 * (i + 1) && t.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(dropped.load(Ordering::SeqCst), 2 * (i + 1), "{path} {body}: both attempts' upstream requests were dropped");
+    }
+    // The gateway still serves.
+    let mut tcp = TcpStream::connect(&addr).await.unwrap();
+    tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+    let r = reply(&mut tcp, &mut Vec::new()).await.expect("a reply");
+    assert_eq!(r.status, 200);
+}
+
+#[tokio::test]
+async fn connection_close_with_bytes_sent_after_it_still_gets_the_whole_reply() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
+    for delay in [0u64, 50] {
+        let mut tcp = TcpStream::connect(&addr).await.unwrap();
+        tcp.write_all(chat("last", "connection: close\r\n").as_bytes()).await.unwrap();
+        // More requests after the close (a client that did not wait), some after the
+        // server has answered.
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        let _ = tcp.write_all(chat("after", "").repeat(20).as_bytes()).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut pending = Vec::new();
+        let r = reply(&mut tcp, &mut pending).await.unwrap_or_else(|| panic!("the reply was lost (delay {delay} ms)"));
+        assert_eq!((r.status, r.field("x-request-id"), r.field("connection")), (200, Some("last"), Some("close")));
+        assert_eq!(r.text(), REPLY);
+        assert!(reply(&mut tcp, &mut pending).await.is_none(), "a request after Connection: close was answered");
+    }
+}
+
+#[tokio::test]
+async fn heads_and_bodies_around_the_read_sizes_and_the_body_limit() {
+    let up = upstreams().await;
+    let max = 200_000;
+    let addr = gateway_to(&format!("{up}/ok/v1"), &format!("max_body_bytes = {max}")).await;
+    let padded = |len: usize| {
+        let base = r#"{"model":"m","messages":[{"role":"user","content":""}]}"#;
+        let pad = len - base.len();
+        format!(r#"{{"model":"m","messages":[{{"role":"user","content":"{}"}}]}}"#, "x".repeat(pad))
+    };
+    let mut tcp = TcpStream::connect(&addr).await.unwrap();
+    let mut pending = Vec::new();
+    // A head just over the first read's 8 KiB, then one of exactly 8 KiB.
+    for pad in [8300, 8192 - 160, 8192 - 100] {
+        let req = chat_body(BODY, &format!("x-pad: {}\r\n", "p".repeat(pad)));
+        tcp.write_all(req.as_bytes()).await.unwrap();
+        let r = reply(&mut tcp, &mut pending).await.expect("a reply");
+        assert_eq!(r.status, 200, "pad {pad}: {r:?}");
+        r.assert_well_formed();
+    }
+    // A body over 64 KiB, and one exactly at the limit: answered (on one connection).
+    for len in [70_000, max] {
+        tcp.write_all(chat_body(&padded(len), "").as_bytes()).await.unwrap();
+        let r = reply(&mut tcp, &mut pending).await.expect("a reply");
+        assert_eq!(r.status, 200, "body {len}: {}", r.text());
+        r.assert_well_formed();
+    }
+    // One byte over: a 413 with a JSON body.
+    tcp.write_all(chat_body(&padded(max + 1), "").as_bytes()).await.unwrap();
+    let r = reply(&mut tcp, &mut pending).await.expect("a reply");
+    assert_eq!(r.status, 413, "{r:?}");
+    r.assert_well_formed();
+    assert!(r.json()["error"]["message"].is_string());
+}
+
+#[tokio::test]
+async fn header_count_limits() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
+    let fields = |n: usize| (0..n).map(|i| format!("x-h{i}: v\r\n")).collect::<String>();
+    let mut tcp = TcpStream::connect(&addr).await.unwrap();
+    let mut pending = Vec::new();
+    // 28 + the 4 of `chat` = 32 (the fast path's slots), then 33, then 100.
+    for n in [28, 29, 96] {
+        tcp.write_all(chat(&format!("n{n}"), &fields(n)).as_bytes()).await.unwrap();
+        let r = reply(&mut tcp, &mut pending).await.expect("a reply");
+        assert_eq!((r.status, r.field("x-request-id")), (200, Some(format!("n{n}").as_str())), "{r:?}");
+        r.assert_well_formed();
+    }
+    // 101: a 431 with a JSON body, first on a connection and after a fast-path request.
+    for first in [false, true] {
+        let mut tcp = TcpStream::connect(&addr).await.unwrap();
+        let mut pending = Vec::new();
+        if first {
+            tcp.write_all(chat("one", "").as_bytes()).await.unwrap();
+            assert_eq!(reply(&mut tcp, &mut pending).await.expect("a reply").status, 200);
+        }
+        tcp.write_all(chat("many", &fields(97)).as_bytes()).await.unwrap();
+        let r = reply(&mut tcp, &mut pending).await.expect("a reply");
+        assert_eq!(r.status, 431, "{r:?}");
+        r.assert_well_formed();
+        assert!(r.json()["error"]["message"].is_string());
+    }
+}
+
+#[tokio::test]
+async fn authorization_is_checked_as_on_hyper_s_path() {
+    let up = upstreams().await;
+    let key = "k-secret";
+    let toml = format!(
+        "{MEMORY_GATEWAY}keys = [{{ name = \"a\", sha256 = \"{}\" }}]\n{}{}",
+        tailcut_gateway::tenancy::sha256_hex(key),
+        openai_provider("up", &format!("{up}/ok/v1")),
+        tailcut_testkit::config::single_chat_route("one", "up")
+    );
+    let url = common::serve_config(&toml).await;
+    let addr = url.trim_start_matches("http://").trim_end_matches("/v1/chat/completions").to_string();
+    let mut tcp = TcpStream::connect(&addr).await.unwrap();
+    let mut pending = Vec::new();
+    let cases = [
+        (String::new(), 401),
+        ("authorization: Bearer wrong\r\n".to_string(), 401),
+        ("authorization: Basic abc\r\n".to_string(), 401),
+        (format!("authorization: Bearer {key}\r\nauthorization: Bearer {key}\r\n"), 400),
+        (format!("Authorization: Bearer {key}\r\n"), 200),
+    ];
+    for (fields, status) in cases {
+        tcp.write_all(chat("auth", &fields).as_bytes()).await.unwrap();
+        let r = reply(&mut tcp, &mut pending).await.expect("a reply");
+        assert_eq!(r.status, status, "{fields:?}: {r:?}");
+        r.assert_well_formed();
+        if status != 200 {
+            assert!(r.json()["error"]["message"].is_string());
+        }
+    }
+}
+
+#[tokio::test]
+async fn chunked_with_content_length_is_hyper_s_to_judge_and_never_desyncs() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
+    // A body of 0-chunk framing with a Content-Length that would, if obeyed, swallow
+    // the smuggled request.
+    let chunked = format!("{:x}\r\n{BODY}\r\n0\r\n\r\n", BODY.len());
+    let smuggled = "GET /smuggled HTTP/1.1\r\nhost: x\r\n\r\n";
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\ntransfer-encoding: chunked\r\n\r\n{chunked}{smuggled}",
+        chunked.len()
+    );
+    for before in [false, true] {
+        let mut tcp = TcpStream::connect(&addr).await.unwrap();
+        let mut pending = Vec::new();
+        if before {
+            tcp.write_all(chat("one", "").as_bytes()).await.unwrap();
+            assert_eq!(reply(&mut tcp, &mut pending).await.expect("a reply").status, 200);
+        }
+        tcp.write_all(req.as_bytes()).await.unwrap();
+        let mut statuses = Vec::new();
+        while let Some(r) = reply(&mut tcp, &mut pending).await {
+            statuses.push(r.status);
+            if statuses.len() > 3 {
+                break;
+            }
+        }
+        // hyper reads the body as chunked and closes after it: the smuggled request is
+        // never answered.
+        assert_eq!(statuses, [200], "after a fast request: {before}");
+    }
+}
+
+#[tokio::test]
+async fn http_1_0_requests_go_to_hyper() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
+    let req = format!("POST /v1/chat/completions HTTP/1.0\r\ncontent-length: {}\r\n\r\n{BODY}", BODY.len());
+    let mut tcp = TcpStream::connect(&addr).await.unwrap();
+    tcp.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut out)).await;
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.0 200") || text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with(REPLY), "{text}");
+    // After a fast-path request.
+    let mut tcp = TcpStream::connect(&addr).await.unwrap();
+    tcp.write_all(format!("{}{req}", chat("one", "")).as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut out)).await;
+    let text = String::from_utf8_lossy(&out);
+    assert_eq!(text.matches(REPLY).count(), 2, "{text}");
+}
+
+#[tokio::test]
+async fn an_idle_fast_path_connection_closes_at_the_idle_timeout() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/ok/v1"), "idle_timeout_s = 1").await;
+    let mut tcp = TcpStream::connect(&addr).await.unwrap();
+    let mut pending = Vec::new();
+    // Used a few times, 600 ms apart (each wait under the timeout).
+    for _ in 0..3 {
+        tcp.write_all(chat("x", "").as_bytes()).await.unwrap();
+        assert_eq!(reply(&mut tcp, &mut pending).await.expect("a reply").status, 200);
+        tokio::time::sleep(Duration::from_millis(600)).await;
+    }
+    let t = std::time::Instant::now();
+    assert!(closes_within(&mut tcp, Duration::from_secs(3)).await, "kept open past the idle timeout");
+    let waited = t.elapsed() + Duration::from_millis(600);
+    assert!(waited >= Duration::from_millis(900) && waited < Duration::from_millis(1800), "closed after {waited:?} idle");
+}
+
+#[tokio::test]
+async fn drain_closes_idle_fast_path_connections_promptly() {
+    let up = upstreams().await;
+    let toml = tailcut_testkit::config::one_provider_gateway(&format!("{up}/ok/v1"), "idle_timeout_s = 60");
+    let config = tailcut_config::Config::parse(&toml, "test").unwrap();
+    let state = tailcut_gateway::AppState::new(config, None).unwrap();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(tailcut_gateway::serve(l, state, async move {
+        let _ = stopped.await;
+    }));
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(chat("x", "").as_bytes()).await.unwrap();
+        assert_eq!(reply(&mut tcp, &mut Vec::new()).await.expect("a reply").status, 200);
+        idle.push(tcp);
+    }
+    // One that never sent anything.
+    idle.push(TcpStream::connect(addr).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let t = std::time::Instant::now();
+    stop.send(()).unwrap();
+    for tcp in &mut idle {
+        assert!(closes_within(tcp, Duration::from_secs(2)).await, "an idle connection was kept through drain");
+    }
+    tokio::time::timeout(Duration::from_secs(5), served).await.expect("serve returned").unwrap().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(2), "drain took {:?}", t.elapsed());
+}
+
+#[tokio::test]
+async fn error_replies_on_the_fast_path_are_well_formed() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
+    let mut tcp = TcpStream::connect(&addr).await.unwrap();
+    let mut pending = Vec::new();
+    for (body, status) in [("{", 400), (r#"{"model":"nope","messages":[]}"#, 404), ("", 400), (BODY, 200)] {
+        tcp.write_all(chat_body(body, "").as_bytes()).await.unwrap();
+        let r = reply(&mut tcp, &mut pending).await.expect("a reply");
+        assert_eq!(r.status, status, "{body}: {r:?}");
+        r.assert_well_formed();
+        assert_eq!(r.field("content-type"), Some("application/json"), "{r:?}");
+    }
+}
+
+/// A client that half-closes after its request: hyper's path (no half-close support,
+/// its default) drops the request, and the fast path does the same.
+#[tokio::test]
+async fn a_half_closed_client_is_treated_as_on_hyper_s_path() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
+    let mut seen = Vec::new();
+    for path in ["/v1/chat/completions?via=hyper", "/v1/chat/completions"] {
+        let mut tcp = TcpStream::connect(&addr).await.unwrap();
+        tcp.write_all(chat("half", "").replacen("/v1/chat/completions", path, 1).as_bytes()).await.unwrap();
+        tcp.shutdown().await.unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut out)).await;
+        seen.push(out.starts_with(b"HTTP/1.1 200"));
+    }
+    assert_eq!(seen[0], seen[1], "hyper's path answered: {}, the fast path: {}", seen[0], seen[1]);
+}
+
+#[tokio::test]
+async fn a_large_reply_a_stray_crlf_and_expect_100_continue() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/big/v1"), "").await;
+    let mut tcp = TcpStream::connect(&addr).await.unwrap();
+    let mut pending = Vec::new();
+    // Twice, the second after a stray CRLF (RFC 9112 2.2: ignored before a request line).
+    tcp.write_all(format!("{}\r\n{}", chat("a", ""), chat("b", "")).as_bytes()).await.unwrap();
+    for id in ["a", "b"] {
+        let r = reply(&mut tcp, &mut pending).await.expect("a reply");
+        assert_eq!((r.status, r.field("x-request-id")), (200, Some(id)), "{:?}", r.fields);
+        r.assert_well_formed();
+        assert_eq!(r.text(), big_reply());
+    }
+    // Expect: 100-continue: the interim reply comes before the body is sent.
+    let mut tcp = TcpStream::connect(&addr).await.unwrap();
+    let req = chat("c", "expect: 100-continue\r\n");
+    let (head, body) = req.split_at(req.find("\r\n\r\n").unwrap() + 4);
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    let mut pending = Vec::new();
+    let l = line(&mut tcp, &mut pending).await.expect("100 continue");
+    assert_eq!(l, "HTTP/1.1 100 Continue");
+    assert_eq!(line(&mut tcp, &mut pending).await.as_deref(), Some(""));
+    tcp.write_all(body.as_bytes()).await.unwrap();
+    let r = reply(&mut tcp, &mut pending).await.expect("a reply");
+    assert_eq!(r.status, 200);
+}
+
+#[tokio::test]
+async fn drain_finishes_a_fast_path_request_in_flight_then_closes() {
+    let up = upstreams().await;
+    let toml = tailcut_testkit::config::one_provider_gateway(&format!("{up}/delay/v1"), "");
+    let config = tailcut_config::Config::parse(&toml, "test").unwrap();
+    let state = tailcut_gateway::AppState::new(config, None).unwrap();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(tailcut_gateway::serve(l, state, async move {
+        let _ = stopped.await;
+    }));
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    // One in flight, a second pipelined behind it.
+    tcp.write_all(format!("{}{}", chat("inflight", ""), chat("behind", "")).as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    stop.send(()).unwrap();
+    let mut pending = Vec::new();
+    let r = reply(&mut tcp, &mut pending).await.expect("the request in flight was answered");
+    assert_eq!((r.status, r.field("x-request-id"), r.field("connection")), (200, Some("inflight"), Some("close")), "{r:?}");
+    assert!(reply(&mut tcp, &mut pending).await.is_none(), "a request was answered after the close");
+    tokio::time::timeout(Duration::from_secs(5), served).await.expect("serve returned").unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_cap_used_idle_fast_path_connections_make_room_and_busy_ones_finish() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/delay/v1"), "max_connections = 3\nidle_timeout_s = 60").await;
+    // Two used connections, now idle, and one busy (its request takes 400 ms).
+    let mut idle = Vec::new();
+    for _ in 0..2 {
+        let mut tcp = TcpStream::connect(&addr).await.unwrap();
+        tcp.write_all(chat("x", "").as_bytes()).await.unwrap();
+        assert_eq!(reply(&mut tcp, &mut Vec::new()).await.expect("a reply").status, 200);
+        idle.push(tcp);
+    }
+    let mut busy = TcpStream::connect(&addr).await.unwrap();
+    busy.write_all(chat("busy", "").as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Over the cap: the idle ones are asked to close.
+    let _newcomer = TcpStream::connect(&addr).await.unwrap();
+    for tcp in &mut idle {
+        assert!(closes_within(tcp, Duration::from_secs(2)).await, "an idle connection was kept over the cap");
+    }
+    let r = reply(&mut busy, &mut Vec::new()).await.expect("the busy connection's reply");
+    assert_eq!((r.status, r.field("x-request-id")), (200, Some("busy")));
+}
+
+/// `Connection: close`, then megabytes the server never reads: closing with them unread
+/// resets the connection, and the reply (sent before) must still reach the client, on
+/// the fast path as on hyper's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_close_with_a_flood_after_it_still_gets_the_reply() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
+    for path in ["/v1/chat/completions?via=hyper", "/v1/chat/completions"] {
+        let tcp = TcpStream::connect(&addr).await.unwrap();
+        let (mut rd, mut wr) = tcp.into_split();
+        let req = chat("last", "connection: close\r\n").replacen("/v1/chat/completions", path, 1);
+        let flood = vec![b'x'; 4 << 20];
+        let writer = tokio::spawn(async move {
+            let _ = wr.write_all(req.as_bytes()).await;
+            let r = wr.write_all(&flood).await;
+            (r.is_ok(), wr)
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut out = Vec::new();
+        let got = tokio::time::timeout(Duration::from_secs(5), rd.read_to_end(&mut out)).await;
+        let (wrote, _wr) = writer.await.unwrap();
+        assert!(got.is_ok(), "{path}: the connection was not closed");
+        assert!(!wrote, "{path}: the flood was read");
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.starts_with("HTTP/1.1 200") && text.ends_with(REPLY), "{path}: {text}");
+    }
+}
+
+/// A request to make room that came while a fast-path connection was busy does not
+/// count against it once hyper takes it over (a busy connection finishes and stays).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_connection_handed_to_hyper_is_not_shed_for_a_request_made_while_it_was_busy() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/delay/v1"), "max_connections = 2\nidle_timeout_s = 60").await;
+    let mut busy = TcpStream::connect(&addr).await.unwrap();
+    busy.write_all(format!("{}GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n", chat("busy", "")).as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Over the cap while it is busy.
+    let mut others = Vec::new();
+    for _ in 0..2 {
+        others.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    let mut pending = Vec::new();
+    let r = reply(&mut busy, &mut pending).await.expect("the busy request's reply");
+    assert_eq!((r.status, r.field("x-request-id")), (200, Some("busy")));
+    let r = reply(&mut busy, &mut pending).await.expect("healthz");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.field("connection"), None, "{r:?}");
+    busy.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+    assert_eq!(reply(&mut busy, &mut pending).await.expect("the connection was kept").status, 200);
 }

@@ -141,6 +141,21 @@ impl ChannelJob {
     }
 }
 
+/// A job nobody holds any more (its race was dropped: the gateway's client hung up)
+/// closes its request, as a cancel would: the request must not run on to its timeout,
+/// holding the provider's compute for a reply nobody will read. There is no receipt (no
+/// one is left to record it).
+impl Drop for ChannelJob {
+    fn drop(&mut self) {
+        // A finished request (the common case: the race read its result) costs one load.
+        if let Ok(Some(task)) = self.task.get_mut() {
+            if !task.is_finished() {
+                task.abort();
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl Job for ChannelJob {
     fn job_id(&self) -> Option<String> {
@@ -269,5 +284,28 @@ mod tests {
             tokio::join!(done.result(Instant::now() + Duration::from_secs(9)), done.result(Instant::now() + Duration::from_secs(9)));
         assert_eq!((a.state, b.state), (JobState::Completed, JobState::Completed));
         assert_eq!(done.status().await.unwrap(), JobState::Completed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_job_dropped_unfinished_closes_its_request() {
+        struct Dropped(std::sync::Arc<AtomicBool>);
+        impl Drop for Dropped {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let dropped = std::sync::Arc::new(AtomicBool::new(false));
+        let guard = Dropped(dropped.clone());
+        let request = async move {
+            tokio::time::sleep(Duration::from_secs(600)).await;
+            drop(guard);
+            JobResult::bare(JobState::Completed, None)
+        };
+        let job = ChannelJob::start("p", "id".into(), request.boxed(), "");
+        tokio::task::yield_now().await;
+        assert!(!dropped.load(Ordering::SeqCst));
+        drop(job);
+        tokio::task::yield_now().await;
+        assert!(dropped.load(Ordering::SeqCst), "the request ran on after its job was dropped");
     }
 }

@@ -70,7 +70,7 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Gat
                     // The body is read as hyper delivers it: no boxing, no router.
                     let (parts, body) = req.into_parts();
                     Ok(match read_body(&st, &parts.headers, body).await {
-                        Ok(bytes) => serve_openai(st, parts.headers, bytes, ep).await,
+                        Ok(bytes) => serve_openai(st, parts.headers, bytes, ep, None).await,
                         Err(e) => e.into_response(),
                     })
                 })

@@ -50,7 +50,17 @@ pub enum ApiError {
     /// The total timeout passed.
     #[error("the request took longer than the gateway's total timeout")]
     Timeout,
+    /// The client closed its connection while its request was being raced (nginx's 499:
+    /// nobody reads this reply; it names the outcome in metrics and logs).
+    #[error("the client closed the connection before the reply")]
+    ClientClosed,
 }
+
+/// nginx's status for a request whose client closed the connection first.
+const CLIENT_CLOSED: StatusCode = match StatusCode::from_u16(499) {
+    Ok(s) => s,
+    Err(_) => StatusCode::BAD_REQUEST,
+};
 
 impl ApiError {
     fn parts(&self) -> (StatusCode, &'static str, &'static str) {
@@ -68,6 +78,7 @@ impl ApiError {
             ApiError::ProviderFailed(_) => (StatusCode::BAD_GATEWAY, "api_error", "upstream_failed"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "api_error", "unavailable"),
             ApiError::Timeout => (StatusCode::GATEWAY_TIMEOUT, "api_error", "timeout"),
+            ApiError::ClientClosed => (CLIENT_CLOSED, "api_error", "client_closed"),
         }
     }
 

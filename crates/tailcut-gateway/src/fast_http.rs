@@ -13,10 +13,10 @@
 //! hyper's path would have answered the same way. While it holds the connection it
 //! keeps the same rules: the idle timeout between requests, the body timeout (a 408),
 //! closing after the request in progress when the gateway drains or idle connections
-//! are asked to make room, and a client that hangs up drops its request or its
-//! streamed reply. A dropped whole-reply race closes its attempts' upstream requests
-//! (their jobs close them when dropped) but records no receipts: nothing is left to
-//! record them.
+//! are asked to make room, and a client that hangs up stops its request's race (its
+//! live attempts cancelled with receipts, as at the total timeout; a 499 in metrics) or
+//! drops its streamed reply. (On hyper's path a hang-up drops the race: its attempts'
+//! upstream requests are closed as their jobs are dropped, with no receipts.)
 
 use crate::handlers::{endpoint, serve_openai};
 use crate::observe::names;
@@ -30,7 +30,7 @@ use http_body_util::BodyExt;
 use std::cell::RefCell;
 use std::future::Future;
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tailcut_providers::openai::Endpoint;
@@ -50,6 +50,43 @@ const BODY_STEP: usize = 64 * 1024;
 /// Bytes of a next (pipelined) request read while a reply is pending; past this much,
 /// reading waits for the reply.
 const MAX_BUFFERED: usize = 64 * 1024;
+
+/// A client that closed its connection while its request was being raced: the race
+/// stops on it ([`Hangup::wait`]) and cancels its live attempts with receipts, as at
+/// the total timeout. One per connection (its requests are answered one at a time).
+#[derive(Debug, Default)]
+pub(crate) struct Hangup {
+    gone: AtomicBool,
+    waker: futures::task::AtomicWaker,
+}
+
+impl Hangup {
+    /// The client went away.
+    fn hang_up(&self) {
+        self.gone.store(true, Ordering::Release);
+        self.waker.wake();
+    }
+
+    /// Whether the client went away.
+    pub(crate) fn happened(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the client has gone.
+    pub(crate) fn wait(self: Arc<Self>) -> impl Future<Output = ()> + Send + 'static {
+        std::future::poll_fn(move |cx| {
+            if self.happened() {
+                return std::task::Poll::Ready(());
+            }
+            self.waker.register(cx.waker());
+            if self.happened() {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+    }
+}
 
 /// How a connection's time on this path ended.
 #[derive(Debug)]
@@ -77,6 +114,7 @@ pub(crate) async fn serve(tcp: &mut TcpStream, st: &Arc<AppState>, signals: Sign
     let Signals { closing, shed, idle } = signals;
     let mut buf = BytesMut::with_capacity(READ_AT_LEAST);
     let mut out = Vec::with_capacity(1024);
+    let hangup = Arc::new(Hangup::default());
     // Long-lived waits, polled only while the connection is idle; re-polling a
     // registered wait costs nothing like registering a new one per request.
     let mut idle_at = Instant::now() + idle;
@@ -113,8 +151,8 @@ pub(crate) async fn serve(tcp: &mut TcpStream, st: &Arc<AppState>, signals: Sign
                 Parsed::NotHere => return Ended::HandOver(buf),
             };
             let body = take_request(&mut buf, request.head_len, request.body_len);
-            let answer = serve_openai(st.clone(), request.headers, body, request.endpoint);
-            let Some(resp) = answer_watching(tcp, &mut buf, answer).await else {
+            let answer = serve_openai(st.clone(), request.headers, body, request.endpoint, Some(hangup.clone()));
+            let Some(resp) = answer_watching(tcp, &mut buf, answer, &hangup).await else {
                 return Ended::Closed;
             };
             let close = request.close || st.draining.load(Ordering::Relaxed);
@@ -287,21 +325,30 @@ fn decimal(value: &[u8]) -> Option<usize> {
     usize::try_from(value.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'))).ok()
 }
 
-/// The handler's answer, or `None` if the client hung up first (the answer, and the
-/// race behind it, are dropped). Bytes the client sends meanwhile (a pipelined request)
-/// are kept in `buf`.
-async fn answer_watching(tcp: &mut TcpStream, buf: &mut BytesMut, answer: impl Future<Output = Response>) -> Option<Response> {
+/// The handler's answer, or `None` if the client hung up first: the race behind the
+/// answer is then told to stop ([`Hangup`]), and this waits for it to cancel its
+/// attempts with receipts and settle before the connection is closed. Bytes the client
+/// sends meanwhile (a pipelined request) are kept in `buf`.
+async fn answer_watching(
+    tcp: &mut TcpStream,
+    buf: &mut BytesMut,
+    answer: impl Future<Output = Response>,
+    hangup: &Hangup,
+) -> Option<Response> {
     let mut answer = std::pin::pin!(answer);
     loop {
         tokio::select! {
             biased;
             resp = &mut answer => return Some(resp),
             read = tcp.read_buf(buf), if buf.len() < MAX_BUFFERED => match read {
-                Ok(0) | Err(_) => return None,
+                Ok(0) | Err(_) => break,
                 Ok(_) => {}
             },
         }
     }
+    hangup.hang_up();
+    answer.await;
+    None
 }
 
 /// Writes `resp`: a body of known size with `Content-Length` (one write when it is

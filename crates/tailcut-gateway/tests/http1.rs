@@ -438,9 +438,9 @@ async fn a_streamed_reply_is_strictly_chunked_and_the_connection_is_kept() {
     assert!(closes_within(&mut tcp, Duration::from_secs(2)).await);
 }
 
-/// A client that hangs up while its whole reply is being raced: the race is dropped,
-/// and with it both attempts' upstream requests (closed at once, not run on to their
-/// timeout), on the fast path and on hyper's.
+/// A client that hangs up while its reply is being raced: both attempts' upstream
+/// requests are closed at once (not run on to their timeout), on the fast path (the
+/// race stopped, with receipts) and on hyper's (the race dropped).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_hangs_up_during_a_race_drops_it() {
     let (up, dropped) = silent_upstream().await;
@@ -478,6 +478,55 @@ async fn a_client_that_hangs_up_during_a_race_drops_it() {
     tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
     let r = reply(&mut tcp, &mut Vec::new()).await.expect("a reply");
     assert_eq!(r.status, 200);
+}
+
+/// On the fast path a client that hangs up mid-race stops the race the way the total
+/// timeout does: both attempts are cancelled with receipts (`request_channel_closed`),
+/// the race is settled and recorded, and the request is counted as a 499.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_stops_its_race_with_a_receipt_for_every_attempt() {
+    let (up, dropped) = silent_upstream().await;
+    let toml = format!(
+        "{OPEN_GATEWAY}\n{}{}{}",
+        openai_provider("p", &up),
+        openai_provider("h", &up),
+        hedged_chat_route("ph", "p", "h", 100, "first_token_hedge_ms = 100")
+    );
+    let url = common::serve_config(&toml).await;
+    let base = url.trim_end_matches("/v1/chat/completions").to_string();
+    let addr = base.trim_start_matches("http://").to_string();
+    let streamed = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let http = reqwest::Client::new();
+    for (i, body) in [BODY, streamed].into_iter().enumerate() {
+        let mut tcp = TcpStream::connect(&addr).await.unwrap();
+        tcp.write_all(chat_body(body, "").as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        drop(tcp);
+        let want = 2 * (i + 1);
+        let t = std::time::Instant::now();
+        let mut metrics = String::new();
+        while t.elapsed() < Duration::from_secs(5) {
+            metrics = http.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+            let cancels: usize = metrics
+                .lines()
+                .filter(|l| l.starts_with("tailcut_cancels_total{") && l.contains("request_channel_closed"))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>() as usize;
+            if cancels >= want && dropped.load(Ordering::SeqCst) >= want {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let receipts: usize = metrics
+            .lines()
+            .filter(|l| l.starts_with("tailcut_cancels_total{") && l.contains("request_channel_closed"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as usize;
+        assert_eq!(receipts, want, "{body}: a receipt for every attempt:\n{metrics}");
+        assert_eq!(dropped.load(Ordering::SeqCst), want, "{body}: both upstream requests closed");
+        let closed = metrics.lines().find(|l| l.starts_with("tailcut_requests_total{") && l.contains("status=\"499\""));
+        assert!(closed.is_some_and(|l| l.ends_with(&format!(" {}", i + 1))), "{body}: counted as 499:\n{metrics}");
+    }
 }
 
 #[tokio::test]

@@ -224,6 +224,21 @@ impl Hedger {
         self.drive(policy, race).await
     }
 
+    /// [`Hedger::run_by`] that also stops, the same way, when `stop` resolves first (the
+    /// caller went away: every live attempt is cancelled with receipts).
+    pub async fn run_by_until(
+        &self,
+        policy: &dyn Policy,
+        request: JobRequest,
+        stop_at: tokio::time::Instant,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<Outcome, RaceError> {
+        let mut race = self.race(policy, request);
+        race.set_stop_at(stop_at);
+        race.set_stop(Box::pin(stop));
+        self.drive(policy, race).await
+    }
+
     fn race(&self, policy: &dyn Policy, request: JobRequest) -> Race {
         if let Some(g) = &self.shared.hedge_gate {
             g.request_started();

@@ -38,7 +38,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         router = router.route(
             path,
             post(move |State(st): State<Arc<AppState>>, headers: HeaderMap, RequestBody(body): RequestBody| {
-                openai::serve(st, headers, body, ep)
+                openai::serve(st, headers, body, ep, None)
             }),
         );
     }

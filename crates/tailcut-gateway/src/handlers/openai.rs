@@ -6,9 +6,10 @@ use super::stream;
 use crate::admission::admit;
 use crate::auth::{authenticate, authorize, may_use};
 use crate::error::ApiError;
+use crate::fast_http::Hangup;
 use crate::observe::{hedge_reason, log, names, record_refusal, record_when_settled, with_request_id};
 use crate::probe::Field;
-use crate::state::{AppState, OpenAiRoute};
+use crate::state::{AppState, OpenAiRoute, Raced};
 use crate::tenancy::TENANT_LEDGER;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -22,11 +23,14 @@ use tailcut_core::engine::Outcome;
 use tailcut_core::JobRequest;
 use tailcut_providers::openai::Endpoint;
 
-/// Serves one OpenAI-style request, with its metrics, log line and headers.
-pub(crate) async fn serve(st: Arc<AppState>, headers: HeaderMap, body: Bytes, ep: Endpoint) -> Response {
+/// Serves one OpenAI-style request, with its metrics, log line and headers. `hangup`,
+/// where the connection is watched while the request is raced ([`crate::fast_http`]),
+/// stops the race when the client goes away.
+pub(crate) async fn serve(st: Arc<AppState>, headers: HeaderMap, body: Bytes, ep: Endpoint, hangup: Option<Arc<Hangup>>) -> Response {
     let rid = st.request_id(&headers);
     let started = std::time::Instant::now();
-    let result = serve_inner(&st, &headers, body, ep, &rid, started).await;
+    let cx = RequestContext { rid: &rid, started, hangup };
+    let result = serve_inner(&st, &headers, body, ep, &cx).await;
     let (status, route) = match &result {
         Ok((r, route)) => (r.status(), route.cfg.name.as_str()),
         Err(e) => (e.status(), "-"),
@@ -45,15 +49,47 @@ pub(crate) async fn serve(st: Arc<AppState>, headers: HeaderMap, body: Bytes, ep
     }
 }
 
+/// What a request carries through its handling besides its headers and body.
+pub(crate) struct RequestContext<'a> {
+    /// The request id.
+    pub rid: &'a str,
+    /// When the request was read.
+    pub started: std::time::Instant,
+    /// Where the client's going away is watched, if it is.
+    pub hangup: Option<Arc<Hangup>>,
+}
+
+/// Runs `raced`'s race on `request` in the scope of the tenant's account `ledger`,
+/// stopped (every live attempt cancelled with receipts) at `stop_at` or when the client
+/// goes away, whichever comes first.
+pub(crate) async fn race(
+    raced: &Raced,
+    ledger: Option<Arc<tailcut_core::ledger::Account>>,
+    request: JobRequest,
+    stop_at: Option<tokio::time::Instant>,
+    hangup: Option<&Arc<Hangup>>,
+) -> Result<Outcome, tailcut_core::RaceError> {
+    let (policy, hedger) = (raced.policy.as_ref(), &raced.hedger);
+    let run = async {
+        match (stop_at, hangup) {
+            (Some(at), Some(h)) => hedger.run_by_until(policy, request, at, h.clone().wait()).await,
+            (Some(at), None) => hedger.run_by(policy, request, at).await,
+            (None, Some(h)) => hedger.run_until(policy, request, h.clone().wait()).await,
+            (None, None) => hedger.run(policy, request).await,
+        }
+    };
+    TENANT_LEDGER.scope(ledger, run).await
+}
+
 /// Serves one OpenAI-style request; the route that served it comes back with the response.
 async fn serve_inner(
     st: &Arc<AppState>,
     headers: &HeaderMap,
     body: Bytes,
     ep: Endpoint,
-    rid: &str,
-    started: std::time::Instant,
+    cx: &RequestContext<'_>,
 ) -> Result<(Response, Arc<OpenAiRoute>), ApiError> {
+    let (rid, started) = (cx.rid, cx.started);
     if st.draining.load(Ordering::Relaxed) {
         return Err(ApiError::Unavailable("the gateway is draining".into()));
     }
@@ -84,19 +120,16 @@ async fn serve_inner(
     let stop_at = tokio::time::Instant::from_std(started).checked_add(rt.config.gateway.total_timeout);
     let ledger = tenant.ledger.clone();
     if streamed {
-        let req = stream::StreamRequest { body, rid, permit, stop_at };
-        let resp = TENANT_LEDGER.scope(ledger, stream::serve(st, &route, route.raced(ep, true), req)).await?;
+        let req = stream::StreamRequest { body, rid, permit, stop_at, ledger, hangup: cx.hangup.as_ref() };
+        let resp = stream::serve(st, &route, route.raced(ep, true), req).await?;
         return Ok((resp, route));
     }
     let raced = route.raced(ep, false);
     // The body is forwarded as sent unless a provider must rewrite it.
     let _slot = permit; // held until the response is built
     let request = JobRequest::from_raw(rid, body);
-    let mut outcome: Outcome = match stop_at {
-        Some(stop_at) => TENANT_LEDGER.scope(ledger, raced.hedger.run_by(raced.policy.as_ref(), request, stop_at)).await,
-        None => TENANT_LEDGER.scope(ledger, raced.hedger.run(raced.policy.as_ref(), request)).await,
-    }
-    .inspect_err(|e| record_refusal(&st.metrics, &route.cfg.name, e))?;
+    let mut outcome: Outcome =
+        race(raced, ledger, request, stop_at, cx.hangup.as_ref()).await.inspect_err(|e| record_refusal(&st.metrics, &route.cfg.name, e))?;
     // Out of time: the race was stopped at the deadline (the provider clients' own
     // timeout, a second later, never ends an attempt first).
     let timed_out = outcome.winner.is_none() && outcome.decisions.stopped_by_caller;
@@ -105,6 +138,9 @@ async fn serve_inner(
     let payload = outcome.result.as_ref().and_then(|r| r.payload.as_ref()).map(|p| p.bytes.clone());
     record_when_settled(&st.sinks, &route, outcome.settled, raced.learned.as_ref());
     let Some(bytes) = payload else {
+        if cx.hangup.as_ref().is_some_and(|h| h.happened()) {
+            return Err(ApiError::ClientClosed);
+        }
         if timed_out {
             return Err(ApiError::Timeout);
         }

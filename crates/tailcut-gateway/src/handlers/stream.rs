@@ -8,6 +8,7 @@
 //! with an error event and `[DONE]`.
 
 use crate::error::ApiError;
+use crate::fast_http::Hangup;
 use crate::observe::{log, names, record_refusal, record_when_settled};
 use crate::state::{AppState, OpenAiRoute, Raced};
 use axum::body::Body;
@@ -31,6 +32,10 @@ pub(crate) struct StreamRequest<'a> {
     pub permit: tokio::sync::OwnedSemaphorePermit,
     /// When the race stops if no stream has produced a token (the total timeout).
     pub stop_at: Option<Instant>,
+    /// The tenant's account, charged for every launch.
+    pub ledger: Option<Arc<tailcut_core::ledger::Account>>,
+    /// Where the client's going away is watched, if it is (the race then stops).
+    pub hangup: Option<&'a Arc<Hangup>>,
 }
 
 /// Races the streams and answers with the winner's.
@@ -40,21 +45,22 @@ pub(crate) async fn serve(
     raced: &Raced,
     req: StreamRequest<'_>,
 ) -> Result<Response, ApiError> {
-    let StreamRequest { body, rid, permit, stop_at } = req;
+    let StreamRequest { body, rid, permit, stop_at, ledger, hangup } = req;
     let handoff = StreamHandoff::new();
     let request = JobRequest::from_raw(rid, body).with_extension(handoff.clone());
     let started = Instant::now();
-    let mut outcome = match stop_at {
-        Some(at) => raced.hedger.run_by(raced.policy.as_ref(), request, at).await,
-        None => raced.hedger.run(raced.policy.as_ref(), request).await,
-    }
-    .inspect_err(|e| record_refusal(&st.metrics, &route.cfg.name, e))?;
+    let mut outcome = super::openai::race(raced, ledger, request, stop_at, hangup)
+        .await
+        .inspect_err(|e| record_refusal(&st.metrics, &route.cfg.name, e))?;
     let ttft = started.elapsed();
     let winner = outcome.winner.take();
     let (attempts, hedged, stopped) = (outcome.attempts, outcome.decisions.hedge_launched, outcome.decisions.stopped_by_caller);
     record_when_settled(&st.sinks, route, outcome.settled, raced.learned.as_ref());
     let events = winner.as_deref().and_then(|w| handoff.take(w));
     let (Some(winner), Some(events)) = (winner, events) else {
+        if hangup.is_some_and(|h| h.happened()) {
+            return Err(ApiError::ClientClosed);
+        }
         if stopped {
             return Err(ApiError::Timeout);
         }

@@ -87,6 +87,9 @@ class Provider:
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
+        except asyncio.CancelledError:
+            # Shutting down with the gateway's kept-alive connections still open.
+            pass
         finally:
             writer.close()
 

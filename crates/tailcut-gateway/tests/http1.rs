@@ -438,11 +438,9 @@ async fn a_streamed_reply_is_strictly_chunked_and_the_connection_is_kept() {
     assert!(closes_within(&mut tcp, Duration::from_secs(2)).await);
 }
 
-/// A client that hangs up while its reply is being raced: both attempts' upstream
-/// requests are closed at once (not run on to their timeout), on the fast path (the
-/// race stopped, with receipts) and on hyper's (the race dropped).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_that_hangs_up_during_a_race_drops_it() {
+/// A gateway racing two attempts (the second after 100 ms) on [`silent_upstream`]: its
+/// base URL, and the count of upstream requests closed.
+async fn racing_silent_upstreams() -> (String, Arc<AtomicUsize>) {
     let (up, dropped) = silent_upstream().await;
     let toml = format!(
         "{OPEN_GATEWAY}\n{}{}{}",
@@ -451,7 +449,16 @@ async fn a_client_that_hangs_up_during_a_race_drops_it() {
         hedged_chat_route("ph", "p", "h", 100, "first_token_hedge_ms = 100")
     );
     let url = common::serve_config(&toml).await;
-    let addr = url.trim_start_matches("http://").trim_end_matches("/v1/chat/completions").to_string();
+    (url.trim_end_matches("/v1/chat/completions").to_string(), dropped)
+}
+
+/// A client that hangs up while its reply is being raced: both attempts' upstream
+/// requests are closed at once (not run on to their timeout), on the fast path (the
+/// race stopped, with receipts) and on hyper's (the race dropped).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_during_a_race_drops_it() {
+    let (base, dropped) = racing_silent_upstreams().await;
+    let addr = base.trim_start_matches("http://").to_string();
     // On the fast path, and on hyper's (a query string hands the request over); whole
     // replies, then streams before their first token.
     let streamed = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
@@ -485,15 +492,7 @@ async fn a_client_that_hangs_up_during_a_race_drops_it() {
 /// the race is settled and recorded, and the request is counted as a 499.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_hangs_up_stops_its_race_with_a_receipt_for_every_attempt() {
-    let (up, dropped) = silent_upstream().await;
-    let toml = format!(
-        "{OPEN_GATEWAY}\n{}{}{}",
-        openai_provider("p", &up),
-        openai_provider("h", &up),
-        hedged_chat_route("ph", "p", "h", 100, "first_token_hedge_ms = 100")
-    );
-    let url = common::serve_config(&toml).await;
-    let base = url.trim_end_matches("/v1/chat/completions").to_string();
+    let (base, dropped) = racing_silent_upstreams().await;
     let addr = base.trim_start_matches("http://").to_string();
     let streamed = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
     let http = reqwest::Client::new();
@@ -720,10 +719,13 @@ async fn an_idle_fast_path_connection_closes_at_the_idle_timeout() {
     assert!(waited >= Duration::from_millis(900) && waited < Duration::from_millis(1800), "closed after {waited:?} idle");
 }
 
-#[tokio::test]
-async fn drain_closes_idle_fast_path_connections_promptly() {
-    let up = upstreams().await;
-    let toml = tailcut_testkit::config::one_provider_gateway(&format!("{up}/ok/v1"), "idle_timeout_s = 60");
+/// A gateway in front of `base_url` that drains when the returned sender fires: its
+/// address, the sender, and the serving task (which ends once the drain is done).
+async fn drainable_gateway(
+    base_url: &str,
+    lines: &str,
+) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>) {
+    let toml = tailcut_testkit::config::one_provider_gateway(base_url, lines);
     let config = tailcut_config::Config::parse(&toml, "test").unwrap();
     let state = tailcut_gateway::AppState::new(config, None).unwrap();
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -732,6 +734,13 @@ async fn drain_closes_idle_fast_path_connections_promptly() {
     let served = tokio::spawn(tailcut_gateway::serve(l, state, async move {
         let _ = stopped.await;
     }));
+    (addr, stop, served)
+}
+
+#[tokio::test]
+async fn drain_closes_idle_fast_path_connections_promptly() {
+    let up = upstreams().await;
+    let (addr, stop, served) = drainable_gateway(&format!("{up}/ok/v1"), "idle_timeout_s = 60").await;
     let mut idle = Vec::new();
     for _ in 0..3 {
         let mut tcp = TcpStream::connect(addr).await.unwrap();
@@ -815,15 +824,7 @@ async fn a_large_reply_a_stray_crlf_and_expect_100_continue() {
 #[tokio::test]
 async fn drain_finishes_a_fast_path_request_in_flight_then_closes() {
     let up = upstreams().await;
-    let toml = tailcut_testkit::config::one_provider_gateway(&format!("{up}/delay/v1"), "");
-    let config = tailcut_config::Config::parse(&toml, "test").unwrap();
-    let state = tailcut_gateway::AppState::new(config, None).unwrap();
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(tailcut_gateway::serve(l, state, async move {
-        let _ = stopped.await;
-    }));
+    let (addr, stop, served) = drainable_gateway(&format!("{up}/delay/v1"), "").await;
     let mut tcp = TcpStream::connect(addr).await.unwrap();
     // One in flight, a second pipelined behind it.
     tcp.write_all(format!("{}{}", chat("inflight", ""), chat("behind", "")).as_bytes()).await.unwrap();

@@ -195,7 +195,7 @@ impl Hedger {
     /// attempt can produce one; loser cancellation and the trace write continue in the
     /// background (see [`Outcome::settled`]).
     pub async fn run(&self, policy: &dyn Policy, request: JobRequest) -> Result<Outcome, RaceError> {
-        self.run_until(policy, request, std::future::pending()).await
+        self.run_stopping(policy, request, None, None).await
     }
 
     /// Like [`Hedger::run`], but when `stop` resolves first the race ends at once: every
@@ -210,32 +210,33 @@ impl Hedger {
         request: JobRequest,
         stop: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<Outcome, RaceError> {
-        let mut race = self.race(policy, request);
-        race.set_stop(Box::pin(stop));
-        self.drive(policy, race).await
+        self.run_stopping(policy, request, None, Some(Box::pin(stop))).await
     }
 
     /// Like [`Hedger::run_until`] with a deadline: at `stop_at` the race ends as if
     /// stopped (`decisions.stopped_by_caller`), its live attempts cancelled with receipts.
     /// Its waits share one timer with the policy's own deadlines.
     pub async fn run_by(&self, policy: &dyn Policy, request: JobRequest, stop_at: tokio::time::Instant) -> Result<Outcome, RaceError> {
-        let mut race = self.race(policy, request);
-        race.set_stop_at(stop_at);
-        self.drive(policy, race).await
+        self.run_stopping(policy, request, Some(stop_at), None).await
     }
 
-    /// [`Hedger::run_by`] that also stops, the same way, when `stop` resolves first (the
-    /// caller went away: every live attempt is cancelled with receipts).
-    pub async fn run_by_until(
+    /// The general form of [`Hedger::run_by`] and [`Hedger::run_until`]: the race stops
+    /// (every live attempt cancelled with receipts) at `stop_at`, or when `stop` resolves
+    /// (say, the caller went away), whichever comes first; either may be absent.
+    pub async fn run_stopping(
         &self,
         policy: &dyn Policy,
         request: JobRequest,
-        stop_at: tokio::time::Instant,
-        stop: impl std::future::Future<Output = ()> + Send + 'static,
+        stop_at: Option<tokio::time::Instant>,
+        stop: Option<futures::future::BoxFuture<'static, ()>>,
     ) -> Result<Outcome, RaceError> {
         let mut race = self.race(policy, request);
-        race.set_stop_at(stop_at);
-        race.set_stop(Box::pin(stop));
+        if let Some(at) = stop_at {
+            race.set_stop_at(at);
+        }
+        if let Some(stop) = stop {
+            race.set_stop(stop);
+        }
         self.drive(policy, race).await
     }
 

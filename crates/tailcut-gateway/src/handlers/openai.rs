@@ -69,16 +69,8 @@ pub(crate) async fn race(
     stop_at: Option<tokio::time::Instant>,
     hangup: Option<&Arc<Hangup>>,
 ) -> Result<Outcome, tailcut_core::RaceError> {
-    let (policy, hedger) = (raced.policy.as_ref(), &raced.hedger);
-    let run = async {
-        match (stop_at, hangup) {
-            (Some(at), Some(h)) => hedger.run_by_until(policy, request, at, h.clone().wait()).await,
-            (Some(at), None) => hedger.run_by(policy, request, at).await,
-            (None, Some(h)) => hedger.run_until(policy, request, h.clone().wait()).await,
-            (None, None) => hedger.run(policy, request).await,
-        }
-    };
-    TENANT_LEDGER.scope(ledger, run).await
+    let stop = hangup.map(|h| -> futures::future::BoxFuture<'static, ()> { Box::pin(h.clone().wait()) });
+    TENANT_LEDGER.scope(ledger, raced.hedger.run_stopping(raced.policy.as_ref(), request, stop_at, stop)).await
 }
 
 /// Serves one OpenAI-style request; the route that served it comes back with the response.

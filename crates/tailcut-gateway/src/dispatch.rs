@@ -9,6 +9,7 @@
 use crate::admission::read_body;
 use crate::connection::ConnState;
 use crate::handlers::{endpoint, router, serve_openai};
+use crate::heartbeat::Heartbeat;
 use crate::state::AppState;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -24,16 +25,23 @@ pub(crate) struct Gateway {
     /// The connection this copy serves (its requests are counted for the head timeout
     /// and for shedding idle connections).
     conn: Arc<ConnState>,
+    /// The serving runtime's timer heartbeat, told of every request.
+    heartbeat: Arc<Heartbeat>,
 }
 
 impl Gateway {
-    pub(crate) fn new(state: Arc<AppState>) -> Gateway {
-        Gateway { router: router(state.clone()), state, conn: Arc::default() }
+    pub(crate) fn new(state: Arc<AppState>, heartbeat: Arc<Heartbeat>) -> Gateway {
+        Gateway { router: router(state.clone()), state, conn: Arc::default(), heartbeat }
     }
 
     /// This gateway serving one connection.
     pub(crate) fn for_connection(&self, conn: Arc<ConnState>) -> Gateway {
-        Gateway { state: self.state.clone(), router: self.router.clone(), conn }
+        Gateway { state: self.state.clone(), router: self.router.clone(), conn, heartbeat: self.heartbeat.clone() }
+    }
+
+    /// The serving runtime's timer heartbeat.
+    pub(crate) fn heartbeat(&self) -> &Heartbeat {
+        &self.heartbeat
     }
 }
 
@@ -53,6 +61,7 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Gat
     type Future = BoxFuture<'static, Result<Response, Infallible>>;
 
     fn call(&self, req: axum::http::Request<hyper::body::Incoming>) -> Self::Future {
+        self.heartbeat.beat();
         let conn = self.conn.clone();
         conn.request_started();
         let answered = Answered(conn);

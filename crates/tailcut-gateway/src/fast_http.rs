@@ -19,6 +19,7 @@
 //! upstream requests are closed as their jobs are dropped, with no receipts.)
 
 use crate::handlers::{endpoint, serve_openai};
+use crate::heartbeat::Heartbeat;
 use crate::observe::names;
 use crate::state::AppState;
 use axum::http::header::AUTHORIZATION;
@@ -107,11 +108,13 @@ pub(crate) struct Signals<'a> {
     pub shed: &'a mut watch::Receiver<u64>,
     /// The longest wait for the next request.
     pub idle: Duration,
+    /// The runtime's timer heartbeat, told of every request.
+    pub heartbeat: &'a Heartbeat,
 }
 
 /// Serves `tcp`'s requests for as long as each is a whole request to an OpenAI endpoint.
 pub(crate) async fn serve(tcp: &mut TcpStream, st: &Arc<AppState>, signals: Signals<'_>) -> Ended {
-    let Signals { closing, shed, idle } = signals;
+    let Signals { closing, shed, idle, heartbeat } = signals;
     let mut buf = BytesMut::with_capacity(READ_AT_LEAST);
     let mut out = Vec::with_capacity(1024);
     let hangup = Arc::new(Hangup::default());
@@ -190,7 +193,10 @@ pub(crate) async fn serve(tcp: &mut TcpStream, st: &Arc<AppState>, signals: Sign
             };
             match read {
                 Ok(0) | Err(_) => return Ended::Closed,
-                Ok(_) => break,
+                Ok(_) => {
+                    heartbeat.beat();
+                    break;
+                }
             }
         }
     }

@@ -268,6 +268,12 @@ impl LiveModels {
         m
     }
 
+    /// Whether any model learned something since its last save (cheap: a check before a
+    /// blocking save is scheduled).
+    pub(crate) fn any_changed(&self) -> bool {
+        self.models.iter().any(|m| m.policy.updates() != m.saved.load(Ordering::Relaxed))
+    }
+
     /// Saves every model that learned something since its last save; returns how many
     /// were saved. A failed save is logged and retried next time.
     pub(crate) fn save_changed(&self) -> usize {

@@ -37,6 +37,7 @@ mod dispatch;
 pub mod error;
 mod fast_http;
 mod handlers;
+mod heartbeat;
 pub mod learning;
 pub mod limits;
 mod logline;

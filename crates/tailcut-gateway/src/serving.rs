@@ -4,6 +4,7 @@
 //! receipts), then return.
 
 use crate::connection::{Admission, ConnState, GuardedStream};
+use crate::heartbeat::Heartbeat;
 use crate::observe::log;
 use crate::state::AppState;
 use serde_json::json;
@@ -27,8 +28,11 @@ fn spawn_cleaner(state: &Arc<AppState>) -> tokio::task::JoinHandle<()> {
             if saver.draining.load(Ordering::Relaxed) {
                 return; // the drain saves once more at its end
             }
-            let st = saver.clone();
-            let _ = tokio::task::spawn_blocking(move || st.save_models()).await;
+            // Checked here first: an idle gateway wakes no blocking thread.
+            if saver.models_changed() {
+                let st = saver.clone();
+                let _ = tokio::task::spawn_blocking(move || st.save_models()).await;
+            }
         }
     });
     tokio::spawn(async move {
@@ -42,26 +46,6 @@ fn spawn_cleaner(state: &Arc<AppState>) -> tokio::task::JoinHandle<()> {
 /// How often changed learned models are saved.
 const MODEL_SAVE_EVERY: Duration = Duration::from_secs(1);
 
-/// Keeps tokio's timer driver from waking itself for every request timer. The driver
-/// writes to its eventfd (one system call, and one more `epoll_wait` return) whenever a
-/// new timer is due before the wake-up it planned when it last parked, and on a busy
-/// thread that is most of the three timers a request sets (the total timeout, the
-/// hedge delay, the provider client's timeout): 0.9 wake-ups per request at full load
-/// (`perf stat`), against nginx's none. A timer re-armed every `HEARTBEAT` keeps the
-/// planned wake-up at most that far away, so timers longer than it register without a
-/// system call. It costs ten wake-ups a second on an idle thread.
-const HEARTBEAT: Duration = Duration::from_millis(100);
-
-fn spawn_heartbeat() -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async {
-        let mut tick = tokio::time::interval(HEARTBEAT);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-        }
-    })
-}
-
 /// Serves `listener` until `stop` resolves, then stops accepting, lets every connection
 /// finish the request it is on (hyper's graceful close) and returns once all are closed.
 async fn accept_loop(
@@ -69,8 +53,9 @@ async fn accept_loop(
     state: Arc<AppState>,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let heartbeat = spawn_heartbeat();
-    let gateway = crate::dispatch::Gateway::new(state.clone());
+    let heartbeat = Arc::new(Heartbeat::default());
+    let beating = heartbeat.spawn();
+    let gateway = crate::dispatch::Gateway::new(state.clone(), heartbeat.clone());
     // Each connection holds a receiver: `closing` tells them to close, and `closed()`
     // resolves once every one has dropped its receiver.
     let (closing, close_rx) = tokio::sync::watch::channel(false);
@@ -99,6 +84,7 @@ async fn accept_loop(
             Admission::ServeAndShed => state.metrics.inc("tailcut_connections_over_cap_total", &[]),
             Admission::Serve => {}
         }
+        heartbeat.beat();
         // Replies go out in one write; Nagle's algorithm would only hold them back.
         let _ = tcp.set_nodelay(true);
         tokio::spawn(serve_connection(tcp, gateway.clone(), close_rx.clone(), state.clone()));
@@ -107,7 +93,7 @@ async fn accept_loop(
     drop(close_rx);
     let _ = closing.send(true);
     closing.closed().await;
-    heartbeat.abort();
+    beating.abort();
     Ok(())
 }
 
@@ -137,7 +123,7 @@ async fn serve_connection(
     let mut shed = state.connections.shed_signal();
     // Proxied calls are served by the gateway's own HTTP/1.1 until a request needs hyper.
     let mut tcp = tcp;
-    let signals = crate::fast_http::Signals { closing: &mut closing, shed: &mut shed, idle: limits.idle };
+    let signals = crate::fast_http::Signals { closing: &mut closing, shed: &mut shed, idle: limits.idle, heartbeat: gateway.heartbeat() };
     let read = match crate::fast_http::serve(&mut tcp, &state, signals).await {
         crate::fast_http::Ended::Closed => return,
         crate::fast_http::Ended::HandOver(read) => read.freeze(),

@@ -352,6 +352,11 @@ impl AppState {
         Ok(state)
     }
 
+    /// Whether a learned model changed since it was last saved.
+    pub(crate) fn models_changed(&self) -> bool {
+        self.rt().learned.any_changed()
+    }
+
     /// Saves every learned model that changed since its last save (the saver calls it
     /// about once a second, the drain once more at the end); returns how many it saved.
     pub fn save_models(&self) -> usize {

@@ -119,26 +119,6 @@ fn framed(data: &str) -> Bytes {
     b.freeze()
 }
 
-/// How long reading a stream's last bytes after `[DONE]` may take ([`drain`]).
-const DRAIN_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
-/// How many bytes after `[DONE]` are read at most ([`drain`]).
-const DRAIN_AT_MOST: usize = 64 * 1024;
-
-/// Reads what is left of a reply after `[DONE]` (a chunked body's terminator) so that its
-/// connection goes back to the pool instead of being closed: a new connection per stream
-/// cost a connect, an accept and a close on the way to every stream's first token. Within
-/// [`DRAIN_WITHIN`] and [`DRAIN_AT_MOST`]; past either, the connection is closed.
-async fn drain(mut stream: ByteStream) {
-    let rest = async {
-        let mut left = DRAIN_AT_MOST;
-        while let Some(Ok(chunk)) = stream.next().await {
-            left = left.checked_sub(chunk.len())?;
-        }
-        Some(())
-    };
-    let _ = tokio::time::timeout(DRAIN_WITHIN, rest).await;
-}
-
 /// Reads one provider stream to its end, sending every event (framed as sent).
 async fn read(t: Arc<Target>, body: Bytes, tx: EventSender) {
     let mut stream = match open(&t, body).await {
@@ -188,7 +168,7 @@ async fn read(t: Arc<Target>, body: Bytes, tx: EventSender) {
             !stop
         });
         if done {
-            drain(stream).await;
+            tailcut_providers::plain::drain(stream).await;
             return;
         }
         if stop {

@@ -166,7 +166,12 @@ async fn run(cfg: OpenAi, body: bytes::Bytes, id: String, started: Instant) -> J
         };
         match assembly.push(&chunk) {
             Err(failure) => return finish(JobResult::bare(JobState::Failed, Some(failure)), started),
-            Ok(true) => break,
+            Ok(true) => {
+                // The result is whole at `[DONE]`; the reply's last bytes are read apart
+                // from it, so that the connection serves the next job.
+                tokio::spawn(crate::plain::drain(stream));
+                break;
+            }
             Ok(false) => {}
         }
     }
@@ -462,6 +467,73 @@ mod tests {
             }
         });
         (format!("http://{addr}/v1"), rx)
+    }
+
+    /// A streaming upstream on keep-alive connections that sends each reply's events,
+    /// `[DONE]` included, in one chunk, and the chunked body's terminator a moment later;
+    /// counts the connections it accepts.
+    async fn streaming_upstream() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = l.accept().await else { return };
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        let n = s.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        let text = String::from_utf8_lossy(&buf).to_string();
+                        let Some((head, body)) = text.split_once("\r\n\r\n") else { continue };
+                        let len = head.lines().find_map(|l| l.strip_prefix("content-length: ")).map_or(0, |v| v.parse::<usize>().unwrap());
+                        if body.len() < len {
+                            continue;
+                        }
+                        buf.clear();
+                        let events = "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\ndata: [DONE]\n\n";
+                        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+                        let _ = s.write_all(format!("{head}{:x}\r\n{events}\r\n", events.len()).as_bytes()).await;
+                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                        let _ = s.write_all(b"0\r\n\r\n").await;
+                    }
+                });
+            }
+        });
+        (format!("http://{addr}/v1"), accepted)
+    }
+
+    #[tokio::test]
+    async fn streamed_jobs_read_their_replies_to_the_end_and_share_one_connection() {
+        let (base, accepted) = streaming_upstream().await;
+        let http = HttpClient::new(std::time::Duration::from_secs(5), RetryPolicy::default()).unwrap();
+        let backend = OpenAi {
+            name: "up".into(),
+            base,
+            model: Some("m".into()),
+            key: None,
+            endpoint: Endpoint::Chat,
+            stream: true,
+            check_json: true,
+            http,
+            prepared: Default::default(),
+        };
+        for _ in 0..3 {
+            let request = JobRequest::new("r1", json!({"messages": [{"role": "user", "content": "hi"}]}));
+            let job = backend.submit(&request).await.unwrap();
+            let r = job.result(Instant::now() + std::time::Duration::from_secs(5)).await;
+            assert_eq!(r.state, JobState::Completed, "{:?}", r.error);
+            // The terminator comes 20 ms after `[DONE]`; the next job starts after it.
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let n = accepted.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(n, 1, "{n} connections for 3 sequential streamed jobs");
     }
 
     #[tokio::test]

@@ -66,6 +66,28 @@ pub fn json_post_headers(request_id: Option<&str>, authorization: Option<&Header
 /// A streamed reply body: chunks as they arrive, or a one-line error.
 pub type ByteStream = std::pin::Pin<Box<dyn futures::Stream<Item = Result<Bytes, String>> + Send>>;
 
+/// How long reading a stream's last bytes after `[DONE]` may take ([`drain`]).
+pub const DRAIN_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+/// How many bytes after `[DONE]` are read at most ([`drain`]).
+pub const DRAIN_AT_MOST: usize = 64 * 1024;
+
+/// Reads what is left of a streamed reply after `[DONE]` (a chunked body's terminator)
+/// so that its connection goes back to the pool instead of being closed: a new
+/// connection per stream costs a connect, an accept and a close on the way to the next
+/// stream's first token. Within [`DRAIN_WITHIN`] and [`DRAIN_AT_MOST`]; past either, the
+/// stream is dropped and its connection closed.
+pub async fn drain(mut stream: ByteStream) {
+    use futures::StreamExt;
+    let rest = async {
+        let mut left = DRAIN_AT_MOST;
+        while let Some(Ok(chunk)) = stream.next().await {
+            left = left.checked_sub(chunk.len())?;
+        }
+        Some(())
+    };
+    let _ = tokio::time::timeout(DRAIN_WITHIN, rest).await;
+}
+
 /// Where a request goes: `host:port` for the connection and `Host`, and the path (in
 /// pieces, so a base URL and a route need not be joined into a new string).
 struct Target<'a> {

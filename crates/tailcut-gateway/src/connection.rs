@@ -112,7 +112,7 @@ impl GuardedStream {
         let mut reply =
             format!("HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n", body.len()).into_bytes();
         // RFC 9110 6.6.1: a 4xx or 5xx from a server with a clock carries a Date.
-        crate::fast_http::http_date(&mut reply);
+        crate::http_date::http_date(&mut reply);
         reply.extend_from_slice(b"connection: close\r\n\r\n");
         reply.extend_from_slice(body.as_bytes());
         self.replacement = Some((bytes::Bytes::from(reply), 0));

@@ -19,7 +19,9 @@
 //! upstream requests are closed as their jobs are dropped, with no receipts.)
 
 use crate::handlers::{endpoint, serve_openai};
+use crate::hangup::Hangup;
 use crate::heartbeat::Heartbeat;
+use crate::http_date::http_date;
 use crate::observe::names;
 use crate::state::AppState;
 use axum::http::header::AUTHORIZATION;
@@ -28,12 +30,11 @@ use axum::response::Response;
 use bytes::BytesMut;
 use futures::FutureExt;
 use http_body_util::BodyExt;
-use std::cell::RefCell;
 use std::future::Future;
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tailcut_providers::openai::Endpoint;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -51,43 +52,6 @@ const BODY_STEP: usize = 64 * 1024;
 /// Bytes of a next (pipelined) request read while a reply is pending; past this much,
 /// reading waits for the reply.
 const MAX_BUFFERED: usize = 64 * 1024;
-
-/// A client that closed its connection while its request was being raced: the race
-/// stops on it ([`Hangup::wait`]) and cancels its live attempts with receipts, as at
-/// the total timeout. One per connection (its requests are answered one at a time).
-#[derive(Debug, Default)]
-pub(crate) struct Hangup {
-    gone: AtomicBool,
-    waker: futures::task::AtomicWaker,
-}
-
-impl Hangup {
-    /// The client went away.
-    fn hang_up(&self) {
-        self.gone.store(true, Ordering::Release);
-        self.waker.wake();
-    }
-
-    /// Whether the client went away.
-    pub(crate) fn happened(&self) -> bool {
-        self.gone.load(Ordering::Acquire)
-    }
-
-    /// Resolves once the client has gone.
-    pub(crate) fn wait(self: Arc<Self>) -> impl Future<Output = ()> + Send + 'static {
-        std::future::poll_fn(move |cx| {
-            if self.happened() {
-                return std::task::Poll::Ready(());
-            }
-            self.waker.register(cx.waker());
-            if self.happened() {
-                std::task::Poll::Ready(())
-            } else {
-                std::task::Poll::Pending
-            }
-        })
-    }
-}
 
 /// How a connection's time on this path ended.
 #[derive(Debug)]
@@ -444,26 +408,6 @@ fn chunk(out: &mut Vec<u8>, data: &[u8]) {
     let _ = write!(out, "{:x}\r\n", data.len());
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
-}
-
-thread_local! {
-    /// The `Date` header's value for the current second.
-    static DATE: RefCell<(u64, String)> = const { RefCell::new((0, String::new())) };
-}
-
-/// Appends the `Date` header (RFC 9110's IMF-fixdate, remade once a second per thread).
-pub(crate) fn http_date(out: &mut Vec<u8>) {
-    let now = SystemTime::now();
-    let second = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    DATE.with(|date| {
-        let mut date = date.borrow_mut();
-        if date.0 != second || date.1.is_empty() {
-            *date = (second, httpdate::fmt_http_date(now));
-        }
-        out.extend_from_slice(b"date: ");
-        out.extend_from_slice(date.1.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    });
 }
 
 #[cfg(test)]

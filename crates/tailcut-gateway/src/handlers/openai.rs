@@ -6,7 +6,7 @@ use super::stream;
 use crate::admission::admit;
 use crate::auth::{authenticate, authorize, may_use};
 use crate::error::ApiError;
-use crate::fast_http::Hangup;
+use crate::hangup::Hangup;
 use crate::observe::{hedge_reason, log, names, record_refusal, record_when_settled, with_request_id};
 use crate::probe::Field;
 use crate::state::{AppState, OpenAiRoute, Raced};

@@ -8,7 +8,7 @@
 //! with an error event and `[DONE]`.
 
 use crate::error::ApiError;
-use crate::fast_http::Hangup;
+use crate::hangup::Hangup;
 use crate::observe::{log, names, record_refusal, record_when_settled};
 use crate::state::{AppState, OpenAiRoute, Raced};
 use axum::body::Body;

@@ -434,6 +434,26 @@ mod tests {
     use crate::client::RetryPolicy;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    /// The next whole request on `s` (head and a `content-length` body) as text; `None`
+    /// once the client closes. (Requests are read one at a time: nothing is pipelined.)
+    async fn next_request(s: &mut tokio::net::TcpStream) -> Option<String> {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = s.read(&mut chunk).await.unwrap_or(0);
+            if n == 0 {
+                return None;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&buf).to_string();
+            let Some((head, body)) = text.split_once("\r\n\r\n") else { continue };
+            let len = head.lines().find_map(|l| l.strip_prefix("content-length: ")).map_or(0, |v| v.parse::<usize>().unwrap());
+            if body.len() >= len {
+                return Some(text);
+            }
+        }
+    }
+
     /// A plain-HTTP upstream that records each request's bytes and answers a completion.
     async fn recording_upstream() -> (String, tokio::sync::mpsc::UnboundedReceiver<String>) {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -444,22 +464,8 @@ mod tests {
                 let Ok((mut s, _)) = l.accept().await else { return };
                 let tx = tx.clone();
                 tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    loop {
-                        let n = s.read(&mut chunk).await.unwrap_or(0);
-                        if n == 0 {
-                            return;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                        let text = String::from_utf8_lossy(&buf).to_string();
-                        let Some((head, body)) = text.split_once("\r\n\r\n") else { continue };
-                        let len = head.lines().find_map(|l| l.strip_prefix("content-length: ")).map_or(0, |v| v.parse::<usize>().unwrap());
-                        if body.len() < len {
-                            continue;
-                        }
-                        let _ = tx.send(text.clone());
-                        buf.clear();
+                    while let Some(text) = next_request(&mut s).await {
+                        let _ = tx.send(text);
                         let reply = r#"{"choices":[{"message":{"role":"assistant","content":"ok"}}]}"#;
                         let _ = s.write_all(format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{reply}", reply.len()).as_bytes()).await;
                     }
@@ -482,21 +488,7 @@ mod tests {
                 let Ok((mut s, _)) = l.accept().await else { return };
                 count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    loop {
-                        let n = s.read(&mut chunk).await.unwrap_or(0);
-                        if n == 0 {
-                            return;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                        let text = String::from_utf8_lossy(&buf).to_string();
-                        let Some((head, body)) = text.split_once("\r\n\r\n") else { continue };
-                        let len = head.lines().find_map(|l| l.strip_prefix("content-length: ")).map_or(0, |v| v.parse::<usize>().unwrap());
-                        if body.len() < len {
-                            continue;
-                        }
-                        buf.clear();
+                    while next_request(&mut s).await.is_some() {
                         let events = "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"}}]}\n\ndata: [DONE]\n\n";
                         let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
                         let _ = s.write_all(format!("{head}{:x}\r\n{events}\r\n", events.len()).as_bytes()).await;

@@ -8,6 +8,8 @@
 
 use crate::admission::read_body;
 use crate::connection::ConnState;
+use crate::error::ApiError;
+use crate::fast_http::Hangup;
 use crate::handlers::{endpoint, router, serve_openai};
 use crate::heartbeat::Heartbeat;
 use crate::state::AppState;
@@ -55,6 +57,26 @@ impl Drop for Answered {
     }
 }
 
+/// Tells a request's race that its client went away when hyper drops the request's
+/// future before the handler answered (hyper does so when the client hangs up): the race
+/// stops as on the fast path ([`Hangup`]), its live attempts cancelled with receipts.
+struct HangUpOnDrop(Option<Arc<Hangup>>);
+
+impl HangUpOnDrop {
+    /// The handler answered: the client's going away no longer concerns the race.
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for HangUpOnDrop {
+    fn drop(&mut self) {
+        if let Some(hangup) = self.0.take() {
+            hangup.hang_up();
+        }
+    }
+}
+
 impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Gateway {
     type Response = Response;
     type Error = Infallible;
@@ -74,14 +96,35 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Gat
         match endpoint(req.method(), req.uri().path()) {
             Some(ep) => {
                 let st = self.state.clone();
-                Box::pin(async move {
-                    let _answered = answered;
+                let hangup = Arc::new(Hangup::default());
+                let watched = hangup.clone();
+                // The handler runs in its own task, so that hyper dropping this future
+                // (the client hung up) does not drop the race with it: the race is told
+                // to stop instead, and runs on to cancel its attempts with receipts.
+                let handler = tokio::spawn(async move {
                     // The body is read as hyper delivers it: no boxing, no router.
                     let (parts, body) = req.into_parts();
-                    Ok(match read_body(&st, &parts.headers, body).await {
-                        Ok(bytes) => serve_openai(st, parts.headers, bytes, ep, None).await,
+                    match read_body(&st, &parts.headers, body).await {
+                        Ok(bytes) => serve_openai(st, parts.headers, bytes, ep, Some(watched)).await,
                         Err(e) => e.into_response(),
-                    })
+                    }
+                });
+                // Made here, not in the future: dropped unpolled, it still hangs up.
+                let mut hang_up_on_drop = HangUpOnDrop(Some(hangup));
+                Box::pin(async move {
+                    let _answered = answered;
+                    let resp = match handler.await {
+                        Ok(resp) => resp,
+                        Err(e) => match e.try_into_panic() {
+                            // A panic stays a panic, as it was when the handler ran here.
+                            Ok(panic) => std::panic::resume_unwind(panic),
+                            Err(_) => ApiError::Unavailable("the gateway is shutting down".into()).into_response(),
+                        },
+                    };
+                    // Answered: what happens to the reply from here (a stream the client
+                    // stops reading) is the reply body's to handle.
+                    hang_up_on_drop.disarm();
+                    Ok(resp)
                 })
             }
             None => {

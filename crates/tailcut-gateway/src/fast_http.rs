@@ -15,8 +15,9 @@
 //! closing after the request in progress when the gateway drains or idle connections
 //! are asked to make room, and a client that hangs up stops its request's race (its
 //! live attempts cancelled with receipts, as at the total timeout; a 499 in metrics) or
-//! drops its streamed reply. (On hyper's path a hang-up drops the race: its attempts'
-//! upstream requests are closed as their jobs are dropped, with no receipts.)
+//! drops its streamed reply. (hyper's path does the same: [`crate::dispatch`] runs the
+//! handler in a task of its own and tells the race ([`Hangup`]) when hyper drops the
+//! request's future.)
 
 use crate::handlers::{endpoint, serve_openai};
 use crate::heartbeat::Heartbeat;
@@ -54,7 +55,9 @@ const MAX_BUFFERED: usize = 64 * 1024;
 
 /// A client that closed its connection while its request was being raced: the race
 /// stops on it ([`Hangup::wait`]) and cancels its live attempts with receipts, as at
-/// the total timeout. One per connection (its requests are answered one at a time).
+/// the total timeout. One per connection on this path (its requests are answered one
+/// at a time); one per request on hyper's ([`crate::dispatch`]), set when hyper drops
+/// the request's future.
 #[derive(Debug, Default)]
 pub(crate) struct Hangup {
     gone: AtomicBool,
@@ -63,7 +66,7 @@ pub(crate) struct Hangup {
 
 impl Hangup {
     /// The client went away.
-    fn hang_up(&self) {
+    pub(crate) fn hang_up(&self) {
         self.gone.store(true, Ordering::Release);
         self.waker.wake();
     }

@@ -6,7 +6,8 @@
 //! proxied call, docs/benchmarks.md).
 //!
 //! The first request that is anything else — another path or method, HTTP/1.0, a
-//! chunked, `Expect` or `Upgrade` request, a head still arriving or over the limits,
+//! chunked, `Expect` or `Upgrade` request, one without exactly one `Host` field (hyper's
+//! path answers it a 400, [`crate::limits`]), a head still arriving or over the limits,
 //! a body over the size limit, bytes that are not HTTP — hands the connection, with
 //! every byte already read, to hyper ([`Ended::HandOver`]), which serves it from then on
 //! with its own parsing, limits and timeouts. So this path only answers requests that
@@ -278,9 +279,12 @@ fn parse_head(buf: &[u8], max_body: usize) -> Option<WholeRequest> {
     let mut headers = HeaderMap::new();
     let mut body_len = None;
     let mut close = false;
+    let mut hosts = 0usize;
     for field in req.headers.iter() {
         let name = field.name;
-        if name.eq_ignore_ascii_case("content-length") {
+        if name.eq_ignore_ascii_case("host") {
+            hosts += 1;
+        } else if name.eq_ignore_ascii_case("content-length") {
             if body_len.is_some() {
                 return None;
             }
@@ -305,7 +309,8 @@ fn parse_head(buf: &[u8], max_body: usize) -> Option<WholeRequest> {
         }
     }
     let body_len = body_len.unwrap_or(0);
-    if body_len > max_body {
+    // No Host, or more than one: hyper's path refuses it (RFC 9112 §3.2).
+    if body_len > max_body || hosts != 1 {
         return None;
     }
     Some(WholeRequest { endpoint, headers, head_len, body_len, close })
@@ -495,8 +500,10 @@ mod tests {
         assert_eq!(r.headers[names::REQUEST_ID], "r1");
         assert_eq!(r.headers.len(), 2, "only the fields the handler reads");
         assert!(!r.close);
-        let close =
-            request(&format!("POST /v1/completions HTTP/1.1\r\nConnection: keep-alive, Close\r\nContent-Length: {}", BODY.len()), BODY);
+        let close = request(
+            &format!("POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Close\r\nContent-Length: {}", BODY.len()),
+            BODY,
+        );
         assert!(matches!(parse(&close, 1 << 20), Parsed::Whole(r) if r.close));
     }
 
@@ -504,26 +511,29 @@ mod tests {
     fn anything_else_goes_to_hyper() {
         let len = BODY.len();
         let handed_over = [
-            request(&format!("GET /v1/chat/completions HTTP/1.1\r\ncontent-length: {len}"), BODY),
-            request(&format!("POST /v1/jobs HTTP/1.1\r\ncontent-length: {len}"), BODY),
-            request(&format!("POST /v1/chat/completions?x=1 HTTP/1.1\r\ncontent-length: {len}"), BODY),
-            request(&format!("POST /v1/chat/completions HTTP/1.0\r\ncontent-length: {len}"), BODY),
-            request("POST /v1/chat/completions HTTP/1.1\r\ntransfer-encoding: chunked", "1b\r\n"),
-            request(&format!("POST /v1/chat/completions HTTP/1.1\r\nexpect: 100-continue\r\ncontent-length: {len}"), ""),
-            request(&format!("POST /v1/chat/completions HTTP/1.1\r\nconnection: upgrade\r\ncontent-length: {len}"), BODY),
-            request(&format!("POST /v1/chat/completions HTTP/1.1\r\ncontent-length: {len}\r\ncontent-length: {len}"), BODY),
-            request("POST /v1/chat/completions HTTP/1.1\r\ncontent-length: +5", "{}123"),
+            request(&format!("GET /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {len}"), BODY),
+            request(&format!("POST /v1/jobs HTTP/1.1\r\nhost: x\r\ncontent-length: {len}"), BODY),
+            request(&format!("POST /v1/chat/completions?x=1 HTTP/1.1\r\nhost: x\r\ncontent-length: {len}"), BODY),
+            request(&format!("POST /v1/chat/completions HTTP/1.0\r\nhost: x\r\ncontent-length: {len}"), BODY),
+            request("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked", "1b\r\n"),
+            request(&format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nexpect: 100-continue\r\ncontent-length: {len}"), ""),
+            request(&format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\ncontent-length: {len}"), BODY),
+            request(&format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {len}\r\ncontent-length: {len}"), BODY),
+            request("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: +5", "{}123"),
             // The head still arriving, not HTTP.
             b"POST /v1/chat/completions HTTP/1.1\r\ncontent-len".to_vec(),
             b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03".to_vec(),
+            // No Host, or two (hyper's path answers the 400).
+            request(&format!("POST /v1/chat/completions HTTP/1.1\r\ncontent-length: {len}"), BODY),
+            request(&format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nHost: y\r\ncontent-length: {len}"), BODY),
             // More fields than this path parses.
-            request(&format!("POST /v1/chat/completions HTTP/1.1\r\n{}content-length: {len}", "x-a: 1\r\n".repeat(40)), BODY),
+            request(&format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{}content-length: {len}", "x-a: 1\r\n".repeat(40)), BODY),
         ];
         for bytes in handed_over {
             assert!(matches!(parse(&bytes, 1 << 20), Parsed::NotHere), "answered here: {}", String::from_utf8_lossy(&bytes));
         }
         // Over the body limit: hyper's path answers the 413.
-        let big = request(&format!("POST /v1/chat/completions HTTP/1.1\r\ncontent-length: {}", BODY.len()), BODY);
+        let big = request(&format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}", BODY.len()), BODY);
         assert!(matches!(parse(&big, BODY.len() - 1), Parsed::NotHere));
         assert!(matches!(parse(&big, BODY.len()), Parsed::Whole(_)));
         // A body still arriving is waited for.
@@ -533,7 +543,7 @@ mod tests {
 
     #[test]
     fn pipelined_requests_are_parsed_one_at_a_time() {
-        let one = request(&format!("POST /v1/embeddings HTTP/1.1\r\ncontent-length: {}", BODY.len()), BODY);
+        let one = request(&format!("POST /v1/embeddings HTTP/1.1\r\nhost: x\r\ncontent-length: {}", BODY.len()), BODY);
         let two = [one.clone(), one.clone()].concat();
         let Parsed::Whole(r) = parse(&two, 1 << 20) else { panic!("not answered here") };
         assert_eq!(r.head_len + r.body_len, one.len());

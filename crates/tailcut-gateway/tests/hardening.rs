@@ -235,7 +235,8 @@ async fn every_refusal_has_a_json_body() {
         ),
         (format!("GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: {}\r\nconnection: close\r\n\r\n", "v".repeat(40_000)), "431"),
         ("GARBAGE\r\n\r\n".to_string(), "400"),
-        ("GET /healthz HTTP/1.1\r\nbad header line\r\n\r\n".to_string(), "400"),
+        ("GET /healthz HTTP/1.1\r\nhost: x\r\nbad header line\r\n\r\n".to_string(), "400"),
+        ("GET /healthz HTTP/1.1\r\nconnection: close\r\n\r\n".to_string(), "400"),
         (format!("GET /healthz HTTP/1.1\r\nhost: x\r\nx-huge: {}\r\n\r\n", "v".repeat(500_000)), "431"),
         ("POST /v1/jobs?wait=abc HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}".to_string(), "400"),
     ];

@@ -762,6 +762,51 @@ async fn http_1_0_requests_go_to_hyper() {
     assert_eq!(text.matches(REPLY).count(), 2, "{text}");
 }
 
+/// RFC 9112 §3.2: an HTTP/1.1 request without a `Host` field, or with two, is a 400 with
+/// the gateway's JSON error body, first on a connection (the fast path's) and on one
+/// hyper has taken over; an HTTP/1.0 request needs none and is served.
+#[tokio::test]
+async fn an_http_1_1_request_needs_exactly_one_host_field() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
+    let no_host = chat("no-host", "").replacen("host: x\r\n", "", 1);
+    let two_hosts = chat("two-hosts", "host: y\r\n");
+    let healthz_no_host = "GET /healthz HTTP/1.1\r\n\r\n".to_string();
+    for (name, bad) in [("no Host", &no_host), ("two Host fields", &two_hosts), ("healthz without Host", &healthz_no_host)] {
+        // First on a fresh connection, after a fast-path request, after a hand-over.
+        for before in ["", "fast", "hyper"] {
+            let mut tcp = TcpStream::connect(&addr).await.unwrap();
+            let mut pending = Vec::new();
+            match before {
+                "fast" => tcp.write_all(chat("one", "").as_bytes()).await.unwrap(),
+                "hyper" => tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap(),
+                _ => {}
+            }
+            if !before.is_empty() {
+                assert_eq!(reply(&mut tcp, &mut pending).await.expect("a reply").status, 200, "{name} after {before}");
+            }
+            tcp.write_all(bad.as_bytes()).await.unwrap();
+            let r = reply(&mut tcp, &mut pending).await.unwrap_or_else(|| panic!("{name} after {before:?}: no reply"));
+            assert_eq!(r.status, 400, "{name} after {before:?}: {r:?}");
+            r.assert_well_formed();
+            assert_eq!(r.field("content-type"), Some("application/json"), "{r:?}");
+            let error = r.json();
+            assert_eq!(error["error"]["code"], "bad_request", "{error}");
+            assert!(error["error"]["message"].as_str().is_some_and(|m| m.contains("Host")), "{error}");
+        }
+    }
+    // HTTP/1.0 needs no Host: served first on a connection and after a hand-over.
+    let old = format!("POST /v1/chat/completions HTTP/1.0\r\ncontent-length: {}\r\n\r\n{BODY}", BODY.len());
+    for before in ["", "GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n"] {
+        let mut tcp = TcpStream::connect(&addr).await.unwrap();
+        tcp.write_all(format!("{before}{old}").as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut out)).await;
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.ends_with(REPLY) && !text.contains(" 400 "), "HTTP/1.0 after {before:?}: {text}");
+    }
+}
+
 #[tokio::test]
 async fn an_idle_fast_path_connection_closes_at_the_idle_timeout() {
     let up = upstreams().await;

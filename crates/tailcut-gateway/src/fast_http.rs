@@ -282,7 +282,7 @@ fn parse_head(buf: &[u8], max_body: usize) -> Option<WholeRequest> {
     let mut hosts = 0usize;
     for field in req.headers.iter() {
         let name = field.name;
-        if name.eq_ignore_ascii_case("host") {
+        if is_host(name) {
             hosts += 1;
         } else if name.eq_ignore_ascii_case("content-length") {
             if body_len.is_some() {
@@ -314,6 +314,17 @@ fn parse_head(buf: &[u8], max_body: usize) -> Option<WholeRequest> {
         return None;
     }
     Some(WholeRequest { endpoint, headers, head_len, body_len, close })
+}
+
+/// Whether a field name is `Host`, in any case: one load and compare of four bytes
+/// (setting bit 5 lower-cases `H`, `O`, `S`, `T` and leaves only them and their lower
+/// case equal to `host`), where a byte-by-byte case-insensitive compare cost ~35
+/// instructions a request (callgrind, scripts/instructions-per-request.sh).
+fn is_host(name: &str) -> bool {
+    match name.as_bytes() {
+        &[a, b, c, d] => u32::from_le_bytes([a, b, c, d]) | 0x2020_2020 == u32::from_le_bytes(*b"host"),
+        _ => false,
+    }
 }
 
 /// Takes the first request (`head_len` and `body_len` bytes) off `buf`; returns its
@@ -539,6 +550,26 @@ mod tests {
         // A body still arriving is waited for.
         let short = &big[..big.len() - 3];
         assert!(matches!(parse(short, BODY.len()), Parsed::BodyArriving(n) if n == big.len()));
+    }
+
+    #[test]
+    fn host_is_matched_in_any_case_and_nothing_else_is() {
+        for name in ["host", "Host", "HOST", "hOsT"] {
+            assert!(is_host(name), "{name}");
+        }
+        // Every other four-byte name that differs from `host` in one byte only.
+        for i in 0..4 {
+            for b in 0..=255u8 {
+                let mut name = *b"host";
+                name[i] = b;
+                if let Ok(name) = std::str::from_utf8(&name) {
+                    assert_eq!(is_host(name), name.eq_ignore_ascii_case("host"), "{name:?}");
+                }
+            }
+        }
+        for name in ["hos", "hosts", "", "date", "x-host"] {
+            assert!(!is_host(name), "{name}");
+        }
     }
 
     #[test]

@@ -29,16 +29,21 @@ pub(crate) struct Gateway {
     conn: Arc<ConnState>,
     /// The serving runtime's timer heartbeat, told of every request.
     heartbeat: Arc<Heartbeat>,
+    /// The accept loop's drain signal, held by each proxied call's handler task until it
+    /// ends: a race whose client hung up (its connection gone) still settles, with its
+    /// receipts, before the drain goes on, as on the fast path.
+    serving: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl Gateway {
     pub(crate) fn new(state: Arc<AppState>, heartbeat: Arc<Heartbeat>) -> Gateway {
-        Gateway { router: router(state.clone()), state, conn: Arc::default(), heartbeat }
+        Gateway { router: router(state.clone()), state, conn: Arc::default(), heartbeat, serving: None }
     }
 
-    /// This gateway serving one connection.
-    pub(crate) fn for_connection(&self, conn: Arc<ConnState>) -> Gateway {
-        Gateway { state: self.state.clone(), router: self.router.clone(), conn, heartbeat: self.heartbeat.clone() }
+    /// This gateway serving one connection; `serving` is the accept loop's drain signal
+    /// (the drain waits for every receiver to be dropped).
+    pub(crate) fn for_connection(&self, conn: Arc<ConnState>, serving: tokio::sync::watch::Receiver<bool>) -> Gateway {
+        Gateway { state: self.state.clone(), router: self.router.clone(), conn, heartbeat: self.heartbeat.clone(), serving: Some(serving) }
     }
 
     /// The serving runtime's timer heartbeat.
@@ -98,10 +103,12 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Gat
                 let st = self.state.clone();
                 let hangup = Arc::new(Hangup::default());
                 let watched = hangup.clone();
+                let serving = self.serving.clone();
                 // The handler runs in its own task, so that hyper dropping this future
                 // (the client hung up) does not drop the race with it: the race is told
                 // to stop instead, and runs on to cancel its attempts with receipts.
                 let handler = tokio::spawn(async move {
+                    let _serving = serving;
                     // The body is read as hyper delivers it: no boxing, no router.
                     let (parts, body) = req.into_parts();
                     match read_body(&st, &parts.headers, body).await {

@@ -30,8 +30,9 @@ pub(crate) struct Gateway {
     /// The serving runtime's timer heartbeat, told of every request.
     heartbeat: Arc<Heartbeat>,
     /// The accept loop's drain signal, held by each proxied call's handler task until it
-    /// ends: a race whose client hung up (its connection gone) still settles, with its
-    /// receipts, before the drain goes on, as on the fast path.
+    /// ends: a race whose client hung up (its connection gone) is still stopped, its
+    /// attempts cancelled and the request counted, before the drain goes on, as on the
+    /// fast path.
     serving: Option<tokio::sync::watch::Receiver<bool>>,
 }
 

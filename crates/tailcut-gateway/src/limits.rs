@@ -1,10 +1,10 @@
 //! Limits on a request head, answered as JSON errors like every other refusal: a URI
 //! longer than [`MAX_URI_BYTES`] is a 414, more than [`MAX_HEADERS`] header fields or more
 //! than [`MAX_HEADER_BYTES`] of them a 431, and an HTTP/1.1 request without exactly one
-//! `Host` field a 400 (RFC 9112 §3.2; HTTP/1.0 needs none). hyper itself stops parsing a head at its
-//! default of 100 header fields ([`MAX_HEADERS`] is that same number, so a head hyper
-//! accepts is never over our count): such heads, heads past hyper's size limits, and
-//! heads that are not HTTP at all get hyper's status with a JSON body
+//! `Host` field a 400 (RFC 9112 §3.2; HTTP/1.0 needs none). hyper itself stops parsing
+//! a head at its default of 100 header fields ([`MAX_HEADERS`] is that same number, so a
+//! head hyper accepts is never over our count): such heads, heads past hyper's size
+//! limits, and heads that are not HTTP at all get hyper's status with a JSON body
 //! ([`crate::connection::GuardedStream`] rewrites them).
 //!
 //! hyper's default is kept rather than raised: a configured header limit makes hyper

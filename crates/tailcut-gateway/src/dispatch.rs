@@ -8,7 +8,9 @@
 
 use crate::admission::read_body;
 use crate::connection::ConnState;
+use crate::error::ApiError;
 use crate::handlers::{endpoint, router, serve_openai};
+use crate::hangup::Hangup;
 use crate::heartbeat::Heartbeat;
 use crate::state::AppState;
 use axum::response::{IntoResponse, Response};
@@ -27,16 +29,22 @@ pub(crate) struct Gateway {
     conn: Arc<ConnState>,
     /// The serving runtime's timer heartbeat, told of every request.
     heartbeat: Arc<Heartbeat>,
+    /// The accept loop's drain signal, held by each proxied call's handler task until it
+    /// ends: a race whose client hung up (its connection gone) is still stopped, its
+    /// attempts cancelled and the request counted, before the drain goes on, as on the
+    /// fast path.
+    serving: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl Gateway {
     pub(crate) fn new(state: Arc<AppState>, heartbeat: Arc<Heartbeat>) -> Gateway {
-        Gateway { router: router(state.clone()), state, conn: Arc::default(), heartbeat }
+        Gateway { router: router(state.clone()), state, conn: Arc::default(), heartbeat, serving: None }
     }
 
-    /// This gateway serving one connection.
-    pub(crate) fn for_connection(&self, conn: Arc<ConnState>) -> Gateway {
-        Gateway { state: self.state.clone(), router: self.router.clone(), conn, heartbeat: self.heartbeat.clone() }
+    /// This gateway serving one connection; `serving` is the accept loop's drain signal
+    /// (the drain waits for every receiver to be dropped).
+    pub(crate) fn for_connection(&self, conn: Arc<ConnState>, serving: tokio::sync::watch::Receiver<bool>) -> Gateway {
+        Gateway { state: self.state.clone(), router: self.router.clone(), conn, heartbeat: self.heartbeat.clone(), serving: Some(serving) }
     }
 
     /// The serving runtime's timer heartbeat.
@@ -52,6 +60,26 @@ struct Answered(Arc<ConnState>);
 impl Drop for Answered {
     fn drop(&mut self) {
         self.0.request_answered();
+    }
+}
+
+/// Tells a request's race that its client went away when hyper drops the request's
+/// future before the handler answered (hyper does so when the client hangs up): the race
+/// stops as on the fast path ([`Hangup`]), its live attempts cancelled with receipts.
+struct HangUpOnDrop(Option<Arc<Hangup>>);
+
+impl HangUpOnDrop {
+    /// The handler answered: the client's going away no longer concerns the race.
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for HangUpOnDrop {
+    fn drop(&mut self) {
+        if let Some(hangup) = self.0.take() {
+            hangup.hang_up();
+        }
     }
 }
 
@@ -74,14 +102,37 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Gat
         match endpoint(req.method(), req.uri().path()) {
             Some(ep) => {
                 let st = self.state.clone();
-                Box::pin(async move {
-                    let _answered = answered;
+                let hangup = Arc::new(Hangup::default());
+                let watched = hangup.clone();
+                let serving = self.serving.clone();
+                // The handler runs in its own task, so that hyper dropping this future
+                // (the client hung up) does not drop the race with it: the race is told
+                // to stop instead, and runs on to cancel its attempts with receipts.
+                let handler = tokio::spawn(async move {
+                    let _serving = serving;
                     // The body is read as hyper delivers it: no boxing, no router.
                     let (parts, body) = req.into_parts();
-                    Ok(match read_body(&st, &parts.headers, body).await {
-                        Ok(bytes) => serve_openai(st, parts.headers, bytes, ep, None).await,
+                    match read_body(&st, &parts.headers, body).await {
+                        Ok(bytes) => serve_openai(st, parts.headers, bytes, ep, Some(watched)).await,
                         Err(e) => e.into_response(),
-                    })
+                    }
+                });
+                // Made here, not in the future: dropped unpolled, it still hangs up.
+                let mut hang_up_on_drop = HangUpOnDrop(Some(hangup));
+                Box::pin(async move {
+                    let _answered = answered;
+                    let resp = match handler.await {
+                        Ok(resp) => resp,
+                        Err(e) => match e.try_into_panic() {
+                            // A panic stays a panic, as it was when the handler ran here.
+                            Ok(panic) => std::panic::resume_unwind(panic),
+                            Err(_) => ApiError::Unavailable("the gateway is shutting down".into()).into_response(),
+                        },
+                    };
+                    // Answered: what happens to the reply from here (a stream the client
+                    // stops reading) is the reply body's to handle.
+                    hang_up_on_drop.disarm();
+                    Ok(resp)
                 })
             }
             None => {

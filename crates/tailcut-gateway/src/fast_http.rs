@@ -6,7 +6,8 @@
 //! proxied call, docs/benchmarks.md).
 //!
 //! The first request that is anything else — another path or method, HTTP/1.0, a
-//! chunked, `Expect` or `Upgrade` request, a head still arriving or over the limits,
+//! chunked, `Expect` or `Upgrade` request, one without exactly one `Host` field (hyper's
+//! path answers it a 400, [`crate::limits`]), a head still arriving or over the limits,
 //! a body over the size limit, bytes that are not HTTP — hands the connection, with
 //! every byte already read, to hyper ([`Ended::HandOver`]), which serves it from then on
 //! with its own parsing, limits and timeouts. So this path only answers requests that
@@ -15,8 +16,9 @@
 //! closing after the request in progress when the gateway drains or idle connections
 //! are asked to make room, and a client that hangs up stops its request's race (its
 //! live attempts cancelled with receipts, as at the total timeout; a 499 in metrics) or
-//! drops its streamed reply. (On hyper's path a hang-up drops the race: its attempts'
-//! upstream requests are closed as their jobs are dropped, with no receipts.)
+//! drops its streamed reply. (hyper's path does the same: [`crate::dispatch`] runs the
+//! handler in a task of its own and tells the race ([`Hangup`]) when hyper drops the
+//! request's future.)
 
 use crate::handlers::{endpoint, serve_openai};
 use crate::hangup::Hangup;
@@ -239,9 +241,12 @@ fn parse_head(buf: &[u8], max_body: usize) -> Option<WholeRequest> {
     let mut headers = HeaderMap::new();
     let mut body_len = None;
     let mut close = false;
+    let mut hosts = 0usize;
     for field in req.headers.iter() {
         let name = field.name;
-        if name.eq_ignore_ascii_case("content-length") {
+        if is_host(name) {
+            hosts += 1;
+        } else if name.eq_ignore_ascii_case("content-length") {
             if body_len.is_some() {
                 return None;
             }
@@ -266,10 +271,22 @@ fn parse_head(buf: &[u8], max_body: usize) -> Option<WholeRequest> {
         }
     }
     let body_len = body_len.unwrap_or(0);
-    if body_len > max_body {
+    // No Host, or more than one: hyper's path refuses it (RFC 9112 §3.2).
+    if body_len > max_body || hosts != 1 {
         return None;
     }
     Some(WholeRequest { endpoint, headers, head_len, body_len, close })
+}
+
+/// Whether a field name is `Host`, in any case: one load and compare of four bytes
+/// (setting bit 5 lower-cases `H`, `O`, `S`, `T` and leaves only them and their lower
+/// case equal to `host`), where a byte-by-byte case-insensitive compare cost ~35
+/// instructions a request (callgrind, scripts/instructions-per-request.sh).
+fn is_host(name: &str) -> bool {
+    match name.as_bytes() {
+        &[a, b, c, d] => u32::from_le_bytes([a, b, c, d]) | 0x2020_2020 == u32::from_le_bytes(*b"host"),
+        _ => false,
+    }
 }
 
 /// Takes the first request (`head_len` and `body_len` bytes) off `buf`; returns its
@@ -436,8 +453,10 @@ mod tests {
         assert_eq!(r.headers[names::REQUEST_ID], "r1");
         assert_eq!(r.headers.len(), 2, "only the fields the handler reads");
         assert!(!r.close);
-        let close =
-            request(&format!("POST /v1/completions HTTP/1.1\r\nConnection: keep-alive, Close\r\nContent-Length: {}", BODY.len()), BODY);
+        let close = request(
+            &format!("POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Close\r\nContent-Length: {}", BODY.len()),
+            BODY,
+        );
         assert!(matches!(parse(&close, 1 << 20), Parsed::Whole(r) if r.close));
     }
 
@@ -445,26 +464,29 @@ mod tests {
     fn anything_else_goes_to_hyper() {
         let len = BODY.len();
         let handed_over = [
-            request(&format!("GET /v1/chat/completions HTTP/1.1\r\ncontent-length: {len}"), BODY),
-            request(&format!("POST /v1/jobs HTTP/1.1\r\ncontent-length: {len}"), BODY),
-            request(&format!("POST /v1/chat/completions?x=1 HTTP/1.1\r\ncontent-length: {len}"), BODY),
-            request(&format!("POST /v1/chat/completions HTTP/1.0\r\ncontent-length: {len}"), BODY),
-            request("POST /v1/chat/completions HTTP/1.1\r\ntransfer-encoding: chunked", "1b\r\n"),
-            request(&format!("POST /v1/chat/completions HTTP/1.1\r\nexpect: 100-continue\r\ncontent-length: {len}"), ""),
-            request(&format!("POST /v1/chat/completions HTTP/1.1\r\nconnection: upgrade\r\ncontent-length: {len}"), BODY),
-            request(&format!("POST /v1/chat/completions HTTP/1.1\r\ncontent-length: {len}\r\ncontent-length: {len}"), BODY),
-            request("POST /v1/chat/completions HTTP/1.1\r\ncontent-length: +5", "{}123"),
+            request(&format!("GET /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {len}"), BODY),
+            request(&format!("POST /v1/jobs HTTP/1.1\r\nhost: x\r\ncontent-length: {len}"), BODY),
+            request(&format!("POST /v1/chat/completions?x=1 HTTP/1.1\r\nhost: x\r\ncontent-length: {len}"), BODY),
+            request(&format!("POST /v1/chat/completions HTTP/1.0\r\nhost: x\r\ncontent-length: {len}"), BODY),
+            request("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked", "1b\r\n"),
+            request(&format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nexpect: 100-continue\r\ncontent-length: {len}"), ""),
+            request(&format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\ncontent-length: {len}"), BODY),
+            request(&format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {len}\r\ncontent-length: {len}"), BODY),
+            request("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: +5", "{}123"),
             // The head still arriving, not HTTP.
             b"POST /v1/chat/completions HTTP/1.1\r\ncontent-len".to_vec(),
             b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03".to_vec(),
+            // No Host, or two (hyper's path answers the 400).
+            request(&format!("POST /v1/chat/completions HTTP/1.1\r\ncontent-length: {len}"), BODY),
+            request(&format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nHost: y\r\ncontent-length: {len}"), BODY),
             // More fields than this path parses.
-            request(&format!("POST /v1/chat/completions HTTP/1.1\r\n{}content-length: {len}", "x-a: 1\r\n".repeat(40)), BODY),
+            request(&format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{}content-length: {len}", "x-a: 1\r\n".repeat(40)), BODY),
         ];
         for bytes in handed_over {
             assert!(matches!(parse(&bytes, 1 << 20), Parsed::NotHere), "answered here: {}", String::from_utf8_lossy(&bytes));
         }
         // Over the body limit: hyper's path answers the 413.
-        let big = request(&format!("POST /v1/chat/completions HTTP/1.1\r\ncontent-length: {}", BODY.len()), BODY);
+        let big = request(&format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}", BODY.len()), BODY);
         assert!(matches!(parse(&big, BODY.len() - 1), Parsed::NotHere));
         assert!(matches!(parse(&big, BODY.len()), Parsed::Whole(_)));
         // A body still arriving is waited for.
@@ -473,8 +495,28 @@ mod tests {
     }
 
     #[test]
+    fn host_is_matched_in_any_case_and_nothing_else_is() {
+        for name in ["host", "Host", "HOST", "hOsT"] {
+            assert!(is_host(name), "{name}");
+        }
+        // Every other four-byte name that differs from `host` in one byte only.
+        for i in 0..4 {
+            for b in 0..=255u8 {
+                let mut name = *b"host";
+                name[i] = b;
+                if let Ok(name) = std::str::from_utf8(&name) {
+                    assert_eq!(is_host(name), name.eq_ignore_ascii_case("host"), "{name:?}");
+                }
+            }
+        }
+        for name in ["hos", "hosts", "", "date", "x-host"] {
+            assert!(!is_host(name), "{name}");
+        }
+    }
+
+    #[test]
     fn pipelined_requests_are_parsed_one_at_a_time() {
-        let one = request(&format!("POST /v1/embeddings HTTP/1.1\r\ncontent-length: {}", BODY.len()), BODY);
+        let one = request(&format!("POST /v1/embeddings HTTP/1.1\r\nhost: x\r\ncontent-length: {}", BODY.len()), BODY);
         let two = [one.clone(), one.clone()].concat();
         let Parsed::Whole(r) = parse(&two, 1 << 20) else { panic!("not answered here") };
         assert_eq!(r.head_len + r.body_len, one.len());

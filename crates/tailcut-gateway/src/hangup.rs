@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 /// A client that closed its connection while its request was being raced: the race
 /// stops on it ([`Hangup::wait`]) and cancels its live attempts with receipts, as at
-/// the total timeout. One per connection (its requests are answered one at a time).
+/// the total timeout. One per connection on the fast path (its requests are answered
+/// one at a time); one per request on hyper's ([`crate::dispatch`]), set when hyper drops
+/// the request's future.
 #[derive(Debug, Default)]
 pub(crate) struct Hangup {
     gone: AtomicBool,

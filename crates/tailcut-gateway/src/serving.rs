@@ -56,8 +56,9 @@ async fn accept_loop(
     let heartbeat = Arc::new(Heartbeat::default());
     let beating = heartbeat.spawn();
     let gateway = crate::dispatch::Gateway::new(state.clone(), heartbeat.clone());
-    // Each connection holds a receiver: `closing` tells them to close, and `closed()`
-    // resolves once every one has dropped its receiver.
+    // Each connection holds a receiver (and so does each proxied call's handler task on
+    // hyper's path, until its race settles): `closing` tells them to close, and
+    // `closed()` resolves once every one has dropped its receiver.
     let (closing, close_rx) = tokio::sync::watch::channel(false);
     let mut stop = std::pin::pin!(stop);
     loop {
@@ -136,7 +137,7 @@ async fn serve_connection(
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(limits.idle)
-        .serve_connection(hyper_util::rt::TokioIo::new(io), gateway.for_connection(conn_state.clone()));
+        .serve_connection(hyper_util::rt::TokioIo::new(io), gateway.for_connection(conn_state.clone(), closing.clone()));
     let mut conn = std::pin::pin!(conn);
     let asked_to_make_room = async {
         loop {

@@ -438,12 +438,13 @@ async fn a_streamed_reply_is_strictly_chunked_and_the_connection_is_kept() {
     assert!(closes_within(&mut tcp, Duration::from_secs(2)).await);
 }
 
-/// A gateway racing two attempts (the second after 100 ms) on [`silent_upstream`]: its
-/// base URL, and the count of upstream requests closed.
-async fn racing_silent_upstreams() -> (String, Arc<AtomicUsize>) {
+/// A gateway racing two attempts (the second after 100 ms) on [`silent_upstream`], with
+/// `extra` config lines after `[gateway]`: its base URL, and the count of upstream
+/// requests closed.
+async fn racing_silent_upstreams(extra: &str) -> (String, Arc<AtomicUsize>) {
     let (up, dropped) = silent_upstream().await;
     let toml = format!(
-        "{OPEN_GATEWAY}\n{}{}{}",
+        "{OPEN_GATEWAY}{extra}\n{}{}{}",
         openai_provider("p", &up),
         openai_provider("h", &up),
         hedged_chat_route("ph", "p", "h", 100, "first_token_hedge_ms = 100")
@@ -453,11 +454,11 @@ async fn racing_silent_upstreams() -> (String, Arc<AtomicUsize>) {
 }
 
 /// A client that hangs up while its reply is being raced: both attempts' upstream
-/// requests are closed at once (not run on to their timeout), on the fast path (the
-/// race stopped, with receipts) and on hyper's (the race dropped).
+/// requests are closed at once (not run on to their timeout), on the fast path and on
+/// hyper's (on both the race is stopped, with receipts: the next two tests).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_hangs_up_during_a_race_drops_it() {
-    let (base, dropped) = racing_silent_upstreams().await;
+    let (base, dropped) = racing_silent_upstreams("").await;
     let addr = base.trim_start_matches("http://").to_string();
     // On the fast path, and on hyper's (a query string hands the request over); whole
     // replies, then streams before their first token.
@@ -492,7 +493,7 @@ async fn a_client_that_hangs_up_during_a_race_drops_it() {
 /// the race is settled and recorded, and the request is counted as a 499.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_hangs_up_stops_its_race_with_a_receipt_for_every_attempt() {
-    let (base, dropped) = racing_silent_upstreams().await;
+    let (base, dropped) = racing_silent_upstreams("").await;
     let addr = base.trim_start_matches("http://").to_string();
     let streamed = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
     let http = reqwest::Client::new();
@@ -506,25 +507,85 @@ async fn a_client_that_hangs_up_stops_its_race_with_a_receipt_for_every_attempt(
         let mut metrics = String::new();
         while t.elapsed() < Duration::from_secs(5) {
             metrics = http.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
-            let cancels: usize = metrics
-                .lines()
-                .filter(|l| l.starts_with("tailcut_cancels_total{") && l.contains("request_channel_closed"))
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum::<f64>() as usize;
-            if cancels >= want && dropped.load(Ordering::SeqCst) >= want {
+            if channel_closed_receipts(&metrics) >= want && dropped.load(Ordering::SeqCst) >= want {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let receipts: usize = metrics
-            .lines()
-            .filter(|l| l.starts_with("tailcut_cancels_total{") && l.contains("request_channel_closed"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>() as usize;
-        assert_eq!(receipts, want, "{body}: a receipt for every attempt:\n{metrics}");
+        assert_eq!(channel_closed_receipts(&metrics), want, "{body}: a receipt for every attempt:\n{metrics}");
         assert_eq!(dropped.load(Ordering::SeqCst), want, "{body}: both upstream requests closed");
         let closed = metrics.lines().find(|l| l.starts_with("tailcut_requests_total{") && l.contains("status=\"499\""));
         assert!(closed.is_some_and(|l| l.ends_with(&format!(" {}", i + 1))), "{body}: counted as 499:\n{metrics}");
+    }
+}
+
+/// The `request_channel_closed` receipts counted in the `/metrics` text `metrics`.
+fn channel_closed_receipts(metrics: &str) -> usize {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("tailcut_cancels_total{") && l.contains("request_channel_closed"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as usize
+}
+
+/// The requests counted with status 499 in the `/metrics` text `metrics`.
+fn client_closed_requests(metrics: &str) -> usize {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("tailcut_requests_total{") && l.contains("status=\"499\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as usize
+}
+
+/// On a connection hyper has taken over (a health check came first), a client that
+/// hangs up mid-race stops the race as on the fast path: the race settles into the
+/// trace with a `request_channel_closed` receipt for each of its attempts, and the
+/// request is counted as a 499 — a whole reply, then a stream before its first token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_on_hyper_s_path_stops_its_race_with_a_receipt_for_every_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let (base, dropped) = racing_silent_upstreams(&format!("[trace]\npath = \"{}\"\n", trace.display())).await;
+    let addr = base.trim_start_matches("http://").to_string();
+    let streamed = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let http = reqwest::Client::new();
+    for (i, (id, body)) in [("hyper-whole", BODY), ("hyper-stream", streamed)].into_iter().enumerate() {
+        let mut tcp = TcpStream::connect(&addr).await.unwrap();
+        let mut pending = Vec::new();
+        tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+        assert_eq!(reply(&mut tcp, &mut pending).await.expect("healthz").status, 200);
+        // Now on hyper's path: a proxied call whose two attempts never answer.
+        tcp.write_all(chat_body(body, &format!("x-request-id: {id}\r\n")).as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        drop(tcp);
+        let want = 2 * (i + 1);
+        let t = std::time::Instant::now();
+        let (mut metrics, mut line) = (String::new(), None);
+        while t.elapsed() < Duration::from_secs(5) {
+            metrics = http.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+            line = std::fs::read_to_string(&trace)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .find(|t| t["request_id"] == id);
+            if line.is_some() && client_closed_requests(&metrics) > i && dropped.load(Ordering::SeqCst) >= want {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let line = line.unwrap_or_else(|| panic!("{id}: the race was never recorded in the trace"));
+        assert_eq!(line["attempts"].as_array().map(Vec::len), Some(2), "{id}: {line}");
+        assert_eq!(line["stopped_by_caller"], true, "{id}: {line}");
+        let receipts = line["receipts"].as_array().unwrap_or_else(|| panic!("{id}: no receipts: {line}"));
+        let mut providers: Vec<&str> = receipts.iter().filter_map(|r| r["provider"].as_str()).collect();
+        providers.sort_unstable();
+        assert_eq!(providers, ["h", "p"], "{id}: a receipt for every attempt: {line}");
+        for r in receipts {
+            assert_eq!(r["evidence"], "request_channel_closed", "{id}: {r}");
+        }
+        assert_eq!(channel_closed_receipts(&metrics), want, "{id}: {metrics}");
+        assert_eq!(client_closed_requests(&metrics), i + 1, "{id}: counted as 499:\n{metrics}");
+        assert_eq!(dropped.load(Ordering::SeqCst), want, "{id}: both upstream requests closed");
     }
 }
 
@@ -699,6 +760,51 @@ async fn http_1_0_requests_go_to_hyper() {
     let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut out)).await;
     let text = String::from_utf8_lossy(&out);
     assert_eq!(text.matches(REPLY).count(), 2, "{text}");
+}
+
+/// RFC 9112 §3.2: an HTTP/1.1 request without a `Host` field, or with two, is a 400 with
+/// the gateway's JSON error body, first on a connection (the fast path's) and on one
+/// hyper has taken over; an HTTP/1.0 request needs none and is served.
+#[tokio::test]
+async fn an_http_1_1_request_needs_exactly_one_host_field() {
+    let up = upstreams().await;
+    let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
+    let no_host = chat("no-host", "").replacen("host: x\r\n", "", 1);
+    let two_hosts = chat("two-hosts", "host: y\r\n");
+    let healthz_no_host = "GET /healthz HTTP/1.1\r\n\r\n".to_string();
+    for (name, bad) in [("no Host", &no_host), ("two Host fields", &two_hosts), ("healthz without Host", &healthz_no_host)] {
+        // First on a fresh connection, after a fast-path request, after a hand-over.
+        for before in ["", "fast", "hyper"] {
+            let mut tcp = TcpStream::connect(&addr).await.unwrap();
+            let mut pending = Vec::new();
+            match before {
+                "fast" => tcp.write_all(chat("one", "").as_bytes()).await.unwrap(),
+                "hyper" => tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap(),
+                _ => {}
+            }
+            if !before.is_empty() {
+                assert_eq!(reply(&mut tcp, &mut pending).await.expect("a reply").status, 200, "{name} after {before}");
+            }
+            tcp.write_all(bad.as_bytes()).await.unwrap();
+            let r = reply(&mut tcp, &mut pending).await.unwrap_or_else(|| panic!("{name} after {before:?}: no reply"));
+            assert_eq!(r.status, 400, "{name} after {before:?}: {r:?}");
+            r.assert_well_formed();
+            assert_eq!(r.field("content-type"), Some("application/json"), "{r:?}");
+            let error = r.json();
+            assert_eq!(error["error"]["code"], "bad_request", "{error}");
+            assert!(error["error"]["message"].as_str().is_some_and(|m| m.contains("Host")), "{error}");
+        }
+    }
+    // HTTP/1.0 needs no Host: served first on a connection and after a hand-over.
+    let old = format!("POST /v1/chat/completions HTTP/1.0\r\ncontent-length: {}\r\n\r\n{BODY}", BODY.len());
+    for before in ["", "GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n"] {
+        let mut tcp = TcpStream::connect(&addr).await.unwrap();
+        tcp.write_all(format!("{before}{old}").as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut out)).await;
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.ends_with(REPLY) && !text.contains(" 400 "), "HTTP/1.0 after {before:?}: {text}");
+    }
 }
 
 #[tokio::test]

@@ -457,7 +457,7 @@ async fn racing_silent_upstreams(extra: &str) -> (String, Arc<AtomicUsize>) {
 /// requests are closed at once (not run on to their timeout), on the fast path and on
 /// hyper's (on both the race is stopped, with receipts: the next two tests).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_that_hangs_up_during_a_race_drops_it() {
+async fn a_client_that_hangs_up_during_a_race_has_its_upstream_requests_closed_at_once() {
     let (base, dropped) = racing_silent_upstreams("").await;
     let addr = base.trim_start_matches("http://").to_string();
     // On the fast path, and on hyper's (a query string hands the request over); whole

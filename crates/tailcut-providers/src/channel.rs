@@ -141,10 +141,12 @@ impl ChannelJob {
     }
 }
 
-/// A job nobody holds any more (its race was dropped: the gateway's client hung up)
-/// closes its request, as a cancel would: the request must not run on to its timeout,
-/// holding the provider's compute for a reply nobody will read. There is no receipt (no
-/// one is left to record it).
+/// A job nobody holds any more (its race was dropped without being stopped: a runtime
+/// shutting down, a caller that drops a race) closes its request, as a cancel would:
+/// the request must not run on to its timeout, holding the provider's compute for a
+/// reply nobody will read. There is no receipt (no one is left to record it); the
+/// gateway stops a race whose client hung up instead of dropping it, so its attempts
+/// do get receipts.
 impl Drop for ChannelJob {
     fn drop(&mut self) {
         // A finished request (the common case: the race read its result) costs one load.

@@ -88,3 +88,24 @@ fn contend_plan_inputs_are_named_and_range_checked() {
     let ok = tailcut(&["contend", "plan", "--agents", &format!("{EXAMPLES}/agents.toml"), "--gpus", &gpus]);
     assert!(ok.status.success(), "the example plans: {}", String::from_utf8_lossy(&ok.stderr));
 }
+
+#[test]
+fn sim_provider_names_the_flag_and_the_address() {
+    refused(&tailcut(&["sim-provider", "--port", "0", "--max-workers", "0"]), &["--max-workers 0", "from 1 to"]);
+    refused(&tailcut(&["sim-provider", "--profile", "nosuch", "--port", "0"]), &["--profile", "nosuch"]);
+    // A port already taken (by a listener this test holds) was exit 1 without the address.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    refused(&tailcut(&["sim-provider", "--port", &port]), &[&format!("cannot listen on 127.0.0.1:{port}")]);
+}
+
+#[test]
+fn a_plot_into_a_missing_directory_is_refused_before_the_work() {
+    // It used to fail at the very end, after the replay, with exit 1.
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("no/such/dir/out.svg");
+    let svg = svg.to_str().unwrap();
+    refused(&tailcut(&["replay", ROUNDS, "--plot", svg]), &["--plot", svg, "does not exist"]);
+    refused(&tailcut(&["report", ROUNDS, "--html", svg]), &["--html", svg, "does not exist"]);
+    refused(&tailcut(&["scenario", "run", "straggler", "--plot", svg]), &["--plot", svg, "does not exist"]);
+}

@@ -251,6 +251,8 @@ pub fn learned_settings(a: &crate::cli::LearnedArgs, cap_s: f64) -> anyhow::Resu
 
 pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(args.config.as_deref())?;
+    crate::commands::check_output("--plot", args.plot.as_deref())?;
+    crate::commands::check_output("--html", args.html.as_deref())?;
     let rates: Vec<ProviderRates> =
         config.providers.iter().map(|p| ProviderRates { name: p.name.clone(), rate: p.rate_usd_per_s, idle_s: p.idle_window_s }).collect();
     if rates.is_empty() {

@@ -215,8 +215,8 @@ pub fn cancel_audit(args: &CancelAuditArgs) -> anyhow::Result<ExitCode> {
                         "receipt": receipt, "ts": now_rfc3339()
                     }))?;
                     bar.inc(1);
-                    let line =
-                        format!("{} {phase} #{attempt}: {} leaked={} ({})", e.name, receipt.evidence.wire(), receipt.leaked, receipt.note);
+                    let note = if receipt.note.is_empty() { String::new() } else { format!(" ({})", receipt.note) };
+                    let line = format!("{} {phase} #{attempt}: {} leaked={}{note}", e.name, receipt.evidence.wire(), receipt.leaked);
                     crate::commands::say(&bar, &line);
                 }
             }

@@ -109,3 +109,18 @@ fn a_plot_into_a_missing_directory_is_refused_before_the_work() {
     refused(&tailcut(&["report", ROUNDS, "--html", svg]), &["--html", svg, "does not exist"]);
     refused(&tailcut(&["scenario", "run", "straggler", "--plot", svg]), &["--plot", svg, "does not exist"]);
 }
+
+#[test]
+fn an_output_file_that_cannot_be_created_is_bad_input() {
+    // Under a regular file, so that no directory can be made there (even as root). These
+    // were exit 1, as if the run itself had failed.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let out = file.join("out.jsonl");
+    let out = out.to_str().unwrap();
+    refused(&tailcut(&["run", "--policy", "hedge", "--trace", out]), &[out]);
+    refused(&tailcut(&["demo", "--requests", "3", "--trace", out]), &[out]);
+    refused(&tailcut(&["synth", "--rounds", "3", "-o", out]), &["--out", out]);
+    refused(&tailcut(&["bench", "--rounds", "1", "--wait", "0s", "--out", out]), &["--out", out]);
+}

@@ -93,7 +93,9 @@ pub fn open_trace(path: &std::path::Path) -> anyhow::Result<tailcut_core::trace:
             path.display()
         );
     }
-    Ok(tailcut_core::trace::TraceWriter::append(path)?)
+    // An output file that cannot be created or appended to is bad input (exit 2), as an
+    // unwritable path in a configuration is.
+    tailcut_core::trace::TraceWriter::append(path).map_err(|e| BadInput(e.to_string()).into())
 }
 
 /// A progress bar on stderr for a command that runs for a while (`run --repeat`, `bench`,

@@ -100,7 +100,7 @@ pub struct RunArgs {
 /// Options of `tailcut login-check`.
 #[derive(Debug, Args)]
 pub struct LoginCheckArgs {
-    /// Configuration file.
+    /// Configuration file (default: the built-in simulated providers, which need none).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Print JSON.
@@ -111,7 +111,7 @@ pub struct LoginCheckArgs {
 /// Options of `tailcut bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Configuration file (its providers are benchmarked).
+    /// Configuration file (its providers are benchmarked; default: the built-in simulated ones).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Paired rounds (at least 1).
@@ -141,7 +141,7 @@ pub struct BenchArgs {
 /// Options of `tailcut cancel-audit`.
 #[derive(Debug, Args)]
 pub struct CancelAuditArgs {
-    /// Configuration file.
+    /// Configuration file (default: the built-in simulated providers).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Providers to audit (default: all).
@@ -182,7 +182,8 @@ pub struct SimProviderArgs {
     /// Port (0 picks a free one and prints it).
     #[arg(long, default_value_t = 8001)]
     pub port: u16,
-    /// Real seconds per simulated second (0.01 makes a 100 s cold start take 1 s).
+    /// Real seconds per simulated second, above 0 and at most 1000 (0.01 makes a 100 s
+    /// cold start take 1 s).
     #[arg(long, default_value_t = 1.0, value_parser = positive)]
     pub time_scale: f64,
     /// Seed.

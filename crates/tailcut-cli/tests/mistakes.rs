@@ -85,6 +85,10 @@ fn contend_plan_inputs_are_named_and_range_checked() {
     let typed = write("typed.toml", &first("memory_gb = 4", "memory_gb = \"big\""));
     let out = tailcut(&["contend", "plan", "--agents", &typed, "--gpus", &gpus]);
     refused(&out, &[&typed, "expected a number"]);
+    // Objectives as multiples of a solo p99 nobody gave: the message said every
+    // requirement at once; now the one that failed, as what to give.
+    let out = tailcut(&["contend", "plan", "--agents", &format!("{EXAMPLES}/gpu-agents.toml"), "--gpus", &gpus]);
+    refused(&out, &["agent `", "no solo p99", "--table"]);
     let ok = tailcut(&["contend", "plan", "--agents", &format!("{EXAMPLES}/agents.toml"), "--gpus", &gpus]);
     assert!(ok.status.success(), "the example plans: {}", String::from_utf8_lossy(&ok.stderr));
 }

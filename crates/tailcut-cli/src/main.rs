@@ -14,7 +14,8 @@ use clap::Parser;
 use std::process::ExitCode;
 
 /// mimalloc: the gateway's request path allocates many small, short-lived buffers, and
-/// glibc malloc cost ~20 % of its CPU under load (see docs/gateway-performance.md).
+/// glibc malloc cost ~20 % of its CPU under load (measured when mimalloc was adopted;
+/// docs/benchmarks.md has the gateway's current profiles).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

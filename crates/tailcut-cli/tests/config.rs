@@ -121,3 +121,14 @@ fn gateway_footguns_are_refused_by_check() {
         assert_exit_2(&tailcut(&["config", "check", &f]), &f, key);
     }
 }
+
+#[test]
+fn the_example_configs_the_readme_points_at_pass_check() {
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    for name in ["sim-walkthrough.toml", "serve-sim.toml"] {
+        let path = format!("{examples}/{name}");
+        let out = tailcut(&["config", "check", &path]);
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stdout).contains(": ok"), "{name}");
+    }
+}

@@ -38,7 +38,7 @@ impl Ctx<'_> {
                 (false, true) => prefix.to_string(),
                 (false, false) => format!("{prefix}.{path}"),
             };
-            self.err(key, e.to_string())
+            self.err(key, crate::error::plain_message(&e.to_string()))
         })
     }
 

@@ -21,7 +21,7 @@ mod raw;
 mod state;
 mod typed;
 
-pub use error::ConfigError;
+pub use error::{plain_message, ConfigError};
 pub use gateway::{ApiKey, AuthMode, GatewayConfig, RouteConfig, RouteKind};
 pub use policy::{spec_providers, LearnedSpec, PolicySpec};
 pub use provider::{ApiConfig, ProviderConfig};

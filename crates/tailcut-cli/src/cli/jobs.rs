@@ -9,8 +9,8 @@ use std::time::Duration;
 /// Options of `tailcut demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Requests per policy.
-    #[arg(long, default_value_t = 1000)]
+    /// Requests per policy (at least 1).
+    #[arg(long, default_value_t = 1000, value_parser = count::<usize>)]
     pub requests: usize,
     /// Mixes into every simulated provider's seed; the same seed gives the same table.
     #[arg(long, default_value_t = 0)]
@@ -73,20 +73,21 @@ pub struct RunArgs {
     /// Allow submitting to paid providers (anything not simulated or on loopback).
     #[arg(long)]
     pub go: bool,
-    /// Send this many requests, one after another.
-    #[arg(long, default_value_t = 1)]
+    /// Send this many requests (at least 1), one after another (or `--concurrency` at a time).
+    #[arg(long, default_value_t = 1, value_parser = count::<usize>)]
     pub repeat: usize,
     /// Wait between repeated requests (e.g. long enough for workers to scale to zero).
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
     pub wait: Duration,
     /// Requests in flight at once (a load test: `--repeat 1000 --concurrency 1000`);
     /// reports peak open sockets.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = count::<usize>)]
     pub concurrency: usize,
     /// Append trace records here (default: the config's [trace] path).
     #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// Print each request's trace record as JSON.
+    /// Print each request's trace record as JSON, one line per request (with
+    /// `--concurrency` above 1: one JSON summary of the load run instead).
     #[arg(long)]
     pub json: bool,
     /// Learned policies (`adaptive`, `singler`, `auto`): start from this saved model
@@ -99,7 +100,7 @@ pub struct RunArgs {
 /// Options of `tailcut login-check`.
 #[derive(Debug, Args)]
 pub struct LoginCheckArgs {
-    /// Configuration file.
+    /// Configuration file (default: the built-in simulated providers, which need none).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Print JSON.
@@ -110,14 +111,15 @@ pub struct LoginCheckArgs {
 /// Options of `tailcut bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Configuration file (its providers are benchmarked).
+    /// Configuration file (its providers are benchmarked; default: the built-in simulated ones).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Paired rounds.
-    #[arg(long, default_value_t = 6)]
+    /// Paired rounds (at least 1).
+    #[arg(long, default_value_t = 6, value_parser = count::<u64>)]
     pub rounds: u64,
-    /// Rounds per block.
-    #[arg(long, default_value_t = 6)]
+    /// Rounds per block (the `block` field of each round record: rounds 1–6 are block 1
+    /// with the default).
+    #[arg(long, default_value_t = 6, value_parser = count::<u64>)]
     pub rounds_per_block: u64,
     /// Wait between rounds so workers scale to zero (cold starts).
     #[arg(long, default_value = "130s", value_parser = humantime::parse_duration)]
@@ -139,14 +141,14 @@ pub struct BenchArgs {
 /// Options of `tailcut cancel-audit`.
 #[derive(Debug, Args)]
 pub struct CancelAuditArgs {
-    /// Configuration file.
+    /// Configuration file (default: the built-in simulated providers).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Providers to audit (default: all).
     #[arg(long, value_delimiter = ',')]
     pub providers: Vec<String>,
-    /// Repeats per provider and phase.
-    #[arg(long, default_value_t = 2)]
+    /// Repeats per provider and phase (at least 1).
+    #[arg(long, default_value_t = 2, value_parser = count::<u32>)]
     pub repeats: u32,
     /// Early cancel: this long after submit.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
@@ -180,7 +182,8 @@ pub struct SimProviderArgs {
     /// Port (0 picks a free one and prints it).
     #[arg(long, default_value_t = 8001)]
     pub port: u16,
-    /// Real seconds per simulated second (0.01 makes a 100 s cold start take 1 s).
+    /// Real seconds per simulated second, above 0 and at most 1000 (0.01 makes a 100 s
+    /// cold start take 1 s).
     #[arg(long, default_value_t = 1.0, value_parser = positive)]
     pub time_scale: f64,
     /// Seed.

@@ -56,7 +56,7 @@ pub struct ReplayArgs {
     #[arg(long, default_value_t = 1.0, value_name = "S")]
     pub time_scale: f64,
     /// Show only the N best policies (by `--by`) instead of the reference's selection.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = count::<usize>)]
     pub top: Option<usize>,
     /// Ranking used by `--top`.
     #[arg(long, value_enum, default_value_t = SortBy::P95)]
@@ -85,7 +85,7 @@ pub struct ReplayArgs {
     /// Skip malformed lines (and report how many) instead of failing.
     #[arg(long)]
     pub skip_bad_lines: bool,
-    /// Worker threads (default: one per core).
+    /// Worker threads for reading and sweeping (0: one per core).
     #[arg(long, default_value_t = 0, value_parser = threads)]
     pub threads: usize,
     /// Learned policies.
@@ -106,8 +106,9 @@ pub struct ReportArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
-    /// Write an SVG of the arms' latency tails (P(latency > x) on a log axis), the fastest
-    /// single-provider arm dashed as the baseline.
+    /// Write an SVG of the arms' latency tails (P(latency > x) on a log axis), the
+    /// single-provider arm with the lowest p95 dashed as the baseline (the other
+    /// single-provider arms are left out).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
     /// Also write one self-contained HTML file: the tables and the plot.
@@ -121,14 +122,14 @@ pub struct ReportArgs {
 /// Options of `tailcut synth`.
 #[derive(Debug, Args)]
 pub struct SynthArgs {
-    /// Number of paired rounds.
-    #[arg(long, default_value_t = 1000)]
+    /// Number of paired rounds (at least 1).
+    #[arg(long, default_value_t = 1000, value_parser = count::<u64>)]
     pub rounds: u64,
     /// RNG seed; the same seed writes the same file.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Rounds per block (the `block` field).
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 6, value_parser = count::<u64>)]
     pub rounds_per_block: u64,
     /// Configuration whose simulated providers are drawn from (default: built-in runpod, modal, cerebrium).
     #[arg(long)]

@@ -73,3 +73,17 @@ pub fn threads(s: &str) -> Result<usize, String> {
         Err("expected at most 1024 threads".to_string())
     }
 }
+
+/// A count of at least 1 (requests, rounds, repeats): 0 would run nothing and print an
+/// empty table or nothing at all, with a success status.
+pub fn count<T>(s: &str) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + From<u8>,
+{
+    let v: T = s.trim().parse().map_err(|_| format!("`{s}` is not a whole number"))?;
+    if v >= T::from(1) {
+        Ok(v)
+    } else {
+        Err("expected at least 1".to_string())
+    }
+}

@@ -215,7 +215,7 @@ fn sample_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
 fn report(a: &ContendReportArgs) -> anyhow::Result<ExitCode> {
     let mut samples: Vec<Samples> = Vec::new();
     for f in sample_files(&a.paths)? {
-        let text = std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?;
+        let text = read_input(&f)?;
         let s: Samples = serde_json::from_str(&text).map_err(|e| BadInput(format!("{}: not a sample file: {e}", f.display())))?;
         if s.name.is_none() || s.arm.is_none() {
             return Err(BadInput(format!("{}: sample file without --name/--arm", f.display())).into());
@@ -244,7 +244,7 @@ fn report(a: &ContendReportArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn read_report(path: &Path) -> anyhow::Result<RunReport> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = read_input(path)?;
     serde_json::from_str(&text).map_err(|e| BadInput(format!("{}: not a `contend run --json` result: {e}", path.display())).into())
 }
 
@@ -284,13 +284,48 @@ fn k8s(a: &ContendK8sArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// An input file's text; a file that cannot be read is bad input (exit 2), named.
+fn read_input(path: impl AsRef<Path>) -> Result<String, BadInput> {
+    let path = path.as_ref();
+    std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: cannot read: {e}", path.display())))
+}
+
 fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    toml::from_str(&text).map_err(|e| BadInput(format!("{}: {}", path.display(), e.to_string().trim())).into())
+    let text = read_input(path)?;
+    toml::from_str(&text).map_err(|e| BadInput(format!("{}: {}", path.display(), tailcut_config::plain_message(&e.to_string()))).into())
+}
+
+/// Every number of an `--agents` file in range, the failing one named by file and key
+/// (`agents[i].memory_gb`): a NaN, a negative or a 1e308 is a typo, not a requirement.
+fn check_agents(path: &Path, file: &AgentsFile) -> Result<(), BadInput> {
+    const HOUR_MS: f64 = 3.6e6;
+    for (i, ag) in file.agents.iter().enumerate() {
+        let mut checks = vec![
+            ("memory_gb", ag.memory_gb, 0.0, 10_000.0, "GB"),
+            ("p99_objective_ms", ag.p99_objective_ms, 0.0, HOUR_MS, "ms (0: objective_x_solo × solo p99)"),
+            ("solo_p99_ms", ag.solo_p99_ms, 0.0, HOUR_MS, "ms (0: from a --table)"),
+            ("mig_scaling", ag.mig_scaling, 0.0, 10.0, "(an exponent)"),
+        ];
+        if let Some(x) = ag.objective_x_solo {
+            checks.push(("objective_x_solo", x, 0.0, 1e4, "(a multiple of the solo p99)"));
+        }
+        for (key, v, lo, hi, unit) in checks {
+            if !(v.is_finite() && v >= lo && v <= hi) {
+                let got = if v.abs() >= 1e9 { format!("{v:e}") } else { v.to_string() };
+                return Err(BadInput(format!(
+                    "{}: key `agents[{i}].{key}` (agent `{}`): expected a number from {lo} to {hi} {unit}, got {got}",
+                    path.display(),
+                    ag.name
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn plan(a: &ContendPlanArgs) -> anyhow::Result<ExitCode> {
     let mut agents: AgentsFile = read_toml(&a.agents)?;
+    check_agents(&a.agents, &agents)?;
     let gpus: GpuPool = read_toml(&a.gpus)?;
     for t in &a.table {
         let table: AgentsFile = read_toml(t)?;
@@ -376,7 +411,7 @@ fn matrix_names(texts: &[String]) -> Vec<String> {
 
 fn matrix(a: &ContendMatrixArgs) -> anyhow::Result<ExitCode> {
     if let Some(from) = &a.from {
-        let text = std::fs::read_to_string(from).with_context(|| format!("cannot read {}", from.display()))?;
+        let text = read_input(from)?;
         let report: tailcut_contend::matrix::MatrixReport =
             serde_json::from_str(&text).map_err(|e| BadInput(format!("{}: not a `contend matrix --json` result: {e}", from.display())))?;
         let command = format!("tailcut contend matrix (read from {})", from.display());
@@ -445,7 +480,7 @@ fn write_matrix(a: &ContendMatrixArgs, report: &tailcut_contend::matrix::MatrixR
 }
 
 fn verify(a: &ContendVerifyArgs) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(&a.plan).with_context(|| format!("cannot read {}", a.plan.display()))?;
+    let text = read_input(&a.plan)?;
     let plan: Plan =
         serde_json::from_str(&text).map_err(|e| BadInput(format!("{}: not a `contend plan --json` result: {e}", a.plan.display())))?;
     let template = RunSettings {

@@ -68,6 +68,21 @@ pub fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<tailcut_con
     })
 }
 
+/// Refuses an output flag (`--plot`, `--html`) whose directory does not exist, before
+/// any work is done: it would otherwise fail only at the end, after a long replay, with
+/// exit 1.
+pub fn check_output(flag: &str, path: Option<&std::path::Path>) -> Result<(), BadInput> {
+    let Some(path) = path else { return Ok(()) };
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    if path.is_dir() {
+        return Err(BadInput(format!("{flag} {}: is a directory, expected a file to write", path.display())));
+    }
+    if !dir.is_dir() {
+        return Err(BadInput(format!("{flag} {}: directory `{}` does not exist", path.display(), dir.display())));
+    }
+    Ok(())
+}
+
 /// Opens a trace file for appending, and says so on stderr when it already holds
 /// records: a re-run adds to them, and `tailcut report` reads every record in the file.
 pub fn open_trace(path: &std::path::Path) -> anyhow::Result<tailcut_core::trace::TraceWriter> {
@@ -78,7 +93,9 @@ pub fn open_trace(path: &std::path::Path) -> anyhow::Result<tailcut_core::trace:
             path.display()
         );
     }
-    Ok(tailcut_core::trace::TraceWriter::append(path)?)
+    // An output file that cannot be created or appended to is bad input (exit 2), as an
+    // unwritable path in a configuration is.
+    tailcut_core::trace::TraceWriter::append(path).map_err(|e| BadInput(e.to_string()).into())
 }
 
 /// A progress bar on stderr for a command that runs for a while (`run --repeat`, `bench`,

@@ -88,7 +88,7 @@ pub fn bench(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         let entries = config.live_entries()?;
         let validator = ValidatorRegistry::default().build(&config.validator)?;
         let ledger = ledger(&config)?;
-        let writer = TraceWriter::append(&args.out)?;
+        let writer = TraceWriter::append(&args.out).map_err(|e| BadInput(format!("--out: {e}")))?;
         let bar = crate::commands::progress(args.rounds, "paired rounds", false);
         for round in 1..=args.rounds {
             let started = now_rfc3339();
@@ -150,7 +150,7 @@ pub fn cancel_audit(args: &CancelAuditArgs) -> anyhow::Result<ExitCode> {
     rt.block_on(async {
         let entries: Vec<Provider> = config.live_entries()?.into_iter().filter(|e| names.contains(&e.name)).collect();
         let ledger = ledger(&config)?;
-        let writer = TraceWriter::append(&args.out)?;
+        let writer = TraceWriter::append(&args.out).map_err(|e| BadInput(format!("--out: {e}")))?;
         let mut matrix: std::collections::BTreeMap<(String, String), [u32; 4]> = Default::default();
         let mut first = true;
         let total = entries.len() as u64 * 2 * u64::from(args.repeats);
@@ -215,8 +215,8 @@ pub fn cancel_audit(args: &CancelAuditArgs) -> anyhow::Result<ExitCode> {
                         "receipt": receipt, "ts": now_rfc3339()
                     }))?;
                     bar.inc(1);
-                    let line =
-                        format!("{} {phase} #{attempt}: {} leaked={} ({})", e.name, receipt.evidence.wire(), receipt.leaked, receipt.note);
+                    let note = if receipt.note.is_empty() { String::new() } else { format!(" ({})", receipt.note) };
+                    let line = format!("{} {phase} #{attempt}: {} leaked={}{note}", e.name, receipt.evidence.wire(), receipt.leaked);
                     crate::commands::say(&bar, &line);
                 }
             }

@@ -34,6 +34,20 @@ fn splits(all: RoundSet, k: Option<i64>) -> Vec<Split> {
     out
 }
 
+/// `--calibration-rounds K` must leave rounds on both sides: with none on one side
+/// there is no split, and the tables would silently show all rounds only.
+fn check_split(all: &RoundSet, k: i64) -> Result<(), BadInput> {
+    let (Some(lo), Some(hi)) = (all.round_ids.iter().min(), all.round_ids.iter().max()) else { return Ok(()) };
+    if *lo <= k && *hi > k {
+        return Ok(());
+    }
+    let side = if *hi <= k { "evaluation (round_id > K)" } else { "calibration (round_id <= K)" };
+    let expected = if hi > lo { format!("expected a K from {lo} to {}", hi - 1) } else { "a split needs two round_ids or more".into() };
+    Err(BadInput(format!(
+        "--calibration-rounds {k}: the {side} split would be empty (the traces' round_id runs from {lo} to {hi}); {expected}"
+    )))
+}
+
 fn shown(rows: &Rows, args: &ReplayArgs) -> Vec<usize> {
     if let Some(n) = args.top {
         let by = match args.by {
@@ -237,6 +251,8 @@ pub fn learned_settings(a: &crate::cli::LearnedArgs, cap_s: f64) -> anyhow::Resu
 
 pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let config = load_config(args.config.as_deref())?;
+    crate::commands::check_output("--plot", args.plot.as_deref())?;
+    crate::commands::check_output("--html", args.html.as_deref())?;
     let rates: Vec<ProviderRates> =
         config.providers.iter().map(|p| ProviderRates { name: p.name.clone(), rate: p.rate_usd_per_s, idle_s: p.idle_window_s }).collect();
     if rates.is_empty() {
@@ -279,6 +295,9 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let learned = if args.learned.learned { Some(learned_settings(&args.learned, config.replay.cap_s)?) } else { None };
     let mut evaluated: Vec<(Split, Rows)> = Vec::new();
     let mut learned_out: Vec<(Vec<LearnedRow>, Vec<Vec<f64>>)> = Vec::new();
+    if let Some(k) = args.calibration_rounds {
+        check_split(&loaded.rounds, k)?;
+    }
     let parts = splits(loaded.rounds, args.calibration_rounds);
     let calibration = parts.iter().find(|s| s.key == "calibration").map(|s| s.set.clone());
     for split in parts {

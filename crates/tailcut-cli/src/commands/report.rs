@@ -52,6 +52,8 @@ fn plot_arms(path: &std::path::Path, rows: &[LiveRow], arms: &[ArmSummary], dead
 }
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
+    crate::commands::check_output("--plot", args.plot.as_deref())?;
+    crate::commands::check_output("--html", args.html.as_deref())?;
     let traces = read_live(&args.traces, args.skip_bad_lines)?;
     if traces.skipped > 0 {
         eprintln!("tailcut: skipped {} malformed line(s), e.g. {}", traces.skipped, traces.skipped_examples.join("; "));

@@ -48,6 +48,7 @@ fn is_learned(p: &str) -> bool {
 }
 
 fn run_one(a: &ScenarioRunArgs) -> anyhow::Result<ExitCode> {
+    crate::commands::check_output("--plot", a.plot.as_deref())?;
     let sc = Scenario::new(&a.name, a.seed, a.requests)
         .ok_or_else(|| BadInput(format!("unknown scenario `{}` (known: {})", a.name, NAMES.join(", "))))?;
     if a.requests < 20 {

@@ -12,9 +12,12 @@ pub fn run(args: &SimProviderArgs) -> anyhow::Result<ExitCode> {
         profile.leak_p = p;
     }
     if let Some(w) = args.max_workers {
+        if !(1..=tailcut_sim::MAX_WORKERS).contains(&w) {
+            return Err(BadInput(format!("--max-workers {w}: expected a number of workers from 1 to {}", tailcut_sim::MAX_WORKERS)).into());
+        }
         profile.max_workers = w;
     }
-    profile.validate().map_err(|e| BadInput(e.to_string()))?;
+    profile.validate().map_err(|e| BadInput(format!("--profile {}: {e}", args.profile)))?;
     // Bounded so that a profile's longest duration (one week) stays a valid duration.
     if !(args.time_scale > 0.0 && args.time_scale <= 1000.0) {
         return Err(BadInput("--time-scale must be a number greater than 0 and at most 1000".into()).into());
@@ -29,7 +32,8 @@ pub fn run(args: &SimProviderArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(async move {
         let listener = {
             let host = if args.bind.contains(':') { format!("[{}]", args.bind) } else { args.bind.clone() };
-            super::listen_deep(&format!("{host}:{}", args.port)).await?
+            let listen = format!("{host}:{}", args.port);
+            super::listen_deep(&listen).await.map_err(|e| BadInput(format!("cannot listen on {listen}: {e}")))?
         };
         let addr = listener.local_addr()?;
         // The banner is best-effort: a reader that took the address and went away

@@ -16,7 +16,7 @@ pub fn run(args: &SynthArgs) -> anyhow::Result<ExitCode> {
     let mut out: Box<dyn Write> = match &args.out {
         Some(path) => Box::new(BufWriter::with_capacity(
             1 << 20,
-            std::fs::File::create(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+            std::fs::File::create(path).map_err(|e| BadInput(format!("--out {}: cannot create: {e}", path.display())))?,
         )),
         None => Box::new(BufWriter::with_capacity(1 << 20, std::io::stdout().lock())),
     };

@@ -42,11 +42,22 @@ impl Planner {
             return Err(PlanError::Invalid("at most 128 agents per plan".into()));
         }
         for a in &file.agents {
-            if !(a.memory_gb >= 0.0 && a.p99_objective_ms > 0.0 && a.solo_p99_ms > 0.0 && a.mig_scaling >= 0.0) {
-                return Err(PlanError::Invalid(format!(
-                    "agent `{}`: memory_gb ≥ 0, p99_objective_ms > 0 (or objective_x_solo), solo_p99_ms > 0 (or a --table measuring its kind) and mig_scaling ≥ 0 required",
-                    a.name
-                )));
+            // The first requirement that fails, said as what to give (NaN fails each).
+            let positive = |x: f64| x > 0.0;
+            let non_negative = |x: f64| x >= 0.0;
+            let missing = if !positive(a.solo_p99_ms) {
+                Some(format!("no solo p99: give solo_p99_ms, or a --table whose [solo_p99_ms] measures kind `{}`", a.kind))
+            } else if !positive(a.p99_objective_ms) {
+                Some("no p99 objective: give p99_objective_ms, or objective_x_solo".to_string())
+            } else if !non_negative(a.memory_gb) {
+                Some(format!("memory_gb must be 0 or more, got {}", a.memory_gb))
+            } else if !non_negative(a.mig_scaling) {
+                Some(format!("mig_scaling must be 0 or more, got {}", a.mig_scaling))
+            } else {
+                None
+            };
+            if let Some(m) = missing {
+                return Err(PlanError::Invalid(format!("agent `{}`: {m}", a.name)));
             }
         }
         let mut names: Vec<&str> = file.agents.iter().map(|a| a.name.as_str()).collect();

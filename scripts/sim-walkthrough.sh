@@ -15,7 +15,7 @@ step() { printf '\n== [%s] %s\n' "$(date +%T)" "$*"; }
 # TAILCUT_BIN=path/to/tailcut skips the build (e.g. a debug build).
 bin="${TAILCUT_BIN:-target/release/tailcut}"
 if [ -z "${TAILCUT_BIN:-}" ]; then
-  step "building target/release/tailcut (cargo build --release; ~2 min the first time on 2 cores)"
+  step "building target/release/tailcut (cargo build --release; several minutes the first time on 2 cores)"
   cargo build --release -p tailcut-cli --quiet
 fi
 work="$(mktemp -d)"

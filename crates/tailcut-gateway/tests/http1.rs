@@ -568,7 +568,9 @@ async fn a_client_that_hangs_up_on_hyper_s_path_stops_its_race_with_a_receipt_fo
                 .lines()
                 .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
                 .find(|t| t["request_id"] == id);
-            if line.is_some() && client_closed_requests(&metrics) > i && dropped.load(Ordering::SeqCst) >= want {
+            // The trace, the metrics and the upstream's count settle in their own time.
+            let settled = channel_closed_receipts(&metrics) >= want && client_closed_requests(&metrics) > i;
+            if line.is_some() && settled && dropped.load(Ordering::SeqCst) >= want {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -89,6 +89,18 @@ fn contend_plan_inputs_are_named_and_range_checked() {
     // requirement at once; now the one that failed, as what to give.
     let out = tailcut(&["contend", "plan", "--agents", &format!("{EXAMPLES}/gpu-agents.toml"), "--gpus", &gpus]);
     refused(&out, &["agent `", "no solo p99", "--table"]);
+    // A pool's counts were not range-checked.
+    let pool = std::fs::read_to_string(&gpus).unwrap();
+    let many = write("many.toml", &pool.replacen("max_share = 4", "max_share = 1000", 1));
+    refused(
+        &tailcut(&["contend", "plan", "--agents", &format!("{EXAMPLES}/agents.toml"), "--gpus", &many]),
+        &[&many, "key `max_share`", "got 1000"],
+    );
+    let none = write("none.toml", &pool.replacen("count = ", "count = 0 # was ", 1));
+    refused(
+        &tailcut(&["contend", "plan", "--agents", &format!("{EXAMPLES}/agents.toml"), "--gpus", &none]),
+        &[&none, "key `count`", "got 0"],
+    );
     let ok = tailcut(&["contend", "plan", "--agents", &format!("{EXAMPLES}/agents.toml"), "--gpus", &gpus]);
     assert!(ok.status.success(), "the example plans: {}", String::from_utf8_lossy(&ok.stderr));
 }

@@ -295,6 +295,18 @@ fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
     toml::from_str(&text).map_err(|e| BadInput(format!("{}: {}", path.display(), tailcut_config::plain_message(&e.to_string()))).into())
 }
 
+/// The `--gpus` file's counts in range, the failing one named by file and key: a pool
+/// of at most 100,000 GPUs, and at most 48 agents per shared GPU (MPS's client limit on
+/// Volta and later; time-slicing past it only adds tail).
+fn check_gpus(path: &Path, pool: &GpuPool) -> Result<(), BadInput> {
+    for (key, v, lo, hi) in [("count", pool.count, 1, 100_000), ("max_share", pool.max_share, 1, 48)] {
+        if !(lo..=hi).contains(&v) {
+            return Err(BadInput(format!("{}: key `{key}`: expected an integer from {lo} to {hi}, got {v}", path.display())));
+        }
+    }
+    Ok(())
+}
+
 /// Every number of an `--agents` file in range, the failing one named by file and key
 /// (`agents[i].memory_gb`): a NaN, a negative or a 1e308 is a typo, not a requirement.
 fn check_agents(path: &Path, file: &AgentsFile) -> Result<(), BadInput> {
@@ -327,6 +339,7 @@ fn plan(a: &ContendPlanArgs) -> anyhow::Result<ExitCode> {
     let mut agents: AgentsFile = read_toml(&a.agents)?;
     check_agents(&a.agents, &agents)?;
     let gpus: GpuPool = read_toml(&a.gpus)?;
+    check_gpus(&a.gpus, &gpus)?;
     for t in &a.table {
         let table: AgentsFile = read_toml(t)?;
         if !table.agents.is_empty() {

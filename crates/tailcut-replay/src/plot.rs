@@ -226,7 +226,12 @@ fn draw_tails(area: &DrawingArea<SVGBackend, Shift>, title: &str, curves: &[Curv
         let style = ShapeStyle::from(&color).stroke_width(2);
         let legend = move |(x, y): (i32, i32)| PathElement::new(vec![(x, y), (x + 20, y)], ShapeStyle::from(&color).stroke_width(3));
         if c.baseline {
-            chart.draw_series(DashedLineSeries::new(pts, 7, 4, style)).map_err(|e| err(&e))?.label(label).legend(legend);
+            // The legend's sample dashed like the curve: two strokes with a gap.
+            let dashed = move |(x, y): (i32, i32)| {
+                let stroke = ShapeStyle::from(&color).stroke_width(3);
+                EmptyElement::at((x, y)) + PathElement::new(vec![(0, 0), (8, 0)], stroke) + PathElement::new(vec![(12, 0), (20, 0)], stroke)
+            };
+            chart.draw_series(DashedLineSeries::new(pts, 7, 4, style)).map_err(|e| err(&e))?.label(label).legend(dashed);
         } else {
             chart.draw_series(LineSeries::new(pts, style)).map_err(|e| err(&e))?.label(label).legend(legend);
         }

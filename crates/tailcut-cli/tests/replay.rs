@@ -166,3 +166,19 @@ fn time_scale_scales_the_queue_state_timers() {
     let bad = tailcut(&["replay", &fixture("moss_rounds.jsonl"), "--time-scale", "0"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn a_config_that_sets_calibration_rounds_splits_and_the_flag_overrides_it() {
+    let built_in = stdout(&tailcut(&["config", "show"]));
+    assert!(built_in.contains("\n# calibration_rounds = 18\n"), "the built-in file leaves it unset: {built_in}");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("split.toml");
+    std::fs::write(&cfg, built_in.replace("\n# calibration_rounds = 18\n", "\ncalibration_rounds = 18\n")).unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let plain = stdout(&tailcut(&["replay", &fixture("moss_rounds.jsonl")]));
+    assert!(!plain.contains("EVALUATION"), "no split unless asked for: {plain}");
+    let split = stdout(&tailcut(&["replay", &fixture("moss_rounds.jsonl"), "--config", cfg]));
+    assert!(split.contains("EVALUATION (rounds 19+; report these numbers) (36 rounds)"), "{split}");
+    let flag = stdout(&tailcut(&["replay", &fixture("moss_rounds.jsonl"), "--config", cfg, "--calibration-rounds", "20"]));
+    assert!(flag.contains("EVALUATION (rounds 21+; report these numbers) (34 rounds)"), "{flag}");
+}

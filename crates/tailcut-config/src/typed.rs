@@ -58,8 +58,10 @@ pub struct ReplayConfig {
     pub deadlines_s: Vec<u32>,
     /// Fixed-hedge delay grid, seconds.
     pub delays_s: Vec<f64>,
-    /// Rounds with `round_id <= this` form the calibration split.
-    pub calibration_rounds: u64,
+    /// Rounds with `round_id <= this` form the calibration split, when the file sets it
+    /// (`tailcut replay --config` then splits by it unless `--calibration-rounds` says
+    /// otherwise; `config import-gpuhedge` writes the reference's 18).
+    pub calibration_rounds: Option<u64>,
     /// Billed seconds assumed for a provider missing from a round.
     pub cap_s: f64,
 }
@@ -69,7 +71,7 @@ impl Default for ReplayConfig {
         ReplayConfig {
             deadlines_s: vec![30, 60, 90, 120],
             delays_s: vec![0.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0],
-            calibration_rounds: 18,
+            calibration_rounds: None,
             cap_s: 300.0,
         }
     }
@@ -175,9 +177,10 @@ impl Config {
                 v
             }
         };
-        let calibration_rounds =
-            cx.int("replay.calibration_rounds", raw.replay.calibration_rounds, d.calibration_rounds as i64, 0, i64::from(u32::MAX), "")?
-                as u64;
+        let calibration_rounds = match raw.replay.calibration_rounds {
+            None => d.calibration_rounds,
+            Some(k) => Some(cx.int("replay.calibration_rounds", Some(k), 1, 1, i64::from(u32::MAX), "rounds")? as u64),
+        };
         let cap = cx.float("replay.cap_s", raw.replay.cap_s, d.cap_s, Lo::Incl(0.0), WEEK_S, "seconds")?;
         let replay = ReplayConfig { deadlines_s, delays_s, calibration_rounds, cap_s: cap };
 

@@ -39,7 +39,8 @@ pub struct ReplayArgs {
     /// (defaults to the built-in one, whose rates equal the reference's 2026-07 rates).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Also evaluate the calibration (round_id <= K) and evaluation (round_id > K) splits.
+    /// Also evaluate the calibration (round_id <= K) and evaluation (round_id > K) splits
+    /// (default: the --config file's [replay] calibration_rounds, if it sets one).
     #[arg(long, value_name = "K")]
     pub calibration_rounds: Option<i64>,
     /// Miss deadlines in seconds, comma-separated (default from config: 30,60,90,120).

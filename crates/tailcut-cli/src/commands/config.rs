@@ -189,7 +189,7 @@ providers:
         assert_eq!(c.providers.len(), 3);
         assert_eq!(c.provider("runpod").unwrap().idle_window_s, 60.0);
         assert!(c.policy("hedge-myapi").is_some() && c.policy("hedge-modal").is_some());
-        assert_eq!(c.replay.calibration_rounds, 18);
+        assert_eq!(c.replay.calibration_rounds, Some(18));
         assert_eq!(c.budget.limits.hard_stop.0, 50_000_000);
     }
 }

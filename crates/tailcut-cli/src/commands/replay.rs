@@ -295,10 +295,12 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let learned = if args.learned.learned { Some(learned_settings(&args.learned, config.replay.cap_s)?) } else { None };
     let mut evaluated: Vec<(Split, Rows)> = Vec::new();
     let mut learned_out: Vec<(Vec<LearnedRow>, Vec<Vec<f64>>)> = Vec::new();
-    if let Some(k) = args.calibration_rounds {
+    // The flag, else the configuration's `[replay] calibration_rounds` when it sets one.
+    let calibration_rounds = args.calibration_rounds.or(config.replay.calibration_rounds.map(|k| k.min(i64::MAX as u64) as i64));
+    if let Some(k) = calibration_rounds {
         check_split(&loaded.rounds, k)?;
     }
-    let parts = splits(loaded.rounds, args.calibration_rounds);
+    let parts = splits(loaded.rounds, calibration_rounds);
     let calibration = parts.iter().find(|s| s.key == "calibration").map(|s| s.set.clone());
     for split in parts {
         bar.message(format!("sweeping {}", split.key));

@@ -16,7 +16,7 @@ fn built_in_config_is_valid_and_ordered() {
     assert_eq!(c.race.max_live, 2);
     assert_eq!(c.budget.ledger, None);
     assert_eq!(c.providers[0].pricing.rate, RateNanoUsdPerSec(306_000));
-    assert_eq!(c.replay.calibration_rounds, 18);
+    assert_eq!(c.replay.calibration_rounds, None, "no split unless asked for");
 }
 
 #[test]

@@ -42,11 +42,17 @@ fn bin_dir() -> Option<PathBuf> {
 }
 
 fn is_root() -> bool {
-    // The owner of a file this process creates is its effective user.
-    let probe = std::env::temp_dir().join(format!("tailcut-uid-probe-{}", std::process::id()));
-    let uid = std::fs::write(&probe, b"").and_then(|()| std::fs::metadata(&probe)).map(|m| std::os::unix::fs::MetadataExt::uid(&m));
-    let _ = std::fs::remove_file(&probe);
-    uid.is_ok_and(|u| u == 0)
+    // Asked once per process: tests start servers from several threads at once, and a
+    // probe file shared between them (one name per process) could be removed by one
+    // thread before another read it, which read as "not root" and ran initdb as root.
+    static ROOT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ROOT.get_or_init(|| {
+        // The owner of a file this process creates is its effective user.
+        let probe = std::env::temp_dir().join(format!("tailcut-uid-probe-{}-{}", std::process::id(), unique()));
+        let uid = std::fs::write(&probe, b"").and_then(|()| std::fs::metadata(&probe)).map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+        let _ = std::fs::remove_file(&probe);
+        uid.is_ok_and(|u| u == 0)
+    })
 }
 
 /// `program` as the unprivileged user when this process is root.

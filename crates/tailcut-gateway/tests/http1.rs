@@ -519,22 +519,24 @@ async fn a_client_that_hangs_up_stops_its_race_with_a_receipt_for_every_attempt(
     }
 }
 
-/// The `request_channel_closed` receipts counted in the `/metrics` text `metrics`.
-fn channel_closed_receipts(metrics: &str) -> usize {
+/// The sum, in the `/metrics` text `metrics`, of the series of `name` whose labels
+/// contain `label`.
+fn series_sum(metrics: &str, name: &str, label: &str) -> usize {
     metrics
         .lines()
-        .filter(|l| l.starts_with("tailcut_cancels_total{") && l.contains("request_channel_closed"))
+        .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with('{')) && l.contains(label))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as usize
 }
 
+/// The `request_channel_closed` receipts counted in the `/metrics` text `metrics`.
+fn channel_closed_receipts(metrics: &str) -> usize {
+    series_sum(metrics, "tailcut_cancels_total", "request_channel_closed")
+}
+
 /// The requests counted with status 499 in the `/metrics` text `metrics`.
 fn client_closed_requests(metrics: &str) -> usize {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with("tailcut_requests_total{") && l.contains("status=\"499\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as usize
+    series_sum(metrics, "tailcut_requests_total", "status=\"499\"")
 }
 
 /// On a connection hyper has taken over (a health check came first), a client that

@@ -296,7 +296,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let mut evaluated: Vec<(Split, Rows)> = Vec::new();
     let mut learned_out: Vec<(Vec<LearnedRow>, Vec<Vec<f64>>)> = Vec::new();
     // The flag, else the configuration's `[replay] calibration_rounds` when it sets one.
-    let calibration_rounds = args.calibration_rounds.or(config.replay.calibration_rounds.map(|k| k.min(i64::MAX as u64) as i64));
+    let calibration_rounds = args.calibration_rounds.or(config.replay.calibration_rounds.and_then(|k| i64::try_from(k).ok()));
     if let Some(k) = calibration_rounds {
         check_split(&loaded.rounds, k)?;
     }

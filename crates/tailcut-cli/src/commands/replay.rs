@@ -336,7 +336,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
             list.extend(lrows.iter().map(|r| json!(r)));
             out.insert(split.key.to_string(), serde_json::Value::Array(list));
         }
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        crate::output::print_json(&out)?;
         return Ok(ExitCode::SUCCESS);
     }
     if args.csv {

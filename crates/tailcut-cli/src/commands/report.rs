@@ -67,7 +67,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     }
 
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&json!({"arms": arms, "cancel_audit": audits}))?);
+        crate::output::print_json(&json!({"arms": arms, "cancel_audit": audits}))?;
         if args.html.is_none() {
             return Ok(ExitCode::SUCCESS);
         }

@@ -36,7 +36,7 @@ pub enum FailureKind {
 }
 
 /// A failure with the message the CLI prints (without its `tailcut: ` prefix).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Failure {
     /// Which kind.
     pub kind: FailureKind,
@@ -74,7 +74,7 @@ pub fn json_of(mut args: Vec<String>) -> Result<String, Failure> {
 }
 
 /// A settled race: the outcome document and the winner's payload.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Ran {
     /// `{"request_id", "policy", "winner", "latency_s", "projected_cost_usd",
     /// "content_type", "output", "record"}`: `output` is the payload when it is JSON,
@@ -176,11 +176,11 @@ impl Hedging {
         };
         let latency_s = outcome.latency.map(|d| d.as_secs_f64());
         let result = outcome.result.clone();
-        let record = outcome
-            .settled
-            .wait()
-            .await
-            .ok_or_else(|| Failure { kind: FailureKind::Runtime, message: "loser cleanup failed".into(), outcome: None })?;
+        let record = outcome.settled.wait().await.ok_or_else(|| Failure {
+            kind: FailureKind::Runtime,
+            message: "loser cleanup failed".into(),
+            outcome: None,
+        })?;
         if let Some(l) = &learned {
             l.observe_trace(&record, t0);
         }

@@ -14,6 +14,17 @@ mod table;
 use clap::Parser;
 use std::process::ExitCode;
 
+/// [`main_with`]'s exit status as a number (what the Python package's `tailcut` script
+/// exits with).
+pub fn main_with_status<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let code = main_with(args);
+    (0..=u8::MAX).find(|c| ExitCode::from(*c) == code).unwrap_or(1)
+}
+
 /// Parses `args` (the program name first) and runs the command, printing its output and
 /// any error (`tailcut: ...` on stderr) as the binary does; returns the exit status.
 pub fn main_with<I, T>(args: I) -> ExitCode

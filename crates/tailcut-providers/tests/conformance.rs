@@ -412,3 +412,44 @@ async fn expired_results_and_hung_status_are_reported_not_hung() {
     let r = job.result(Instant::now() + Duration::from_millis(500)).await;
     assert_eq!(r.state, JobState::TimedOut, "a hung status poll is cut at the deadline");
 }
+
+#[tokio::test]
+async fn vast_route_reply_fields_and_the_signed_worker_call() {
+    // The mock's route follows the documented fields: `status` while no worker is ready,
+    // then `url`, `reqnum`, `signature`, `endpoint` and `cost`; its worker refuses
+    // `auth_data` the route did not sign.
+    let mock =
+        MockServer::start(ProviderKind::Vast, Behaviour::timed(Duration::from_millis(300), Duration::from_millis(50))).await.unwrap();
+    let c = reqwest::Client::new();
+    let route = || c.post(format!("{}/route/", mock.url())).bearer_auth("k").json(&serde_json::json!({"endpoint": "ep", "cost": 242.0}));
+    let queued: serde_json::Value = route().send().await.unwrap().json().await.unwrap();
+    assert!(queued["status"].is_object() && queued.get("url").is_none(), "{queued}");
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let worker: serde_json::Value = route().send().await.unwrap().json().await.unwrap();
+    for key in ["url", "reqnum", "signature", "endpoint", "cost"] {
+        assert!(worker.get(key).is_some(), "{key} missing: {worker}");
+    }
+    assert_eq!((worker["endpoint"].as_str(), worker["cost"].as_f64()), (Some("ep"), Some(242.0)));
+    let call = |auth: serde_json::Value| {
+        c.post(format!("{}/generate", mock.url())).json(&serde_json::json!({"auth_data": auth, "payload": {"x": 1}}))
+    };
+    let mut forged = worker.clone();
+    forged["cost"] = serde_json::json!(1.0);
+    assert_eq!(call(forged).send().await.unwrap().status(), 401, "a changed cost breaks the signature");
+    assert_eq!(call(worker).send().await.unwrap().status(), 200);
+    assert_eq!(
+        c.post(format!("{}/route/", mock.url())).json(&serde_json::json!({"endpoint": "ep", "cost": 1})).send().await.unwrap().status(),
+        401
+    );
+
+    // Through the provider module: the job reports QUEUED while the route has no worker.
+    let (mock, api) = setup(ProviderKind::Vast, Behaviour::timed(Duration::from_millis(300), Duration::from_millis(50))).await;
+    let job = api.submit(&request(ProviderKind::Vast)).await.unwrap();
+    assert!(api.capabilities().reports_queued, "a cutover may use Vast.ai as its primary");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(job.status().await.unwrap(), JobState::Queued);
+    let r = job.result(far()).await;
+    assert_eq!(r.state, JobState::Completed, "{:?}", r.error);
+    assert!(r.metrics.contains_key("vast_reqnum") && r.metrics["vast_no_ready_worker_routes"].as_u64() >= Some(1), "{:?}", r.metrics);
+    assert!(mock.status_calls() >= 2, "the route was asked again while no worker was ready");
+}

@@ -10,6 +10,8 @@
 //!
 //! Failures become the exception classes of `tailcut.errors`, carrying the CLI's message.
 
+// Only maturin's build (feature `extension-module`) has a module to build.
+#![cfg(feature = "extension-module")]
 // PyO3's macros expand to `unsafe` FFI glue; this crate itself writes no unsafe code.
 #![allow(unsafe_code)]
 

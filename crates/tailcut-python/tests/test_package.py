@@ -16,7 +16,7 @@ def test_the_script_is_the_cli(tailcut_cmd: str) -> None:
     v = subprocess.run([tailcut_cmd, "--version"], capture_output=True, text=True)
     assert v.returncode == 0 and v.stdout.strip() == f"tailcut {tailcut.__version__}"
     bad = subprocess.run([tailcut_cmd, "demo", "--requests", "0"], capture_output=True, text=True)
-    assert bad.returncode == 2 and bad.stderr.startswith("error:") or "requests" in bad.stderr
+    assert bad.returncode == 2 and "--requests" in bad.stderr, bad.stderr
 
 
 def test_the_native_module_matches_its_stubs() -> None:

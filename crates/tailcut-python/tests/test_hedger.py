@@ -75,7 +75,8 @@ def test_the_gil_is_released_while_a_race_runs(write_config: Callable[[str], Pat
     finally:
         done.set()
         th.join()
-    assert len(ticks) >= 10, "another Python thread ran during the race"
+    # With the GIL held through the race the counter could not run at all.
+    assert len(ticks) >= 5, "another Python thread ran during the race"
 
 
 def test_async_runs_concurrently(write_config: Callable[[str], Path]) -> None:

@@ -149,6 +149,49 @@ pub fn trial_degradation(trials: &[(ArmStats, ArmStats)], rounds: usize, seed: u
     Degradation { p50, p95, p99, p999, throughput, jitter, ci95 }
 }
 
+/// The standard normal distribution function Φ(x) (Abramowitz and Stegun 7.1.26 for erf,
+/// absolute error under 1.5 × 10⁻⁷: ample for a probability stated to the percent). Two
+/// functions do not justify a numerics crate.
+pub fn normal_cdf(x: f64) -> f64 {
+    let z = x.abs() / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * z);
+    let poly = t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let erf = 1.0 - poly * (-z * z).exp();
+    if x >= 0.0 {
+        0.5 * (1.0 + erf)
+    } else {
+        0.5 * (1.0 - erf)
+    }
+}
+
+/// The standard normal quantile Φ⁻¹(p) for 0 < p < 1 (Acklam's rational approximation,
+/// relative error under 1.2 × 10⁻⁹); −∞ at 0 and +∞ at 1.
+pub fn normal_quantile(p: f64) -> f64 {
+    if p <= 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if p >= 1.0 {
+        return f64::INFINITY;
+    }
+    const A: [f64; 6] = [-3.969683028665376e1, 2.209460984245205e2, -2.759285104469687e2, 1.383577518672690e2, -3.066479806614716e1, 2.506628277459239];
+    const B: [f64; 5] = [-5.447609879822406e1, 1.615858368580409e2, -1.556989798598866e2, 6.680131188771972e1, -1.328068155288572e1];
+    const C: [f64; 6] = [-7.784894002430293e-3, -3.223964580411365e-1, -2.400758277161838, -2.549732539343734, 4.374664141464968, 2.938163982698783];
+    const D: [f64; 4] = [7.784695709041462e-3, 3.224671290700398e-1, 2.445134137142996, 3.754408661907416];
+    let tail = |q: f64| {
+        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5]) / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
+    };
+    if p < 0.02425 {
+        tail((-2.0 * p.ln()).sqrt())
+    } else if p > 1.0 - 0.02425 {
+        -tail((-2.0 * (1.0 - p).ln()).sqrt())
+    } else {
+        let q = p - 0.5;
+        let r = q * q;
+        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q
+            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
+    }
+}
+
 /// Thresholds of the "hidden tail damage" verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct VerdictThresholds {
@@ -162,6 +205,87 @@ pub struct VerdictThresholds {
 impl Default for VerdictThresholds {
     fn default() -> Self {
         VerdictThresholds { median_tolerance: 0.10, tail_factor: 1.25 }
+    }
+}
+
+/// The four readings of a (median, tail) pair of factors.
+fn reading(median_flat: bool, tail_moved: bool) -> &'static str {
+    match (median_flat, tail_moved) {
+        (true, true) => "hidden tail damage",
+        (false, true) => "median and tail both degraded",
+        (false, false) => "median moved but the tail did not",
+        (true, false) => "no material damage",
+    }
+}
+
+/// Which side of a threshold an interval lies on: `Some(true)` wholly at or below
+/// `limit` (`below_inclusive`) or at or above it, `Some(false)` wholly on the other side,
+/// `None` when it straddles the threshold. Without an interval the point decides.
+fn side(point: f64, ci: Option<&[f64; 2]>, limit: f64, at_or_below: bool) -> Option<bool> {
+    let [lo, hi] = match ci {
+        Some(ci) if ci[0].is_finite() && ci[1].is_finite() => *ci,
+        _ => [point, point],
+    };
+    if at_or_below {
+        if hi <= limit {
+            Some(true)
+        } else if lo > limit {
+            Some(false)
+        } else {
+            None
+        }
+    } else if lo >= limit {
+        Some(true)
+    } else if hi < limit {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// The verdict read from the factors' 95% intervals, not their point values: a condition
+/// ("the median barely moves", "the tail moves") holds only when its whole interval is on
+/// one side of its threshold. When an interval straddles a threshold the verdict says
+/// **unstable**, names the readings it lies between and the factor that decides; the
+/// second value is false then. Without intervals the point values decide (as [`verdict`]).
+pub fn verdict_from_intervals(d: &Degradation, t: &VerdictThresholds) -> (String, bool) {
+    let (tail_name, tail) = match d.p99 {
+        Some(f) => ("p99", f),
+        None => ("p95", d.p95),
+    };
+    let fmt = |name: &str, v: f64| match d.ci95.get(name) {
+        Some(ci) => format!("{name} ×{v:.2} ({:.2}–{:.2})", ci[0], ci[1]),
+        None => format!("{name} ×{v:.2}"),
+    };
+    let median_limit = 1.0 + t.median_tolerance;
+    let flat = side(d.p50, d.ci95.get("p50"), median_limit, true);
+    let moved = side(tail, d.ci95.get(tail_name), t.tail_factor, false);
+    match (flat, moved) {
+        (Some(_), Some(_)) => (verdict(d, t), true),
+        _ => {
+            let options = |f: Option<bool>| f.map_or(vec![true, false], |x| vec![x]);
+            let mut readings: Vec<&str> = Vec::new();
+            for f in options(flat) {
+                for m in options(moved) {
+                    readings.push(reading(f, m));
+                }
+            }
+            let mut straddling = Vec::new();
+            if flat.is_none() {
+                straddling.push(format!("{} straddles the ×{median_limit:.2} median threshold", fmt("p50", d.p50)));
+            }
+            if moved.is_none() {
+                straddling.push(format!("{} straddles the ×{:.2} tail threshold", fmt(tail_name, tail), t.tail_factor));
+            }
+            (
+                format!(
+                    "unstable — between \"{}\": {}; the trials disagree, so more trials (or a quieter machine) would decide it",
+                    readings.join("\" and \""),
+                    straddling.join("; ")
+                ),
+                false,
+            )
+        }
     }
 }
 
@@ -230,6 +354,45 @@ mod tests {
         assert!(v.starts_with("hidden tail damage"), "{v}");
         let none = degradation(&solo, &solo, &a, &a, 50, 1);
         assert!(verdict(&none, &VerdictThresholds::default()).starts_with("no material damage"));
+    }
+
+    #[test]
+    fn normal_functions_match_tables() {
+        for (x, p) in [(0.0, 0.5), (1.0, 0.841_344_7), (-1.281_551_6, 0.1), (1.644_853_6, 0.95), (2.326_347_9, 0.99)] {
+            assert!((normal_cdf(x) - p).abs() < 2e-7, "Φ({x}) = {} ≠ {p}", normal_cdf(x));
+            assert!((normal_quantile(p) - x).abs() < 1e-6, "Φ⁻¹({p}) = {} ≠ {x}", normal_quantile(p));
+        }
+        assert!((normal_quantile(0.001) + 3.090_232_3).abs() < 1e-6);
+        assert_eq!(normal_quantile(0.0), f64::NEG_INFINITY);
+    }
+
+    fn with_cis(p50: f64, p50_ci: [f64; 2], p99: f64, p99_ci: [f64; 2]) -> Degradation {
+        let mut ci95 = std::collections::BTreeMap::new();
+        ci95.insert("p50".to_string(), p50_ci);
+        ci95.insert("p99".to_string(), p99_ci);
+        Degradation { p50, p95: p99, p99: Some(p99), p999: None, throughput: 0.5, jitter: 1.0, ci95 }
+    }
+
+    /// The two runs of issue 32: p50 ×1.32 (1.31–1.33) read "both degraded", p50 ×1.00
+    /// read "hidden tail damage". With intervals over trials, a p50 interval that spans
+    /// the ×1.10 threshold reads "unstable" and names both readings; an interval wholly on
+    /// one side reads as before.
+    #[test]
+    fn the_verdict_follows_the_intervals_and_says_when_it_is_unstable() {
+        let t = VerdictThresholds::default();
+        let (v, stable) = verdict_from_intervals(&with_cis(1.00, [0.98, 1.32], 8.0, [7.5, 9.4]), &t);
+        assert!(!stable && v.starts_with("unstable"), "{v}");
+        assert!(v.contains("hidden tail damage") && v.contains("median and tail both degraded"), "{v}");
+        assert!(v.contains("p50 ×1.00 (0.98–1.32) straddles the ×1.10 median threshold"), "{v}");
+        let (v2, _) = verdict_from_intervals(&with_cis(1.32, [0.98, 1.33], 9.3, [7.9, 9.5]), &t);
+        assert_eq!(v2.split(':').next(), v.split(':').next(), "both runs give the same (unstable) verdict");
+        let (v, stable) = verdict_from_intervals(&with_cis(1.00, [0.97, 1.04], 8.0, [7.5, 9.4]), &t);
+        assert!(stable && v.starts_with("hidden tail damage"), "{v}");
+        let (v, stable) = verdict_from_intervals(&with_cis(1.32, [1.31, 1.33], 9.3, [9.0, 9.6]), &t);
+        assert!(stable && v.starts_with("median and tail both degraded"), "{v}");
+        let (v, stable) = verdict_from_intervals(&with_cis(1.0, [0.99, 1.01], 1.3, [1.1, 1.5]), &t);
+        assert!(!stable && v.contains("p99 ×1.30 (1.10–1.50) straddles the ×1.25 tail threshold"), "{v}");
+        assert!(v.contains("hidden tail damage") && v.contains("no material damage"), "{v}");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use crate::agent::{unix_ms, AgentSpec, Samples};
 use crate::report::{AgentReport, Placement, RunReport, TokenArm, TokenStats};
-use crate::stats::{arm_stats, degradation, trial_degradation, verdict_from_intervals, ArmStats, VerdictThresholds};
+use crate::stats::{arm_stats, degradation, trial_degradation, verdict_from_intervals, widen_over_trials, ArmStats, VerdictThresholds};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -320,8 +320,9 @@ fn trial_arms(solo: &[&Samples], shared: &[&Samples]) -> Vec<(ArmStats, ArmStats
 ///
 /// With two or more trials holding both arms, each factor is the **median over trials of
 /// each trial's own shared / solo ratio** and its 95% interval a bootstrap over trials
-/// ([`trial_degradation`], as `contend matrix` does): the interval then shows how much
-/// the factor moves from run to run. A bootstrap over one run's samples cannot: one run's
+/// ([`trial_degradation`], as `contend matrix` does), widened to the Student t interval of
+/// the trials' log ratios ([`widen_over_trials`]: with 3 trials a bootstrap is just their
+/// range): the interval then shows how much the factor moves from run to run. A bootstrap over one run's samples cannot: one run's
 /// thousands of samples make a narrow interval that the next run misses (issue 32: p50
 /// ×1.32, interval 1.31–1.33, then ×1.00). With one trial the samples are resampled and
 /// the report says the interval is not run to run. The verdict follows the intervals
@@ -361,7 +362,9 @@ pub fn assemble(
         let over_trials = arms.len() >= 2;
         let deg = shared.as_ref().filter(|_| !solo_ms.is_empty()).map(|sh| {
             if over_trials {
-                trial_degradation(&arms, rounds, seed ^ idx as u64)
+                let mut d = trial_degradation(&arms, rounds, seed ^ idx as u64);
+                widen_over_trials(&mut d, &arms);
+                d
             } else {
                 degradation(&solo_ms, &shared_ms, &solo, sh, rounds, seed ^ idx as u64)
             }

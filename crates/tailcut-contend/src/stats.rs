@@ -173,9 +173,11 @@ pub fn normal_quantile(p: f64) -> f64 {
     if p >= 1.0 {
         return f64::INFINITY;
     }
-    const A: [f64; 6] = [-3.969683028665376e1, 2.209460984245205e2, -2.759285104469687e2, 1.383577518672690e2, -3.066479806614716e1, 2.506628277459239];
+    const A: [f64; 6] =
+        [-3.969683028665376e1, 2.209460984245205e2, -2.759285104469687e2, 1.383_577_518_672_69e2, -3.066479806614716e1, 2.506628277459239];
     const B: [f64; 5] = [-5.447609879822406e1, 1.615858368580409e2, -1.556989798598866e2, 6.680131188771972e1, -1.328068155288572e1];
-    const C: [f64; 6] = [-7.784894002430293e-3, -3.223964580411365e-1, -2.400758277161838, -2.549732539343734, 4.374664141464968, 2.938163982698783];
+    const C: [f64; 6] =
+        [-7.784894002430293e-3, -3.223964580411365e-1, -2.400758277161838, -2.549732539343734, 4.374664141464968, 2.938163982698783];
     const D: [f64; 4] = [7.784695709041462e-3, 3.224671290700398e-1, 2.445134137142996, 3.754408661907416];
     let tail = |q: f64| {
         (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5]) / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
@@ -189,6 +191,43 @@ pub fn normal_quantile(p: f64) -> f64 {
         let r = q * q;
         (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q
             / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
+    }
+}
+
+/// Student's t quantile at 0.975 for `df` degrees of freedom (table to 30, then
+/// 1.96 + 2.4 / df, within 0.3% of the exact value).
+pub fn t975(df: usize) -> f64 {
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101,
+        2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=30 => T[df - 1],
+        _ => 1.96 + 2.4 / df as f64,
+    }
+}
+
+/// Widens each interval of a [`trial_degradation`] to hold the Student t 95% interval of
+/// the trials' log ratios as well, exp(mean ± t₀.₉₇₅(n−1) · sd / √n). With few trials a
+/// percentile bootstrap over them is no wider than their range — with 3 trials it *is*
+/// [min, max], which the median of the next run's trials misses about half the time — so
+/// the interval would promise a run-to-run agreement the trials cannot show. The point
+/// values stay the medians.
+pub fn widen_over_trials(d: &mut Degradation, trials: &[(ArmStats, ArmStats)]) {
+    type Pick = fn(&ArmStats) -> Option<f64>;
+    let picks: [(&str, Pick); 4] =
+        [("p50", |s| Some(s.p50_ms)), ("p95", |s| Some(s.p95_ms)), ("p99", |s| s.p99_ms), ("p999", |s| s.p999_ms)];
+    for (name, pick) in picks {
+        let Some(ci) = d.ci95.get_mut(name) else { continue };
+        let logs: Option<Vec<f64>> = trials.iter().map(|(a, b)| Some((pick(b)? / pick(a)?).ln())).collect();
+        let Some(logs) = logs.filter(|l| l.len() >= 2 && l.iter().all(|x| x.is_finite())) else { continue };
+        let n = logs.len() as f64;
+        let mean = logs.iter().sum::<f64>() / n;
+        let sd = (logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        let half = t975(logs.len() - 1) * sd / n.sqrt();
+        ci[0] = ci[0].min((mean - half).exp());
+        ci[1] = ci[1].max((mean + half).exp());
     }
 }
 
@@ -393,6 +432,22 @@ mod tests {
         let (v, stable) = verdict_from_intervals(&with_cis(1.0, [0.99, 1.01], 1.3, [1.1, 1.5]), &t);
         assert!(!stable && v.contains("p99 ×1.30 (1.10–1.50) straddles the ×1.25 tail threshold"), "{v}");
         assert!(v.contains("hidden tail damage") && v.contains("no material damage"), "{v}");
+    }
+
+    /// Three trials whose p50 ratios are 0.90, 0.95, 1.00: the bootstrap over trials gives
+    /// their range; the t interval is wider (0.83–1.08), and the median stays.
+    #[test]
+    fn the_interval_over_few_trials_is_widened_to_the_t_interval() {
+        let arm = |p50: f64| arm_stats(&vec![p50; 200], 1.0, vec![]);
+        let trials: Vec<(ArmStats, ArmStats)> = [0.90, 0.95, 1.00].iter().map(|r| (arm(1.0), arm(*r))).collect();
+        let mut d = trial_degradation(&trials, 500, 3);
+        let [lo, hi] = d.ci95["p50"];
+        assert!((lo - 0.90).abs() < 1e-9 && (hi - 1.00).abs() < 1e-9, "bootstrap of 3 = their range: {lo} {hi}");
+        widen_over_trials(&mut d, &trials);
+        let [lo, hi] = d.ci95["p50"];
+        assert!(lo < 0.85 && hi > 1.08, "t interval with 2 degrees of freedom: {lo}–{hi}");
+        assert!((d.p50 - 0.95).abs() < 1e-9);
+        assert!((t975(2) - 4.303).abs() < 1e-9 && (t975(100) - 1.984).abs() < 0.002);
     }
 
     #[test]

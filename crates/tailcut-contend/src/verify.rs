@@ -532,7 +532,8 @@ pub fn score(runs: Vec<VerifyReport>) -> RepeatReport {
     let outcomes: usize = agents.iter().map(|a| a.runs).sum();
     let met: usize = agents.iter().map(|a| a.met).sum();
     let share_met = if outcomes == 0 { f64::NAN } else { met as f64 / outcomes as f64 };
-    let probs: Vec<f64> = agents.iter().filter_map(|a| a.p_objective.map(|p| (p, a.runs))).flat_map(|(p, n)| std::iter::repeat_n(p, n)).collect();
+    let probs: Vec<f64> =
+        agents.iter().filter_map(|a| a.p_objective.map(|p| (p, a.runs))).flat_map(|(p, n)| std::iter::repeat_n(p, n)).collect();
     RepeatReport {
         tool: "tailcut contend verify --repeat".into(),
         confidence,
@@ -590,7 +591,8 @@ impl RepeatReport {
             "{}",
             match (self.confidence > 0.0, self.promise_kept) {
                 (true, true) => format!("promise kept: {:.0}% met ≥ the promised {:.0}%", self.share_met * 100.0, self.confidence * 100.0),
-                (true, false) => format!("promise BROKEN: {:.0}% met < the promised {:.0}%", self.share_met * 100.0, self.confidence * 100.0),
+                (true, false) =>
+                    format!("promise BROKEN: {:.0}% met < the promised {:.0}%", self.share_met * 100.0, self.confidence * 100.0),
                 (false, true) => "confidence 0 (planned on the predictions): every objective met".to_string(),
                 (false, false) => "confidence 0 (planned on the predictions): objectives MISSED".to_string(),
             }
@@ -691,7 +693,12 @@ mod tests {
             lower_bound: 1,
             method: "exact".into(),
             optimal: true,
-            gpus: vec![GpuPlan { gpu: 0, mode: GroupMode::TimeSlicing, seats: vec![seat("a", 2.0, 3.0), seat("b", 2.0, 3.0)], why: String::new() }],
+            gpus: vec![GpuPlan {
+                gpu: 0,
+                mode: GroupMode::TimeSlicing,
+                seats: vec![seat("a", 2.0, 3.0), seat("b", 2.0, 3.0)],
+                why: String::new(),
+            }],
             explanations: vec![],
             confidence: 0.9,
             noise: vec![],

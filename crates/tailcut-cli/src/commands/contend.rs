@@ -364,8 +364,7 @@ fn plan(a: &ContendPlanArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let mut planner =
-        Planner::new(agents, gpus).and_then(|p| p.with_confidence(a.confidence)).map_err(|e| BadInput(e.to_string()))?;
+    let mut planner = Planner::new(agents, gpus).and_then(|p| p.with_confidence(a.confidence)).map_err(|e| BadInput(e.to_string()))?;
     let plan = planner.plan().map_err(|e| BadInput(e.to_string()))?;
     if let Some(path) = &a.k8s {
         std::fs::write(path, plan_k8s(&plan).map_err(|e| BadInput(e.to_string()))?)

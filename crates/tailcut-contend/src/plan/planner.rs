@@ -209,7 +209,8 @@ impl Planner {
                         }
                     }
                     let p99 = a.solo_p99_ms * composition.model.combine(&factors);
-                    let seat = Self::bounded(Seat { expected_error: error, ..self.seat(i, None, p99) }, self.spread(i, Some(mode), group), z);
+                    let seat =
+                        Self::bounded(Seat { expected_error: error, ..self.seat(i, None, p99) }, self.spread(i, Some(mode), group), z);
                     if !Self::admits(&seat) {
                         ok = false;
                     }
@@ -224,12 +225,14 @@ impl Planner {
     }
 
     fn mig_assignment(&self, group: &[usize], z: f64) -> Option<Vec<Seat>> {
-        let seat = |i: usize, p: &Profile| Self::bounded(self.seat(i, Some(p.name), self.mig_p99(&self.agents[i], p)), self.spread(i, None, group), z);
+        let seat = |i: usize, p: &Profile| {
+            Self::bounded(self.seat(i, Some(p.name), self.mig_p99(&self.agents[i], p)), self.spread(i, None, group), z)
+        };
         // Candidate profiles per agent, smallest first.
         let mut cands: Vec<Vec<&Profile>> = Vec::new();
         for &i in group {
             let a = &self.agents[i];
-            let mut c: Vec<&Profile> = self.profiles.iter().filter(|p| a.memory_gb <= p.memory_gb && Self::admits(&seat(i, *p))).collect();
+            let mut c: Vec<&Profile> = self.profiles.iter().filter(|p| a.memory_gb <= p.memory_gb && Self::admits(&seat(i, p))).collect();
             c.sort_by_key(|p| (p.compute, p.memory));
             if c.is_empty() {
                 return None;
@@ -238,7 +241,7 @@ impl Planner {
         }
         let mut chosen: Vec<&Profile> = Vec::new();
         if self.mig_search(&cands, 0, 0, 0, &mut chosen) {
-            return Some(group.iter().zip(&chosen).map(|(&i, p)| seat(i, *p)).collect());
+            return Some(group.iter().zip(&chosen).map(|(&i, p)| seat(i, p)).collect());
         }
         None
     }
@@ -364,11 +367,10 @@ impl Planner {
                 pct(self.confidence),
                 s.objective_ms
             ),
-            (Some(_), false) => format!(" ≤ objective {:.2} ms (confidence 0: admitted on the prediction; {margin}, {odds})", s.objective_ms),
-            (None, _) => format!(
-                " ≤ objective {:.2} ms (no error bar: admitted on the prediction; {margin}, {odds})",
-                s.objective_ms
-            ),
+            (Some(_), false) => {
+                format!(" ≤ objective {:.2} ms (confidence 0: admitted on the prediction; {margin}, {odds})", s.objective_ms)
+            }
+            (None, _) => format!(" ≤ objective {:.2} ms (no error bar: admitted on the prediction; {margin}, {odds})", s.objective_ms),
         }
     }
 

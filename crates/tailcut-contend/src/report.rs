@@ -246,7 +246,8 @@ impl RunReport {
             if self.interval_over.ends_with("trials") {
                 let _ = writeln!(
                     s,
-                    "\nDegradation, shared / solo: median over trials of each trial's own ratio (bootstrap 95% interval over the {})",
+                    "\nDegradation, shared / solo: median over trials of each trial's own ratio (95% interval over the {}: bootstrap,\n\
+                     widened to the t interval of the trials' log ratios)",
                     self.interval_over
                 );
             } else {

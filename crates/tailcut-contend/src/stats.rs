@@ -316,10 +316,11 @@ pub fn verdict_from_intervals(d: &Degradation, t: &VerdictThresholds) -> (String
             if moved.is_none() {
                 straddling.push(format!("{} straddles the ×{:.2} tail threshold", fmt(tail_name, tail), t.tail_factor));
             }
+            let between =
+                if readings.len() == 4 { "any of the four readings".to_string() } else { format!("\"{}\"", readings.join("\" and \"")) };
             (
                 format!(
-                    "unstable — between \"{}\": {}; the trials disagree, so more trials (or a quieter machine) would decide it",
-                    readings.join("\" and \""),
+                    "unstable — between {between}: {}; the trials disagree, so more trials (or a quieter machine) would decide it",
                     straddling.join("; ")
                 ),
                 false,

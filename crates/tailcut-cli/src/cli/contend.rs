@@ -38,7 +38,10 @@ pub struct ContendRunArgs {
     /// same-core, separate-cores or solo (CPU); time-slicing, mps, mig or dedicated (CUDA).
     #[arg(long, default_value = "same-core")]
     pub mode: String,
-    /// Trials; each runs every agent solo and all together, arm order alternating.
+    /// Trials; each runs every agent solo and all together, arm order alternating. Each
+    /// factor is the median of the trials' own shared/solo ratios and its 95% interval is
+    /// over trials (a bootstrap widened to the t interval), so it shows how much a factor
+    /// moves from run to run; with one trial the interval only resamples that run's samples.
     #[arg(long, default_value_t = 3)]
     pub trials: u32,
     /// Warm-up per run (samples discarded).
@@ -55,10 +58,11 @@ pub struct ContendRunArgs {
     pub devices: Vec<String>,
     #[command(flatten)]
     pub http: HttpAgentArgs,
-    /// Bootstrap resamples for the degradation intervals.
+    /// Bootstrap resamples for the degradation intervals (over trials).
     #[arg(long, default_value_t = 300)]
     pub bootstrap: usize,
-    /// "Median barely moves" tolerance for the verdict (0.10 = ±10%).
+    /// "Median barely moves" tolerance for the verdict (0.10 = ±10%). The verdict reads the
+    /// intervals: when one straddles a threshold it says "unstable".
     #[arg(long, default_value_t = 0.10, value_parser = non_negative)]
     pub median_tolerance: f64,
     /// "Tail moves" threshold on the p99 factor for the verdict.

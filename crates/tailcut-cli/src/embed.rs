@@ -104,6 +104,9 @@ impl Hedging {
     /// builds its providers, ledger and trace as `tailcut run` does. Call it inside a
     /// Tokio runtime.
     pub fn load(path: Option<&std::path::Path>) -> Result<Hedging, Failure> {
+        // The engine's and the ledger's events reach stderr as `tailcut run` writes them
+        // (`TAILCUT_LOG=off` silences them).
+        crate::logger::install();
         let build = || -> anyhow::Result<Hedging> {
             let config = commands::load_config(path)?;
             let entries = config.live_entries()?;

@@ -8,6 +8,7 @@ mod cli;
 mod commands;
 pub mod embed;
 mod html;
+mod logger;
 mod output;
 mod table;
 
@@ -33,6 +34,7 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     let cli = cli::Cli::parse_from(args);
+    logger::install();
     // The servers keep serving when nobody reads their output any more.
     if !matches!(cli.command, cli::Command::Serve(_) | cli::Command::SimProvider(_)) {
         output::exit_quietly_when_closed();

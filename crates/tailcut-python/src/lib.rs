@@ -2,9 +2,9 @@
 //!
 //! Three entry points, each a thin shell over the CLI's own library (`tailcut_cli`), so
 //! that Python and the command line cannot drift apart:
-//! - [`cli`]: the `tailcut` command itself (the wheel's `[project.scripts]` entry);
-//! - [`json_of`]: a command's `--json` document, the exact text the CLI prints;
-//! - [`Hedger`] and [`Race`]: `tailcut run`'s engine on one shared Tokio runtime, a race
+//! - `cli`: the `tailcut` command itself (the wheel's `[project.scripts]` entry);
+//! - `json_of`: a command's `--json` document, the exact text the CLI prints;
+//! - `Hedger` and `Race`: `tailcut run`'s engine on one shared Tokio runtime, a race
 //!   running with the GIL released and stoppable from Python (Ctrl-C, asyncio
 //!   cancellation), every loser cancelled with a receipt before the result is handed back.
 //!

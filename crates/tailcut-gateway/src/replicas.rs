@@ -68,15 +68,15 @@ pub(crate) fn cancel_startup_orphans(state: &Arc<AppState>) {
     });
 }
 
-/// How often a replica looks for `DELETE`s of its jobs made on other replicas.
-#[cfg(feature = "postgres")]
+/// How often a replica looks for `DELETE`s of its jobs made on other replicas (or
+/// processes sharing its SQLite file).
 const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// On PostgreSQL: every 200 ms, stops the races whose jobs were deleted on another
 /// replica; every `lease_ttl / 3`, reclaims the budget leases of replicas dead for the
 /// lease TTL and takes over their running jobs (interrupted, provider jobs cancelled).
-/// On SQLite: every `lease_ttl / 3`, takes over the running jobs of dead processes
-/// sharing the store's file ([`crate::store::JobStore::take_over_dead`]).
+/// On SQLite: the same for processes sharing the store's file (`DELETE`s every 200 ms,
+/// dead processes' jobs every `lease_ttl / 3`: [`crate::store::JobStore::take_over_dead`]).
 pub(crate) fn spawn_replica_loop(state: &Arc<AppState>) -> Option<tokio::task::JoinHandle<()>> {
     #[cfg(feature = "postgres")]
     {
@@ -87,18 +87,7 @@ pub(crate) fn spawn_replica_loop(state: &Arc<AppState>) -> Option<tokio::task::J
             let mut last_takeover = tokio::time::Instant::now();
             loop {
                 tokio::time::sleep(CANCEL_POLL).await;
-                match st.store.cancel_requests().await {
-                    Ok(ids) => {
-                        for id in ids {
-                            let stop = st.running.lock().ok().and_then(|mut r| r.remove(&id));
-                            if let Some(tx) = stop {
-                                log("job_cancel_from_another_replica", || json!({"job": id}));
-                                let _ = tx.send(());
-                            }
-                        }
-                    }
-                    Err(e) => log("job_cancel_poll_failed", || json!({"error": e.to_string()})),
-                }
+                forward_cancels(&st).await;
                 if last_takeover.elapsed() >= takeover_every {
                     last_takeover = tokio::time::Instant::now();
                     take_over_dead(&st, &pg).await;
@@ -110,14 +99,37 @@ pub(crate) fn spawn_replica_loop(state: &Arc<AppState>) -> Option<tokio::task::J
     Some(spawn_sqlite_takeover(state))
 }
 
-/// On SQLite: every `lease_ttl / 3`, the jobs of dead processes on the store's file are
-/// taken over (off the serving threads: the claim waits for the file's write lock).
+/// Stops the races of this gateway's jobs that a `DELETE` elsewhere asked to stop.
+async fn forward_cancels(st: &AppState) {
+    match st.store.cancel_requests().await {
+        Ok(ids) => {
+            for id in ids {
+                let stop = st.running.lock().ok().and_then(|mut r| r.remove(&id));
+                if let Some(tx) = stop {
+                    log("job_cancel_from_another_replica", || json!({"job": id}));
+                    let _ = tx.send(());
+                }
+            }
+        }
+        Err(e) => log("job_cancel_poll_failed", || json!({"error": e.to_string()})),
+    }
+}
+
+/// On SQLite: every 200 ms, stops the races whose jobs were deleted on another process
+/// sharing the file; every `lease_ttl / 3`, takes over the jobs of dead processes on
+/// the file (off the serving threads: the claim waits for the file's write lock).
 fn spawn_sqlite_takeover(state: &Arc<AppState>) -> tokio::task::JoinHandle<()> {
     let st = state.clone();
     let every = st.rt().config.state.lease_ttl / 3;
     tokio::spawn(async move {
+        let mut last_takeover = tokio::time::Instant::now();
         loop {
-            tokio::time::sleep(every).await;
+            tokio::time::sleep(CANCEL_POLL).await;
+            forward_cancels(&st).await;
+            if last_takeover.elapsed() < every {
+                continue;
+            }
+            last_takeover = tokio::time::Instant::now();
             let s = st.clone();
             match tokio::task::spawn_blocking(move || s.store.take_over_dead()).await {
                 Ok(Ok((0, _))) => {}

@@ -12,8 +12,8 @@
 //! expired ([`JobStore::take_over`]). A live process's jobs are never taken. They are
 //! marked `interrupted` and the gateway cancels their provider jobs by id
 //! (`replicas::cancel_orphans`), with receipts.
-//! A `DELETE` on a replica that does not run the job sets `cancel_requested`; the owner
-//! polls for it ([`JobStore::cancel_requests`]) and stops the race.
+//! A `DELETE` on a replica (or process) that does not run the job sets
+//! `cancel_requested`; the owner polls for it ([`JobStore::cancel_requests`]) and stops the race.
 //!
 //! A caller waiting for a job to end ([`JobStore::wait_ended`]) is woken by the end
 //! ([`wake`]), not by polling the store.
@@ -69,6 +69,12 @@ const MIGRATIONS: &[Migration] = &[
             Step::AddColumn { table: "jobs", column: "process", decl: "TEXT" },
             Step::Sql("CREATE INDEX IF NOT EXISTS jobs_running ON jobs (process) WHERE state = 'running'"),
         ],
+    },
+    // A `DELETE` on another process asks the one running the job to stop it.
+    Migration {
+        version: 4,
+        name: "jobs.cancel_requested",
+        steps: &[Step::AddColumn { table: "jobs", column: "cancel_requested", decl: "INTEGER NOT NULL DEFAULT 0" }],
     },
 ];
 
@@ -508,11 +514,12 @@ impl JobStore {
         Ok(self.get(id).await?.filter(|row| row.owner.as_deref() == Some(owner)))
     }
 
-    /// Asks the replica running job `id` to stop it (PostgreSQL; on SQLite the job runs
-    /// here or nowhere).
-    pub async fn request_cancel(&self, #[cfg_attr(not(feature = "postgres"), allow(unused_variables))] id: &str) -> StoreResult<()> {
+    /// Asks the replica (or, on SQLite, the process sharing the file) running job `id`
+    /// to stop it.
+    pub async fn request_cancel(&self, id: &str) -> StoreResult<()> {
         match &self.backend {
-            Backend::Sqlite { .. } => Ok(()),
+            Backend::Sqlite { .. } => self
+                .with(|c| c.execute("UPDATE jobs SET cancel_requested = 1 WHERE id = ?1 AND state = 'running'", params![id]).map(|_| ())),
             #[cfg(feature = "postgres")]
             Backend::Pg(st) => {
                 st.execute("UPDATE jobs SET cancel_requested = true WHERE id = $1 AND state = 'running'", vec![Box::new(id.to_string())])
@@ -522,10 +529,15 @@ impl JobStore {
         }
     }
 
-    /// The running jobs of this replica that a `DELETE` on another replica asked to stop.
+    /// The running jobs of this replica (process, on SQLite) that a `DELETE` on another
+    /// one asked to stop.
     pub async fn cancel_requests(&self) -> StoreResult<Vec<String>> {
         match &self.backend {
-            Backend::Sqlite { .. } => Ok(Vec::new()),
+            Backend::Sqlite { process, .. } => self.with(|c| {
+                let mut stmt = c.prepare_cached("SELECT id FROM jobs WHERE process = ?1 AND state = 'running' AND cancel_requested")?;
+                let ids = stmt.query_map([&process.id], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>();
+                ids
+            }),
             #[cfg(feature = "postgres")]
             Backend::Pg(st) => {
                 let s = st.clone();

@@ -38,7 +38,8 @@ fn pid_alive(pid: i64) -> bool {
 /// live process takes over at once).
 #[derive(Debug)]
 pub(super) struct Registration {
-    /// The row's id: pid and start time, unique across restarts.
+    /// The row's id: host, pid, start time and a count of the stores this process
+    /// opened, unique across restarts.
     pub(super) id: String,
     stopped: Arc<AtomicBool>,
     stop: Option<mpsc::Sender<()>>,
@@ -48,8 +49,11 @@ pub(super) struct Registration {
 /// Inserts this process's row (in `conn`'s file) and, for a file, starts its heartbeat
 /// thread on a connection of its own.
 pub(super) fn register(conn: &Connection, path: Option<&Path>, ttl: Duration) -> rusqlite::Result<Registration> {
+    // Stores opened in one process (tests) get ids of their own, even in one microsecond.
+    static OPENED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
-    let id = format!("{}-{:x}-{:x}", if host().is_empty() { "process" } else { host() }, std::process::id(), started);
+    let n = OPENED.fetch_add(1, Ordering::Relaxed);
+    let id = format!("{}-{:x}-{:x}-{n}", if host().is_empty() { "process" } else { host() }, std::process::id(), started);
     let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
     insert(conn, &id, ttl_ms)?;
     let stopped = Arc::new(AtomicBool::new(false));
@@ -78,11 +82,7 @@ fn insert(conn: &Connection, id: &str, ttl_ms: i64) -> rusqlite::Result<()> {
 /// than the TTL) is inserted again, so the jobs started from now on are covered.
 fn heartbeat(conn: &Connection, id: &str, ttl_ms: i64, stop: &mpsc::Receiver<()>, stopped: &AtomicBool) {
     let every = Duration::from_millis(u64::try_from(ttl_ms / 3).unwrap_or(1000).max(10));
-    loop {
-        match stop.recv_timeout(every) {
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            _ => break,
-        }
+    while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(every) {
         if stopped.load(Ordering::Relaxed) {
             continue;
         }

@@ -401,7 +401,7 @@ impl PgState {
             loop {
                 let err = listen_once(&url, channel, on.clone()).await;
                 on(Listening::Lost);
-                eprintln!("{}", serde_json::json!({"event": "state_listener_lost", "channel": channel, "error": err.to_string()}));
+                crate::log::warn("state_listener_lost", || serde_json::json!({"channel": channel, "error": err.to_string()}));
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }

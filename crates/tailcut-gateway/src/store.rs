@@ -8,15 +8,15 @@
 //! Jobs left `running` by a gateway that died are taken over: on SQLite by a live
 //! gateway process on the same file (one started later, or one already running) once
 //! the dead one's heartbeat has expired or its pid is gone ([`JobStore::take_over_dead`],
-//! [`process`]), on PostgreSQL by a surviving replica once the dead one's lease has
-//! expired ([`JobStore::take_over`]). A live process's jobs are never taken. They are
-//! marked `interrupted` and the gateway cancels their provider jobs by id
-//! (`replicas::cancel_orphans`), with receipts.
-//! A `DELETE` on a replica (or process) that does not run the job sets
-//! `cancel_requested`; the owner polls for it ([`JobStore::cancel_requests`]) and stops the race.
+//! `store/process.rs`), on PostgreSQL by a surviving replica once the dead one's lease
+//! has expired ([`JobStore::take_over`]). A live process's jobs are never taken. They
+//! are marked `interrupted` and the gateway cancels their provider jobs by id
+//! (`replicas::cancel_orphans`), with receipts. A `DELETE` on a replica (or process)
+//! that does not run the job sets `cancel_requested`; the owner polls for it
+//! ([`JobStore::cancel_requests`]) and stops the race.
 //!
 //! A caller waiting for a job to end ([`JobStore::wait_ended`]) is woken by the end
-//! ([`wake`]), not by polling the store.
+//! (`store/wake.rs`), not by polling the store.
 //!
 //! The SQLite tables come with numbered migrations (component `jobs`, applied under
 //! the file's write lock: [`tailcut_core::sqlite_schema`]), so processes that open one
@@ -288,7 +288,7 @@ impl JobStore {
     }
 
     /// Job `id` once it is no longer running, or as it is after `max`. Woken by the
-    /// job's end ([`wake`]); without a wake-up it reads the row again every
+    /// job's end (`store/wake.rs`); without a wake-up it reads the row again every
     /// [`FALLBACK_POLL`] ([`FALLBACK_POLL_LISTENING`] on PostgreSQL while the listener
     /// is connected).
     pub async fn wait_ended(&self, id: &str, max: Duration) -> Option<JobRow> {

@@ -37,6 +37,8 @@ pub struct LiveRow {
     /// Never sent to any provider: a `tailcut_request` with no attempt (the budget or
     /// the live-attempt cap refused its first submission).
     pub refused: bool,
+    /// A learned policy's decision (`tailcut_request` records with a `learned` object).
+    pub learned: Option<super::learned::LearnedFacts>,
 }
 
 /// What a receipt says, read loosely.
@@ -152,7 +154,20 @@ pub fn live_row(rec: &Value) -> Result<Option<LiveRow>, String> {
         receipts.push(receipt_facts(r));
     }
     let refused = matches!(rec.get("attempts"), Some(Value::Array(a)) if a.is_empty());
-    Ok(Some(LiveRow { arm: policy, latency_s, latency_estimated, winner, hedge_launched, cutover, safety, escalation, receipts, refused }))
+    let learned = super::learned::learned_facts(rec, &policy)?;
+    Ok(Some(LiveRow {
+        arm: policy,
+        latency_s,
+        latency_estimated,
+        winner,
+        hedge_launched,
+        cutover,
+        safety,
+        escalation,
+        receipts,
+        refused,
+        learned,
+    }))
 }
 
 /// A cancel-audit record.

@@ -65,11 +65,13 @@ pub enum CalibrationError {
 }
 
 /// The calibration of every policy in `rows` that recorded a predicted miss, in first-seen
-/// order. `deadline_s` (when given) overrides the labels' deadlines.
+/// order. `deadline_s` (when given) overrides the labels' deadlines; `fallback_s` is used
+/// for labels that name none.
 pub fn live_calibration(
     rows: &[LiveRow],
     rates: &[ProviderRates],
     deadline_s: Option<f64>,
+    fallback_s: Option<f64>,
 ) -> Result<Vec<PolicyCalibration>, CalibrationError> {
     let mut order: Vec<&str> = Vec::new();
     for r in rows.iter().filter(|r| r.learned.is_some()) {
@@ -87,7 +89,10 @@ pub fn live_calibration(
         let (deadline, from) = match (deadline_s, predicted.iter().find_map(|(_, f)| f.deadline_s)) {
             (Some(d), _) => (d, DeadlineFrom::Given),
             (None, Some(d)) => (d, DeadlineFrom::PolicyLabel),
-            (None, None) => return Err(CalibrationError::NoDeadline(arm.to_string())),
+            (None, None) => match fallback_s {
+                Some(d) => (d, DeadlineFrom::Given),
+                None => return Err(CalibrationError::NoDeadline(arm.to_string())),
+            },
         };
         let sent: Vec<&&(&LiveRow, &LearnedFacts)> = predicted.iter().filter(|(r, _)| !r.refused).collect();
         let mut unpriced = 0;
@@ -155,7 +160,7 @@ mod tests {
             LiveRow { learned: None, ..row("single:a", 9.0, None, None) },
         ];
         let rates = vec![ProviderRates { name: "a".into(), rate: 0.001, idle_s: 5.0 }];
-        let c = live_calibration(&rows, &rates, None).unwrap();
+        let c = live_calibration(&rows, &rates, None, None).unwrap();
         assert_eq!(c.len(), 1);
         let c = &c[0];
         assert_eq!((c.decisions, c.without_prediction, c.deadline_from), (4, 1, DeadlineFrom::PolicyLabel));
@@ -164,10 +169,10 @@ mod tests {
         // 0.001 $/s × (10 s ran + 5 s idle window).
         assert!((cost.realized - 0.015).abs() < 1e-12, "{cost:?}");
         // A given deadline overrides the label's: at 2 s only the failed request misses.
-        let c = live_calibration(&rows, &rates, Some(2.0)).unwrap();
+        let c = live_calibration(&rows, &rates, Some(2.0), None).unwrap();
         assert_eq!((c[0].reliability.misses, c[0].deadline_from), (1, DeadlineFrom::Given));
         // A provider without a rate: no realized cost.
-        let c = live_calibration(&rows, &[], None).unwrap();
+        let c = live_calibration(&rows, &[], None, None).unwrap();
         assert_eq!(c[0].cost_unpriced, 3);
         assert!(c[0].reliability.cost.is_none());
     }
@@ -175,7 +180,8 @@ mod tests {
     #[test]
     fn predictions_without_a_deadline_are_an_error_unless_one_is_given() {
         let rows = vec![row("custom", 1.0, Some(0.1), None)];
-        assert_eq!(live_calibration(&rows, &[], None), Err(CalibrationError::NoDeadline("custom".into())));
-        assert_eq!(live_calibration(&rows, &[], Some(3.0)).unwrap()[0].reliability.misses, 0);
+        assert_eq!(live_calibration(&rows, &[], None, None), Err(CalibrationError::NoDeadline("custom".into())));
+        assert_eq!(live_calibration(&rows, &[], Some(3.0), None).unwrap()[0].reliability.misses, 0);
+        assert_eq!(live_calibration(&rows, &[], None, Some(0.5)).unwrap()[0].reliability.misses, 1);
     }
 }

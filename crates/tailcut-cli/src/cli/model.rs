@@ -13,6 +13,39 @@ pub enum ModelCommand {
     /// Print a saved model: per-provider quantiles, failure rates, P(warm) against idle
     /// gap, and the pairs' slow-together lift.
     Show(ModelShowArgs),
+    /// How well a learned policy's predictions held: its recorded decisions grouped by
+    /// predicted miss into deciles against the realized miss rate (Wilson intervals),
+    /// the Brier score and the expected calibration error, and predicted against
+    /// realized cost. Reads request traces whose `learned` objects carry predictions
+    /// (`auto` policies, via `run`, `demo` or the gateway); exits 2 when there are none.
+    Calibration(ModelCalibrationArgs),
+}
+
+/// Options of `tailcut model calibration`.
+#[derive(Debug, Args)]
+pub struct ModelCalibrationArgs {
+    /// Request trace files (`tailcut_request` records).
+    #[arg(required = true)]
+    pub traces: Vec<PathBuf>,
+    /// Count misses over this many seconds instead of the deadline in each `auto`
+    /// policy's label (`auto:a,b@250ms/...`); needed for labels that name none.
+    #[arg(long, value_name = "S")]
+    pub deadline: Option<f64>,
+    /// Configuration whose provider rates and idle windows price the realized cost
+    /// (default: built-in).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the reliability diagram (SVG) of the policy with the most predictions:
+    /// predicted against realized miss per decile with the diagonal, interval whiskers
+    /// and counts, and predicted against realized cost.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Skip malformed lines instead of failing.
+    #[arg(long)]
+    pub skip_bad_lines: bool,
 }
 
 /// Options of `tailcut model fit`.

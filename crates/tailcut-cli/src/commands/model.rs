@@ -1,4 +1,5 @@
-//! `tailcut model fit|show`: build the online provider model from traces, and print one.
+//! `tailcut model fit|show`: build the online provider model from traces, and print one
+//! (`model calibration` is in `calibration.rs`).
 
 use crate::cli::{ModelCommand, ModelFitArgs, ModelShowArgs};
 use crate::commands::{load_config, BadInput};
@@ -17,6 +18,7 @@ pub fn run(cmd: &ModelCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         ModelCommand::Fit(a) => fit(a),
         ModelCommand::Show(a) => show(a),
+        ModelCommand::Calibration(a) => crate::commands::calibration::run(a),
     }
 }
 

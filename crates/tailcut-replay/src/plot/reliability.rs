@@ -1,6 +1,6 @@
 //! The reliability diagram of a learned policy's predictions: on the left, each decile's
 //! mean predicted miss against its realized miss rate, with the Wilson 95 % interval as a
-//! whisker and the decile's count beside it; on the right, mean predicted against mean
+//! whisker, numbered, and a strip below with each decile's count; on the right, mean predicted against mean
 //! realized cost per decile of predicted cost. Both on equal axes with the diagonal
 //! (perfect calibration) dashed: a point above it happened more than predicted.
 
@@ -59,7 +59,7 @@ fn usd(x: f64) -> String {
 fn frame<'a, 'b>(
     area: &'a DrawingArea<SVGBackend<'b>, Shift>,
     caption: &str,
-    hi: f64,
+    (lo, hi): (f64, f64),
     x_desc: &str,
     y_desc: &str,
     fmt: &'static dyn Fn(&f64) -> String,
@@ -70,7 +70,7 @@ fn frame<'a, 'b>(
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(70)
-        .build_cartesian_2d(0.0..hi, 0.0..hi)
+        .build_cartesian_2d(lo..hi, lo..hi)
         .map_err(|e| err(&e))?;
     chart
         .configure_mesh()
@@ -85,7 +85,7 @@ fn frame<'a, 'b>(
         .draw()
         .map_err(|e| err(&e))?;
     chart
-        .draw_series(DashedLineSeries::new(vec![(0.0, 0.0), (hi, hi)], 6, 4, ShapeStyle::from(&GUIDE).stroke_width(1)))
+        .draw_series(DashedLineSeries::new(vec![(lo, lo), (hi, hi)], 6, 4, ShapeStyle::from(&GUIDE).stroke_width(1)))
         .map_err(|e| err(&e))?
         .label("perfectly calibrated")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], ShapeStyle::from(&GUIDE).stroke_width(2)));
@@ -93,10 +93,13 @@ fn frame<'a, 'b>(
 }
 
 fn draw_miss(area: &DrawingArea<SVGBackend, Shift>, r: &Reliability, err: Err) -> Result<(), PlotError> {
+    let (area, lower) = area.split_vertically(area.dim_in_pixel().1 as i32 - 130);
+    let area = &area;
+    let lower = &lower;
     let top = r.groups.iter().map(|g| g.predicted.max(g.realized_ci95[1])).fold(0.0, f64::max);
     let hi = nice_max(top).min(1.0);
     let caption = format!("Miss: predicted vs realized ({} decisions, Brier {:.4}, ECE {:.4})", r.n, r.brier, r.ece);
-    let mut chart = frame(area, &caption, hi, "mean predicted P(miss) in the decile", "realized miss rate (Wilson 95%)", &pct_label, err)?;
+    let mut chart = frame(area, &caption, (0.0, hi), "mean predicted P(miss) in the decile", "realized miss rate (Wilson 95%)", &pct_label, err)?;
     let colour = PALETTE[1];
     let whisker = ShapeStyle::from(&colour).stroke_width(2);
     let cap = hi * 0.008;
@@ -112,11 +115,67 @@ fn draw_miss(area: &DrawingArea<SVGBackend, Shift>, r: &Reliability, err: Err) -
         .map_err(|e| err(&e))?
         .label("decile: mean prediction, realized rate")
         .legend(move |(x, y)| Circle::new((x + 10, y), 5, ShapeStyle::from(&colour).filled()));
+    let points: Vec<(f64, f64)> = r.groups.iter().map(|g| (g.predicted, g.realized)).collect();
+    label_deciles(&mut chart, &points, hi * 0.012, err)?;
+    draw_legend(&mut chart, err)?;
+    let counts: Vec<(String, u64)> =
+        r.groups.iter().map(|g| (if g.predicted_min == g.predicted_max { pct(g.predicted_min) } else { format!("≤{}", pct(g.predicted_max)) }, g.n)).collect();
+    draw_counts(lower, &counts, colour, err)
+}
+
+/// Numbers each decile's point (1 = lowest prediction) beside it, skipping a label that
+/// would overlap one already drawn (the counts strip below names every decile).
+fn label_deciles(chart: &mut Chart, points: &[(f64, f64)], dx: f64, err: Err) -> Result<(), PlotError> {
     let style = TextStyle::from((FONT, 11).into_font()).color(&RGBColor(60, 60, 60)).pos(Pos::new(HPos::Left, VPos::Center));
-    chart
-        .draw_series(r.groups.iter().map(|g| Text::new(format!("n={}", g.n), (g.predicted + hi * 0.012, g.realized), style.clone())))
+    let mut drawn: Vec<(i32, i32)> = Vec::new();
+    for (k, &(x, y)) in points.iter().enumerate() {
+        let (px, py) = chart.backend_coord(&(x + dx, y));
+        if drawn.iter().any(|&(qx, qy)| (qx - px).abs() < 16 && (qy - py).abs() < 12) {
+            continue;
+        }
+        drawn.push((px, py));
+        chart.draw_series(std::iter::once(Text::new(format!("{}", k + 1), (x + dx, y), style.clone()))).map_err(|e| err(&e))?;
+    }
+    Ok(())
+}
+
+/// The strip under a panel: decisions per decile, one bar each, labelled with the count
+/// and the decile's predictions.
+fn draw_counts(area: &DrawingArea<SVGBackend, Shift>, counts: &[(String, u64)], colour: RGBColor, err: Err) -> Result<(), PlotError> {
+    let k = counts.len().max(1);
+    let top = counts.iter().map(|c| c.1).max().unwrap_or(1).max(1) as f64 * 1.3;
+    let mut chart = ChartBuilder::on(area)
+        .margin_left(16)
+        .margin_right(16)
+        .margin_bottom(6)
+        .x_label_area_size(30)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..k as f64, 0.0..top)
         .map_err(|e| err(&e))?;
-    draw_legend(&mut chart, err)
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .disable_y_mesh()
+        .x_labels(0)
+        .y_labels(3)
+        .y_desc("decisions")
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .draw()
+        .map_err(|e| err(&e))?;
+    chart
+        .draw_series(counts.iter().enumerate().map(|(i, c)| {
+            Rectangle::new([(i as f64 + 0.15, 0.0), (i as f64 + 0.85, c.1 as f64)], ShapeStyle::from(&colour.mix(0.55)).filled())
+        }))
+        .map_err(|e| err(&e))?;
+    let above = TextStyle::from((FONT, 11).into_font()).color(&RGBColor(40, 40, 40)).pos(Pos::new(HPos::Center, VPos::Bottom));
+    chart
+        .draw_series(counts.iter().enumerate().map(|(i, c)| Text::new(format!("{}: n={}", i + 1, c.1), (i as f64 + 0.5, c.1 as f64), above.clone())))
+        .map_err(|e| err(&e))?;
+    let below = TextStyle::from((FONT, 10).into_font()).color(&RGBColor(90, 90, 90)).pos(Pos::new(HPos::Center, VPos::Top));
+    chart
+        .draw_series(counts.iter().enumerate().map(|(i, c)| Text::new(c.0.clone(), (i as f64 + 0.5, -top * 0.04), below.clone())))
+        .map_err(|e| err(&e))?;
+    Ok(())
 }
 
 fn draw_cost(area: &DrawingArea<SVGBackend, Shift>, r: &Reliability, err: Err) -> Result<(), PlotError> {
@@ -127,21 +186,27 @@ fn draw_cost(area: &DrawingArea<SVGBackend, Shift>, r: &Reliability, err: Err) -
             .map_err(|e| err(&e))?;
         return Ok(());
     };
+    let (area, lower) = area.split_vertically(area.dim_in_pixel().1 as i32 - 130);
+    let area = &area;
+    let lower = &lower;
+    // Both axes over the data's range (equal, so the diagonal stays the diagonal).
     let top = c.groups.iter().map(|g| g.predicted.max(g.realized)).fold(0.0, f64::max);
-    let hi = nice_max(top);
+    let bottom = c.groups.iter().map(|g| g.predicted.min(g.realized)).fold(f64::INFINITY, f64::min);
+    let pad = ((top - bottom) * 0.08).max(top * 0.02).max(1e-9);
+    let (lo, hi) = ((bottom - pad).max(0.0), top + pad);
     let caption = format!("Cost: predicted vs realized (mean ${} vs ${})", usd(c.predicted), usd(c.realized));
-    let mut chart = frame(area, &caption, hi, "mean predicted $ in the decile", "mean realized $", &usd_label, err)?;
+    let mut chart = frame(area, &caption, (lo, hi), "mean predicted $ in the decile", "mean realized $", &usd_label, err)?;
     let colour = PALETTE[3];
     chart
         .draw_series(c.groups.iter().map(|g| Circle::new((g.predicted, g.realized), 5, ShapeStyle::from(&colour).filled())))
         .map_err(|e| err(&e))?
         .label("decile of predicted cost: means")
         .legend(move |(x, y)| Circle::new((x + 10, y), 5, ShapeStyle::from(&colour).filled()));
-    let style = TextStyle::from((FONT, 11).into_font()).color(&RGBColor(60, 60, 60)).pos(Pos::new(HPos::Left, VPos::Center));
-    chart
-        .draw_series(c.groups.iter().map(|g| Text::new(format!("n={}", g.n), (g.predicted + hi * 0.012, g.realized), style.clone())))
-        .map_err(|e| err(&e))?;
-    draw_legend(&mut chart, err)
+    let points: Vec<(f64, f64)> = c.groups.iter().map(|g| (g.predicted, g.realized)).collect();
+    label_deciles(&mut chart, &points, (hi - lo) * 0.012, err)?;
+    draw_legend(&mut chart, err)?;
+    let counts: Vec<(String, u64)> = c.groups.iter().map(|g| (format!("≤{}", usd(g.predicted_max)), g.n)).collect();
+    draw_counts(lower, &counts, colour, err)
 }
 
 fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(chart: &mut ChartContext<'a, DB, CT>, err: Err) -> Result<(), PlotError> {
@@ -158,7 +223,7 @@ fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(chart: &mut Char
 /// Writes the reliability diagram of `r` to `path` (SVG) under `title`.
 pub fn reliability_svg(path: &Path, title: &str, r: &Reliability) -> Result<(), PlotError> {
     let err = |e: &dyn std::fmt::Display| PlotError { path: path.display().to_string(), message: e.to_string() };
-    let root = SVGBackend::new(path, (1300, 640)).into_drawing_area();
+    let root = SVGBackend::new(path, (1300, 780)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let root = root.titled(title, (FONT, 19)).map_err(|e| err(&e))?;
     let (left, right) = root.split_horizontally(650);
@@ -193,7 +258,7 @@ mod tests {
         let path = dir.path().join("r.svg");
         reliability_svg(&path, "auto", &reliability(&f)).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
-        assert!(svg.contains("n=20") && svg.contains("Brier") && svg.contains("Cost: predicted"), "{svg}");
+        assert!(svg.contains("n=20") && svg.contains("decisions") && svg.contains("Brier") && svg.contains("Cost: predicted"), "{svg}");
         let none = Forecast { cost_predicted: None, ..f[0] };
         reliability_svg(&path, "auto", &reliability(&[none])).unwrap();
         assert!(std::fs::read_to_string(&path).unwrap().contains("no decision with both"));

@@ -62,7 +62,8 @@ fn model_calibration_of_a_demo_trace_tables_json_and_plot() {
     let (config, trace_s) = (config.to_str().unwrap(), trace.to_str().unwrap());
     stdout(&tailcut(&["demo", "--config", config, "--requests", "300", "--trace", trace_s]));
 
-    let json: serde_json::Value = serde_json::from_str(&stdout(&tailcut(&["model", "calibration", trace_s, "--config", config, "--json"]))).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&tailcut(&["model", "calibration", trace_s, "--config", config, "--json"]))).unwrap();
     let policies = json["policies"].as_array().unwrap();
     assert_eq!(policies.len(), 1, "only auto predicts: {json}");
     let p = &policies[0];
@@ -122,7 +123,10 @@ fn replay_learned_prints_auto_calibration_and_carries_it_in_json() {
     assert_eq!(r["groups"].as_array().unwrap().iter().map(|g| g["n"].as_u64().unwrap()).sum::<u64>(), 36);
     // Misses at auto's 60 s deadline agree with its row.
     assert_eq!(r["misses"], auto["miss_counts"]["60"]);
-    assert!(eval.iter().filter(|r| r["learned"] == true && !r["policy"].as_str().unwrap().starts_with("auto:")).all(|r| r.get("reliability").is_none()));
+    assert!(eval
+        .iter()
+        .filter(|r| r["learned"] == true && !r["policy"].as_str().unwrap().starts_with("auto:"))
+        .all(|r| r.get("reliability").is_none()));
     let text = stdout(&tailcut(&args));
     assert!(text.contains("Calibration of auto:60s/miss5%/extra35%: its predicted miss and active cost"), "{text}");
     assert!(text.contains("realized (95% CI)") && text.contains("Brier"), "{text}");
@@ -135,7 +139,10 @@ fn model_show_without_a_model_says_how_to_get_one() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("model.json: no such model file"), "{err}");
-    assert!(err.contains("tailcut model fit TRACE... -o model.json") && err.contains("--from-gateway") && err.contains("/admin/models"), "{err}");
+    assert!(
+        err.contains("tailcut model fit TRACE... -o model.json") && err.contains("--from-gateway") && err.contains("/admin/models"),
+        "{err}"
+    );
 }
 
 #[test]

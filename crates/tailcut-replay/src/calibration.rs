@@ -81,7 +81,8 @@ pub fn live_calibration(
     }
     let mut out = Vec::new();
     for arm in order {
-        let mine: Vec<(&LiveRow, &LearnedFacts)> = rows.iter().filter(|r| r.arm == arm).filter_map(|r| Some((r, r.learned.as_ref()?))).collect();
+        let mine: Vec<(&LiveRow, &LearnedFacts)> =
+            rows.iter().filter(|r| r.arm == arm).filter_map(|r| Some((r, r.learned.as_ref()?))).collect();
         let predicted: Vec<&(&LiveRow, &LearnedFacts)> = mine.iter().filter(|(_, f)| f.predicted_miss.is_some()).collect();
         if predicted.is_empty() {
             continue;
@@ -103,7 +104,7 @@ pub fn live_calibration(
                 unpriced += u64::from(cost_realized.is_none());
                 Some(Forecast {
                     p: f.predicted_miss?,
-                    missed: !(r.latency_s <= deadline),
+                    missed: r.latency_s.is_nan() || r.latency_s > deadline,
                     cost_predicted: f.predicted_cost_usd,
                     cost_realized,
                 })

@@ -99,7 +99,8 @@ fn draw_miss(area: &DrawingArea<SVGBackend, Shift>, r: &Reliability, err: Err) -
     let top = r.groups.iter().map(|g| g.predicted.max(g.realized_ci95[1])).fold(0.0, f64::max);
     let hi = nice_max(top).min(1.0);
     let caption = format!("Miss: predicted vs realized ({} decisions, Brier {:.4}, ECE {:.4})", r.n, r.brier, r.ece);
-    let mut chart = frame(area, &caption, (0.0, hi), "mean predicted P(miss) in the decile", "realized miss rate (Wilson 95%)", &pct_label, err)?;
+    let mut chart =
+        frame(area, &caption, (0.0, hi), "mean predicted P(miss) in the decile", "realized miss rate (Wilson 95%)", &pct_label, err)?;
     let colour = PALETTE[1];
     let whisker = ShapeStyle::from(&colour).stroke_width(2);
     let cap = hi * 0.008;
@@ -118,8 +119,11 @@ fn draw_miss(area: &DrawingArea<SVGBackend, Shift>, r: &Reliability, err: Err) -
     let points: Vec<(f64, f64)> = r.groups.iter().map(|g| (g.predicted, g.realized)).collect();
     label_deciles(&mut chart, &points, hi * 0.012, err)?;
     draw_legend(&mut chart, err)?;
-    let counts: Vec<(String, u64)> =
-        r.groups.iter().map(|g| (if g.predicted_min == g.predicted_max { pct(g.predicted_min) } else { format!("≤{}", pct(g.predicted_max)) }, g.n)).collect();
+    let counts: Vec<(String, u64)> = r
+        .groups
+        .iter()
+        .map(|g| (if g.predicted_min == g.predicted_max { pct(g.predicted_min) } else { format!("≤{}", pct(g.predicted_max)) }, g.n))
+        .collect();
     draw_counts(lower, &counts, colour, err)
 }
 
@@ -169,7 +173,9 @@ fn draw_counts(area: &DrawingArea<SVGBackend, Shift>, counts: &[(String, u64)], 
         .map_err(|e| err(&e))?;
     let above = TextStyle::from((FONT, 11).into_font()).color(&RGBColor(40, 40, 40)).pos(Pos::new(HPos::Center, VPos::Bottom));
     chart
-        .draw_series(counts.iter().enumerate().map(|(i, c)| Text::new(format!("{}: n={}", i + 1, c.1), (i as f64 + 0.5, c.1 as f64), above.clone())))
+        .draw_series(
+            counts.iter().enumerate().map(|(i, c)| Text::new(format!("{}: n={}", i + 1, c.1), (i as f64 + 0.5, c.1 as f64), above.clone())),
+        )
         .map_err(|e| err(&e))?;
     let below = TextStyle::from((FONT, 10).into_font()).color(&RGBColor(90, 90, 90)).pos(Pos::new(HPos::Center, VPos::Top));
     chart

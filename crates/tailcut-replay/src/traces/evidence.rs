@@ -58,7 +58,8 @@ pub fn reference_observations(rec: &Value, names: &[String]) -> Result<Option<Ve
     let valid_at = ms(rec, "winner_valid_at_ms")?.map(|x| x / 1000.0);
     let total = ms(rec, "winner_total_ms")?.map(|x| x / 1000.0);
     let index = |name: &str| names.iter().position(|n| n == name);
-    let obs = |p: usize, outcome: Outcome, queue_s: Option<f64>| Observation { provider: p, outcome, queue_s, idle_gap_s: None, warm: None };
+    let obs =
+        |p: usize, outcome: Outcome, queue_s: Option<f64>| Observation { provider: p, outcome, queue_s, idle_gap_s: None, warm: None };
     let cancelled = |name: &str| {
         let one = rec.get("cancellation").filter(|c| c.is_object()).into_iter();
         let many = rec.get("cancellations").and_then(Value::as_array).into_iter().flatten();
@@ -99,7 +100,11 @@ pub fn reference_observations(rec: &Value, names: &[String]) -> Result<Option<Ve
             out.push(obs(pi, Outcome::Valid { latency_s: v }, poll_queue));
             if let (Some(hi), Some(at)) = (hi, hedge_at) {
                 let ran = (end(v, 0.0) - at).max(0.0);
-                out.push(obs(hi, if cancelled(h.unwrap_or("")) { Outcome::Censored { after_s: ran } } else { Outcome::Failed { wall_s: ran } }, None));
+                out.push(obs(
+                    hi,
+                    if cancelled(h.unwrap_or("")) { Outcome::Censored { after_s: ran } } else { Outcome::Failed { wall_s: ran } },
+                    None,
+                ));
             }
         }
         (Some(w), Some(v)) if Some(w) == h => {
@@ -171,7 +176,11 @@ mod tests {
         let o = reference_observations(&rec, &names()).unwrap().unwrap();
         assert!(matches!(o[0].outcome, Outcome::Censored { after_s } if (after_s - 7.3525).abs() < 1e-9), "{:?}", o[0]);
         assert!((o[0].queue_s.unwrap() - 4.459).abs() < 1e-9);
-        assert!(matches!(o[1].outcome, Outcome::Valid { latency_s } if (latency_s - 18.6592).abs() < 1e-9) && o[1].provider == 2, "{:?}", o[1]);
+        assert!(
+            matches!(o[1].outcome, Outcome::Valid { latency_s } if (latency_s - 18.6592).abs() < 1e-9) && o[1].provider == 2,
+            "{:?}",
+            o[1]
+        );
     }
 
     #[test]

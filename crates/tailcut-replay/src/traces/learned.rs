@@ -91,11 +91,7 @@ pub fn learned_facts(rec: &Value, policy: &str) -> Result<Option<LearnedFacts>, 
                 (None, Some(end)) => (end - offset).max(0.0),
                 (None, None) => 0.0,
             };
-            AttemptSpend {
-                provider: a.get("provider").and_then(Value::as_str).unwrap_or("?").to_string(),
-                ran_s: ran_ms / 1000.0,
-                started,
-            }
+            AttemptSpend { provider: a.get("provider").and_then(Value::as_str).unwrap_or("?").to_string(), ran_s: ran_ms / 1000.0, started }
         })
         .collect();
     Ok(Some(LearnedFacts {

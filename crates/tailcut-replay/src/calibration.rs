@@ -141,6 +141,7 @@ mod tests {
             escalation: false,
             receipts: Vec::new(),
             refused: false,
+            primary: Some("a".into()),
             learned: Some(LearnedFacts {
                 plan: "single:a".into(),
                 predicted_miss: p,

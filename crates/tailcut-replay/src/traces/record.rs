@@ -39,6 +39,9 @@ pub struct LiveRow {
     pub refused: bool,
     /// A learned policy's decision (`tailcut_request` records with a `learned` object).
     pub learned: Option<super::learned::LearnedFacts>,
+    /// The provider of the attempt launched as the primary (`role = "primary"`), when the
+    /// record lists its attempts.
+    pub primary: Option<String>,
 }
 
 /// What a receipt says, read loosely.
@@ -155,6 +158,15 @@ pub fn live_row(rec: &Value) -> Result<Option<LiveRow>, String> {
     }
     let refused = matches!(rec.get("attempts"), Some(Value::Array(a)) if a.is_empty());
     let learned = super::learned::learned_facts(rec, &policy)?;
+    let primary = match rec.get("attempts") {
+        Some(Value::Array(list)) => list
+            .iter()
+            .find(|a| a.get("role").and_then(Value::as_str) == Some("primary"))
+            .and_then(|a| a.get("provider"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        _ => None,
+    };
     Ok(Some(LiveRow {
         arm: policy,
         latency_s,
@@ -167,6 +179,7 @@ pub fn live_row(rec: &Value) -> Result<Option<LiveRow>, String> {
         receipts,
         refused,
         learned,
+        primary,
     }))
 }
 

@@ -7,8 +7,10 @@ use std::path::PathBuf;
 /// `tailcut model ...`
 #[derive(Debug, Subcommand)]
 pub enum ModelCommand {
-    /// Build a model from paired-round traces (reference `round`, `tailcut_round`) and
-    /// tailcut request traces (`tailcut_request`), in file order.
+    /// Build a model from paired-round traces (reference `round`, `tailcut_round`),
+    /// tailcut request traces (`tailcut_request`) and the reference tool's live request
+    /// records (`hedged_request`, `state_aware_request`, `single_request`: winners exact,
+    /// cancelled losers right-censored), in file order.
     Fit(ModelFitArgs),
     /// Print a saved model: per-provider quantiles, failure rates, P(warm) against idle
     /// gap, and the pairs' slow-together lift.
@@ -68,7 +70,8 @@ pub struct ModelFitArgs {
 /// Options of `tailcut model show`.
 #[derive(Debug, Args)]
 pub struct ModelShowArgs {
-    /// The saved model (ignored with --from-gateway).
+    /// The saved model (ignored with --from-gateway); when it does not exist, the error
+    /// says how to fit one or read a running gateway's.
     #[arg(default_value = "model.json")]
     pub model: PathBuf,
     /// Print JSON instead of tables.

@@ -124,7 +124,7 @@ pub fn print_live(out: &mut Tee, cals: &[PolicyCalibration], rates_from: &str) {
     }
     if !cals.is_empty() {
         out.note(&format!(
-            "{RELIABILITY_NOTE} Realized cost = each attempt's running time × its rate, plus the idle window × rate for every attempt that started a worker (rates from {rates_from}); predicted cost as the engine records it (active plus billed idle)."
+            "{RELIABILITY_NOTE} Realized cost = each attempt's running time × its rate, plus the idle window × rate for every attempt that started a worker (rates from {rates_from}): the model's price of what ran, not a provider's invoice; predicted cost as the engine records it (active plus billed idle)."
         ));
     }
 }

@@ -15,7 +15,7 @@
 use serde_json::Value;
 use tailcut_model::{Observation, Outcome};
 
-use super::record::MAX_OFFSET_MS;
+use super::MAX_OFFSET_MS;
 use crate::rounds::show;
 
 /// The record kinds read here.

@@ -7,7 +7,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::record::MAX_OFFSET_MS;
+use super::MAX_OFFSET_MS;
 use crate::rounds::show;
 
 /// Largest predicted cost accepted, $ (a request costing more is a bad record).

@@ -1,5 +1,6 @@
 //! One module per subcommand; `dispatch` routes to them.
 
+mod calibration;
 mod config;
 mod contend;
 mod demo;

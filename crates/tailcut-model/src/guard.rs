@@ -7,10 +7,10 @@
 //!   update over any window of `T` requests gives the identity
 //!   `mean(err) = α − (α_end − α_start)/(γ·T)`, whatever the sequence.
 //! - [`Experts`]: multiplicative weights (Hedge) over fixed plans, for full information
-//!   (paired rounds: every plan's loss on every round is known). With losses in [0, 1],
-//!   `N` experts and the anytime step `η_t = c·sqrt(8·ln N / t)`, the weighted loss is
-//!   within [`Experts::regret_bound`] `= (c + 1/(2c))·sqrt((T/2)·ln N)` of the best
-//!   expert in hindsight (the decreasing-step analysis: `ln N / η_T + Σ η_t / 8`).
+//!   (paired rounds: every plan's loss on every round is known): Follow-the-Leader while
+//!   it keeps up, AdaHedge once it falls behind. With losses in [0, 1] and `N` experts,
+//!   the loss played over `T` rounds is within [`Experts::regret_bound`]
+//!   `= 2·(sqrt(T·ln N) + (16/3)·ln N + 2) + 1` of the best expert in hindsight.
 //! - [`Tally`] and [`wilson_upper`]: a plan's realized misses, and the pessimistic bound a
 //!   plan must meet to qualify for the miss target.
 //! - [`loss`]: the documented combination of miss and cost that the experts are judged on.
@@ -70,43 +70,56 @@ impl MissController {
     }
 }
 
-/// Hedge (multiplicative weights) over `N` fixed experts with the anytime step
-/// `η_t = c·sqrt(8·ln N / t)`.
+/// Prediction with expert advice over `N` fixed experts: Follow-the-Leader while it
+/// keeps up, then Hedge — the idea of FlipFlop (de Rooij, van Erven, Grünwald & Koolen,
+/// "Follow the leader if you can, hedge if you must", JMLR 2014), in its simplest form.
+///
+/// - **Leader phase.** Play the expert with the least cumulative loss. On i.i.d. data
+///   the leader settles and the play is deterministic, as a fixed plan's is.
+/// - **Switch.** As soon as the loss played exceeds the best expert's by more than
+///   `R(t)` ([`Experts::hedge_bound`]), switch for good to AdaHedge started afresh.
+/// - **Hedge phase.** AdaHedge: weights `∝ e^{−η·L_i}` with `η_t = ln N / Δ_{t−1}`,
+///   `Δ` the sum of the mixability gaps (weighted loss minus mix loss). Their
+///   Theorem 8 gives regret `≤ 2·sqrt(ln N · L*(T − L*)/T) + (16/3)·ln N + 2 ≤ R(T)`,
+///   `R(T) = sqrt(T·ln N) + (16/3)·ln N + 2`.
+///
+/// Bound ([`Experts::regret_bound`]): the loss played (the expected loss in the Hedge
+/// phase) is at most the best expert's in hindsight plus `2·R(T) + 1`. Proof: until the
+/// switch at `s` the leader phase is at most `R(s) + 1` behind the best expert over
+/// `1..s` (one round adds at most 1); after it AdaHedge is at most `R(T − s)` behind the
+/// best over `s+1..T`; and the sum of two minima is at most the minimum of the sums.
 #[derive(Debug, Clone)]
 pub struct Experts {
+    /// Cumulative losses over every round (for the leader and the switch test).
     cum: Vec<f64>,
+    /// Cumulative losses since the switch (AdaHedge's).
+    hcum: Vec<f64>,
     t: u64,
     enabled: bool,
+    /// The distribution played this round.
     probs: Vec<f64>,
-    scale: f64,
+    /// Σ of AdaHedge's mixability gaps.
+    delta: f64,
+    /// The loss played so far.
+    played: f64,
+    /// In the Hedge phase (since round `switched`).
+    switched: Option<u64>,
 }
 
-/// `auto`'s step scale `c`: 4× the step that minimises the worst-case bound. The bound
-/// grows from 1.5 to 4.1 × sqrt((T/2)·ln N), and the weights settle on the leaders within
-/// a few dozen rounds instead of a few hundred (the worst-case step spreads a 36-round
-/// replay over every expert within a miss of the best).
-pub const ETA_SCALE: f64 = 4.0;
-
 impl Experts {
-    /// `n` experts, uniform weights, step scale [`ETA_SCALE`].
+    /// `n` experts; the first round plays expert 0 (every expert leads with no loss).
     pub fn new(n: usize) -> Experts {
-        Experts::with_scale(n, ETA_SCALE)
-    }
-
-    /// `n` experts with step scale `c`.
-    pub fn with_scale(n: usize, c: f64) -> Experts {
         let n = n.max(1);
-        Experts { cum: vec![0.0; n], t: 0, enabled: true, probs: vec![1.0 / n as f64; n], scale: c }
+        let mut probs = vec![0.0; n];
+        probs[0] = 1.0;
+        Experts { cum: vec![0.0; n], hcum: vec![0.0; n], t: 0, enabled: true, probs, delta: 0.0, played: 0.0, switched: None }
     }
 
-    /// The step scale `c`.
-    pub fn scale(&self) -> f64 {
-        self.scale
-    }
-
-    /// Switched off: the weights stay uniform (what the property tests compare with).
+    /// Switched off: uniform weights every round (what the property tests compare with).
     pub fn disabled(mut self) -> Experts {
         self.enabled = false;
+        let n = self.cum.len();
+        self.probs = vec![1.0 / n as f64; n];
         self
     }
 
@@ -130,9 +143,29 @@ impl Experts {
         &self.cum
     }
 
-    /// The current distribution over experts.
+    /// The loss played so far.
+    pub fn played(&self) -> f64 {
+        self.played
+    }
+
+    /// The round the play switched to Hedge, if it did.
+    pub fn switched(&self) -> Option<u64> {
+        self.switched
+    }
+
+    /// The distribution played this round.
     pub fn probs(&self) -> &[f64] {
         &self.probs
+    }
+
+    /// AdaHedge's learning rate (+∞ while no mixability gap has been paid).
+    pub fn eta(&self) -> f64 {
+        let ln = (self.cum.len() as f64).ln();
+        if self.delta > 0.0 {
+            ln / self.delta
+        } else {
+            f64::INFINITY
+        }
     }
 
     /// The expert drawn by a uniform `u` in [0, 1).
@@ -147,26 +180,53 @@ impl Experts {
         self.probs.len() - 1
     }
 
-    /// The expert with the most weight.
+    /// The expert with the least cumulative loss (the first of equals).
     pub fn leader(&self) -> usize {
         (0..self.cum.len()).min_by(|&a, &b| self.cum[a].total_cmp(&self.cum[b])).unwrap_or(0)
     }
 
-    /// Records one round's losses (each in [0, 1], one per expert) and returns the
-    /// weighted loss the current distribution suffered.
+    /// Records one round's losses (each in [0, 1], one per expert) and returns the loss
+    /// the round's distribution suffered (its expectation in the Hedge phase).
     pub fn record(&mut self, losses: &[f64]) -> f64 {
-        let mixed: f64 = self.probs.iter().zip(losses).map(|(p, l)| p * l.clamp(0.0, 1.0)).sum();
-        for (c, l) in self.cum.iter_mut().zip(losses) {
-            *c += l.clamp(0.0, 1.0);
+        let l = |i: usize| losses.get(i).copied().unwrap_or(1.0).clamp(0.0, 1.0);
+        let mixed: f64 = self.probs.iter().enumerate().map(|(i, p)| p * l(i)).sum();
+        if self.enabled && self.switched.is_some() {
+            // AdaHedge's mixability gap at the rate the weights were made with.
+            let eta = self.eta();
+            let lmin = (0..self.probs.len()).filter(|&i| self.probs[i] > 0.0).map(l).fold(f64::INFINITY, f64::min);
+            let mix = if eta.is_finite() {
+                let z: f64 = self.probs.iter().enumerate().map(|(i, p)| p * (-eta * (l(i) - lmin)).exp()).sum();
+                lmin - z.ln() / eta
+            } else {
+                lmin
+            };
+            self.delta += (mixed - mix).max(0.0);
+        }
+        for i in 0..self.cum.len() {
+            self.cum[i] += l(i);
+            self.hcum[i] += l(i);
         }
         self.t += 1;
-        if self.enabled {
-            let n = self.cum.len() as f64;
-            let eta = self.scale * (8.0 * n.ln() / self.t as f64).sqrt();
-            let min = self.cum.iter().copied().fold(f64::INFINITY, f64::min);
+        self.played += mixed;
+        if !self.enabled {
+            return mixed;
+        }
+        let best = self.cum.iter().copied().fold(f64::INFINITY, f64::min);
+        if self.switched.is_none() && self.played - best > Experts::hedge_bound(self.t, self.cum.len()) {
+            self.switched = Some(self.t);
+            self.hcum.iter_mut().for_each(|c| *c = 0.0);
+            self.delta = 0.0;
+        }
+        self.probs.iter_mut().for_each(|p| *p = 0.0);
+        if self.switched.is_none() {
+            let lead = self.leader();
+            self.probs[lead] = 1.0;
+        } else {
+            let eta = self.eta();
+            let min = self.hcum.iter().copied().fold(f64::INFINITY, f64::min);
             let mut z = 0.0;
-            for (p, c) in self.probs.iter_mut().zip(&self.cum) {
-                *p = (-eta * (c - min)).exp();
+            for (p, c) in self.probs.iter_mut().zip(&self.hcum) {
+                *p = if eta.is_finite() { (-eta * (c - min)).exp() } else { f64::from(u8::from(*c <= min)) };
                 z += *p;
             }
             for p in &mut self.probs {
@@ -176,11 +236,16 @@ impl Experts {
         mixed
     }
 
-    /// The regret bound after `t` rounds with `n` experts and step scale `c`:
-    /// `ln n / η_t + Σ η_s / 8 ≤ (c + 1/(2c))·sqrt((t/2)·ln n)` (Σ 1/sqrt(s) ≤ 2·sqrt(t)).
-    pub fn regret_bound(t: u64, n: usize, c: f64) -> f64 {
+    /// AdaHedge's worst-case regret after `t` rounds with `n` experts:
+    /// `R(t) = sqrt(t·ln n) + (16/3)·ln n + 2`.
+    pub fn hedge_bound(t: u64, n: usize) -> f64 {
         let ln = (n.max(1) as f64).ln();
-        (c + 1.0 / (2.0 * c)) * (t as f64 / 2.0 * ln).sqrt()
+        (t as f64 * ln).sqrt() + 16.0 / 3.0 * ln + 2.0
+    }
+
+    /// The stated regret bound of the whole play after `t` rounds: `2·R(t) + 1`.
+    pub fn regret_bound(t: u64, n: usize) -> f64 {
+        2.0 * Experts::hedge_bound(t, n) + 1.0
     }
 }
 

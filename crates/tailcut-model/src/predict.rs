@@ -9,9 +9,9 @@
 
 use crate::guard::Tally;
 use crate::model::{joint_survival, Model, GAP_EDGES_S};
-use std::collections::HashMap;
 use crate::plan::{AutoSettings, Choice, Plan, Prediction, COST_TIE, TAIL_TRADE, TAIL_TRADE_MIN_GAIN};
 use crate::sketch::{bucket_of, bucket_value, DecayedSketch};
+use std::collections::HashMap;
 
 /// Grid points of the survival tables.
 pub const GRID: usize = 96;
@@ -389,7 +389,8 @@ impl Predictor {
 
     /// Predicts `plan` for a request arriving after the given idle gaps.
     pub fn predict(&self, plan: &Plan, gaps: &[Option<f64>]) -> Prediction {
-        let surv: Vec<Vec<f64>> = (0..self.providers.len()).map(|p| self.mixed(p, self.warm_level(p, gaps.get(p).copied().flatten()))).collect();
+        let surv: Vec<Vec<f64>> =
+            (0..self.providers.len()).map(|p| self.mixed(p, self.warm_level(p, gaps.get(p).copied().flatten()))).collect();
         self.predict_with(plan, &surv)
     }
 

@@ -18,7 +18,7 @@ use crate::summary::PolicySummary;
 use crate::sweep::{evaluate_round, Evaluated, Family, ProviderRates};
 use serde::Serialize;
 use tailcut_model::{
-    AdaptiveSettings, HedgeBudget, AutoSettings, LearnedKind, Model, ModelConfig, Observation, Outcome, Plan, PolicyState, SingleRSettings,
+    AdaptiveSettings, AutoSettings, HedgeBudget, LearnedKind, Model, ModelConfig, Observation, Outcome, Plan, PolicyState, SingleRSettings,
 };
 use tailcut_stats::Estimator;
 
@@ -252,7 +252,14 @@ pub fn loss_cost_ref(rates: &[ProviderRates], deadline_s: f64) -> f64 {
 }
 
 /// Prices every expert plan of `state` on round `r` and records the outcomes.
-fn settle_experts(state: &mut PolicyState, set: &RoundSet, rates: &[ProviderRates], s: &LearnedSettings, r: usize, buf: &mut Vec<(bool, f64)>) {
+fn settle_experts(
+    state: &mut PolicyState,
+    set: &RoundSet,
+    rates: &[ProviderRates],
+    s: &LearnedSettings,
+    r: usize,
+    buf: &mut Vec<(bool, f64)>,
+) {
     let Some(ex) = state.experts_mut() else { return };
     buf.clear();
     let (plans, budgets) = ex.round_mut();
@@ -356,15 +363,6 @@ pub fn evaluate_learned(
                 let missed = !(lat <= a.deadline_s);
                 settle_experts(state, set, rates, s, r, &mut buf);
                 state.settle(&plan, missed, cost);
-                if std::env::var("TC_DEBUG").is_ok() {
-                    let lvl = state.working_level();
-                    let ex = state.experts().unwrap();
-                    let mut top: Vec<(usize, f64)> = ex.hedge().probs().iter().copied().enumerate().collect();
-                    top.sort_by(|a, b| b.1.total_cmp(&a.1));
-                    let names = set.providers.clone();
-                    let tops: Vec<String> = top.iter().take(4).map(|(i, p)| format!("{}={:.2}", ex.round_plans()[*i].label(&names), p)).collect();
-                    eprintln!("r{r} ran {} lat {lat:.1} miss {missed} level {lvl:.3} top {}", plan.label(&names), tops.join(" "));
-                }
             }
             let ev = &mut run.evaluated;
             ev.lats.push(lat);

@@ -334,15 +334,26 @@ impl Scenario {
                 one.billed[p] = d.wall;
                 one.queue[p] = d.queue.unwrap_or(f64::NAN);
             }
+            let mut decided = None;
             let (family, extra) = match &mut driver {
                 Driver::Fixed(f) => ((*f).clone(), 0u8),
                 Driver::Learned(state, _) => {
                     let (plan, _) = state.decide_plan(&gaps);
+                    decided = Some(plan);
                     crate::learned::gate_plan(&one, 0, &plan, state)
                 }
             };
             let rates = self.rates_at(k);
             let (lat, act, bill, hedged) = evaluate_round(&one, &rates, &family, crate::synth::CAP_S, 0);
+            if let (Driver::Learned(state, _), Some(plan)) = (&mut driver, decided) {
+                // Partial information: only what the plan it ran did (the controller's
+                // miss and the plan's record).
+                let cost = match state.kind() {
+                    LearnedKind::Auto(a) if a.cost == tailcut_model::CostBasis::Billed => bill,
+                    _ => act,
+                };
+                state.settle(&plan, !(lat <= self.deadline_s), cost);
+            }
             let launched = launches(&family, &draws, lat);
             let extra = if matches!(driver, Driver::Fixed(_)) { (launched.len() - 1) as u8 } else { extra };
             out.lats.push(lat);

@@ -76,9 +76,11 @@ impl ExpertSet {
                 .enumerate()
                 .filter(|(_, t)| qualified(t) && t.mean_cost() <= c * (1.0 + COST_TIE) + 1e-12)
                 .min_by(|a, b| a.1.miss_upper().total_cmp(&b.1.miss_upper())),
-            None => self.tallies.iter().enumerate().min_by(|a, b| {
-                a.1.miss_upper().total_cmp(&b.1.miss_upper()).then(a.1.mean_cost().total_cmp(&b.1.mean_cost()))
-            }),
+            None => self
+                .tallies
+                .iter()
+                .enumerate()
+                .min_by(|a, b| a.1.miss_upper().total_cmp(&b.1.miss_upper()).then(a.1.mean_cost().total_cmp(&b.1.mean_cost()))),
         };
         pick.map_or(Plan::Single { p: 0 }, |(i, _)| self.plans[i])
     }

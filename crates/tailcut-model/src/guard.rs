@@ -3,9 +3,12 @@
 //!
 //! - [`MissController`]: adaptive conformal inference (Gibbs & Candès 2021) on the
 //!   planner's aggressiveness. A working level `α_t` moves after every outcome,
-//!   `α_{t+1} = α_t + γ·(α − err_t)`, and the planner is asked for `α_t`. Summing the
-//!   update over any window of `T` requests gives the identity
-//!   `mean(err) = α − (α_end − α_start)/(γ·T)`, whatever the sequence.
+//!   `α_{t+1} = min(α, α_t + γ·(α − err_t))`, and the planner is asked for `α_t`.
+//!   Summing the update over any window of `T` requests gives
+//!   `mean(err) ≤ α + (α_start − α_end)/(γ·T)`, whatever the sequence (the cap at `α`
+//!   only lowers the level, so it keeps this side of Gibbs and Candès' identity: a run
+//!   of requests that missed less than the target does not bank slack for a later
+//!   stretch to spend).
 //! - [`Experts`]: multiplicative weights (Hedge) over fixed plans, for full information
 //!   (paired rounds: every plan's loss on every round is known): Follow-the-Leader while
 //!   it keeps up, AdaHedge once it falls behind. With losses in [0, 1] and `N` experts,
@@ -55,11 +58,17 @@ impl MissController {
         self.gamma
     }
 
-    /// Records one outcome: `α_{t+1} = α_t + γ·(α − err_t)`.
+    /// Records one outcome: `α_{t+1} = min(α, α_t + γ·(α − err_t))`.
     pub fn record(&mut self, missed: bool) {
         if self.enabled {
-            self.level += self.gamma * (self.target - if missed { 1.0 } else { 0.0 });
+            self.level = (self.level + self.gamma * (self.target - if missed { 1.0 } else { 0.0 })).min(self.target);
         }
+    }
+
+    /// The realized bound on the miss rate over the `t` requests since the level was
+    /// `start`: `α + (start − α_now)/(γ·t)`.
+    pub fn realized_bound(&self, start: f64, t: u64) -> f64 {
+        self.target + (start - self.level) / (self.gamma * t.max(1) as f64)
     }
 
     /// Gibbs and Candès' a-priori bound on `|mean(err) − α|` over `t` requests, valid

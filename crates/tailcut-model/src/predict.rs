@@ -51,8 +51,11 @@ pub struct Predictor {
     target: f64,
     /// The working level's bucket (tenths of the target, 0..=LEVEL_BUCKETS).
     bucket: u32,
-    /// Realized outcomes of the plans that ran, by plan shape.
-    tallies: HashMap<PlanKey, Tally>,
+    /// Realized outcomes of the plans that ran, by plan shape, with the request each was
+    /// last decayed at.
+    tallies: HashMap<PlanKey, (Tally, u64)>,
+    /// Requests recorded.
+    recorded: u64,
 }
 
 /// Working levels are quantised to tenths of the target, from 0 to twice the target.
@@ -62,8 +65,9 @@ const LEVEL_BUCKETS: u32 = 20;
 /// ([`Tally::blended`]).
 pub const MODEL_PRIOR_TRIALS: f64 = 32.0;
 
-/// Each new outcome of a plan keeps this share of its older ones (a half-life of 256 of
-/// its runs), so that a record follows a world that changes.
+/// Each request keeps this share of every plan's older record (a half-life of 256
+/// requests, counted whether the plan ran or not), so that a record follows a world that
+/// changes, and a plan avoided after a bad stretch is judged by its model again.
 pub const TALLY_KEEP: f64 = 0.997_296;
 
 /// A plan's shape for its record: family, providers, and its delays in twelfths of the
@@ -148,6 +152,7 @@ impl Predictor {
             target: settings.target_miss,
             bucket: LEVEL_BUCKETS / 2,
             tallies: HashMap::new(),
+            recorded: 0,
         };
         p.refresh(model);
         p
@@ -223,12 +228,21 @@ impl Predictor {
 
     /// Records what a plan did when it ran (read at the next refresh).
     pub fn record(&mut self, plan: &Plan, missed: bool, cost_usd: f64) {
-        self.tallies.entry(PlanKey::of(plan, self.settings.deadline_s)).or_default().add(missed, cost_usd, TALLY_KEEP);
+        self.recorded += 1;
+        let now = self.recorded;
+        let (t, last) = self.tallies.entry(PlanKey::of(plan, self.settings.deadline_s)).or_insert((Tally::default(), now));
+        t.add(missed, cost_usd, TALLY_KEEP.powf((now - *last) as f64));
+        *last = now;
     }
 
-    /// A plan's realized record, if it ran.
+    /// A plan's realized record as of now, if it ran.
     pub fn tally(&self, plan: &Plan) -> Option<Tally> {
-        self.tallies.get(&PlanKey::of(plan, self.settings.deadline_s)).copied()
+        self.tallies.get(&PlanKey::of(plan, self.settings.deadline_s)).map(|(t, last)| self.aged(t, *last))
+    }
+
+    fn aged(&self, t: &Tally, last: u64) -> Tally {
+        let k = TALLY_KEEP.powf(self.recorded.saturating_sub(last) as f64);
+        Tally { n: t.n * k, misses: t.misses * k, cost: t.cost * k }
     }
 
     /// Refreshes so far.
@@ -439,8 +453,8 @@ impl Predictor {
             .filter(|p| p.live_needed() <= s.max_live)
             .map(|p| {
                 let mut pr = self.predict_with(&p, surv);
-                if let Some(t) = self.tallies.get(&PlanKey::of(&p, s.deadline_s)) {
-                    pr.miss = t.blended(pr.miss, MODEL_PRIOR_TRIALS);
+                if let Some((t, last)) = self.tallies.get(&PlanKey::of(&p, s.deadline_s)) {
+                    pr.miss = self.aged(t, *last).blended(pr.miss, MODEL_PRIOR_TRIALS);
                 }
                 (p, pr)
             })

@@ -26,6 +26,7 @@ use tailcut_sim::SimProfile;
 mod curve;
 mod kinds;
 mod rows;
+pub mod worlds;
 
 pub use curve::{fixed_envelope, tail_load_svg};
 pub use kinds::learned_kinds;
@@ -74,6 +75,8 @@ pub struct Scenario {
     regime: Vec<bool>,
     /// Common random numbers: per request and provider, its cold and warm draw.
     draws: Vec<[Draw; 2]>,
+    /// A random world's rules (`scenario sweep`), in place of the named families'.
+    world: Option<Box<worlds::World>>,
 }
 
 fn prov(name: &str, profile: SimProfile, warm_window_s: f64) -> Prov {
@@ -164,7 +167,8 @@ impl Scenario {
                 slow && name == "correlated"
             })
             .collect();
-        let mut sc = Scenario { name: name.into(), providers, deadline_s, delays, requests, seed, arrivals, regime, draws: Vec::new() };
+        let mut sc =
+            Scenario { name: name.into(), providers, deadline_s, delays, requests, seed, arrivals, regime, draws: Vec::new(), world: None };
         let n = sc.providers.len();
         sc.draws = (0..requests * n).map(|i| [sc.draw(i % n, i / n, false), sc.draw(i % n, i / n, true)]).collect();
         Some(sc)
@@ -183,10 +187,14 @@ impl Scenario {
     fn rates_at(&self, k: usize) -> Vec<ProviderRates> {
         self.providers
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(i, p)| {
                 let mut rate = p.profile.rate_usd_per_s;
                 if self.name == "price" && p.name == "cerebrium" && k >= self.requests / 2 {
                     rate *= 4.0;
+                }
+                if let Some(w) = &self.world {
+                    rate *= w.price_factor(i, k as f64 / self.requests as f64);
                 }
                 ProviderRates { name: p.name.clone(), rate, idle_s: p.billed_idle_s }
             })
@@ -214,8 +222,14 @@ impl Scenario {
         if self.name == "degrade" && p == 0 {
             fast_p = if frac >= 0.6 { 0.25 } else { 0.9 };
         }
-        if self.regime[k] && (p == 0 || p == 1) {
+        if self.regime[k] && (p == 0 || p == 1) && self.world.is_none() {
             fast_p = 0.0;
+        }
+        if let Some(w) = &self.world {
+            fast_p = w.fast_p(p, frac, fast_p);
+            if self.regime[k] && w.correlated(p) {
+                fast_p = 0.0;
+            }
         }
         let (queue, mut run) = if warm {
             (wq, wr)
@@ -227,7 +241,11 @@ impl Scenario {
         if self.name == "straggler" && straggle < 0.02 {
             run *= factor;
         }
-        let out = self.name == "outage" && pr.name == "cerebrium" && (0.6..0.8).contains(&frac);
+        if let Some(w) = &self.world {
+            run *= w.straggle(p, straggle, factor);
+        }
+        let out = (self.name == "outage" && pr.name == "cerebrium" && (0.6..0.8).contains(&frac))
+            || self.world.as_ref().is_some_and(|w| w.out(p, frac));
         let wall = (submit + queue + run).min(crate::synth::CAP_S);
         if out {
             return Draw {

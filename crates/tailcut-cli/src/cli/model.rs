@@ -60,6 +60,34 @@ pub enum ScenarioCommand {
     /// policy the reference's ranking picks on the first half) and the learned policies,
     /// evaluated on the second half of the stream.
     Run(ScenarioRunArgs),
+    /// Draw N random worlds (warm/cold mixes, regime shifts and drifts, shared slow
+    /// regimes, outages, price changes, straggler modes, arrival cadences) and compare
+    /// `auto` in each with the fixed plan frozen from the world's first half (fewest
+    /// misses, then cheapest) and the hindsight-best fixed plan, on the second half.
+    Sweep(ScenarioSweepArgs),
+}
+
+/// Options of `tailcut scenario sweep`.
+#[derive(Debug, Args)]
+pub struct ScenarioSweepArgs {
+    /// Worlds to draw.
+    #[arg(long, default_value_t = 100)]
+    pub worlds: usize,
+    /// Seed of the draw (world i of seed s is always the same world).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Requests per world (both halves).
+    #[arg(long, default_value_t = 800)]
+    pub requests: usize,
+    /// Worker threads (0 = one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Print JSON: the summary and every world's rows.
+    #[arg(long)]
+    pub json: bool,
+    /// Also print one line per world.
+    #[arg(long)]
+    pub each: bool,
 }
 
 /// Options of `tailcut scenario run`.

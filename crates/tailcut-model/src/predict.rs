@@ -63,7 +63,7 @@ const LEVEL_BUCKETS: u32 = 20;
 
 /// A record's weight in trials of the model's prediction of the same plan
 /// ([`Tally::blended`]).
-pub const MODEL_PRIOR_TRIALS: f64 = 32.0;
+pub const MODEL_PRIOR_TRIALS: f64 = 128.0;
 
 /// Each request keeps this share of every plan's older record (a half-life of 256
 /// requests, counted whether the plan ran or not), so that a record follows a world that

@@ -218,6 +218,9 @@ pub struct LearnedRun {
     pub denied: u64,
     /// Extra attempts launched in each round.
     pub extra: Vec<u8>,
+    /// `auto` with full information: the loss its experts' play suffered, the best
+    /// expert's, and the stated regret bound (over the warm-up and replayed rounds).
+    pub regret: Option<(f64, f64, f64)>,
 }
 
 /// The plan a fixed family runs.
@@ -260,6 +263,19 @@ fn settle_experts(
     r: usize,
     buf: &mut Vec<(bool, f64)>,
 ) {
+    settle_experts_at(state, set, rates, &s.auto, r, buf);
+}
+
+/// [`settle_experts`] with `auto`'s settings (cap, deadline, cost basis).
+pub(crate) fn settle_experts_at(
+    state: &mut PolicyState,
+    set: &RoundSet,
+    rates: &[ProviderRates],
+    a: &AutoSettings,
+    r: usize,
+    buf: &mut Vec<(bool, f64)>,
+) {
+    let s = LearnedSettings { auto: *a, ..LearnedSettings::default() };
     let Some(ex) = state.experts_mut() else { return };
     buf.clear();
     let (plans, budgets) = ex.round_mut();
@@ -384,6 +400,13 @@ pub fn evaluate_learned(
             state.observed(&model, obs.len() as u64);
         }
     }
+    for (state, run) in states.iter().zip(runs.iter_mut()) {
+        if let Some(ex) = state.experts() {
+            let h = ex.hedge();
+            let best = h.cumulative().iter().copied().fold(f64::INFINITY, f64::min);
+            run.regret = Some((h.played(), best, tailcut_model::guard::Experts::regret_bound(h.rounds(), h.len())));
+        }
+    }
     runs
 }
 
@@ -488,6 +511,31 @@ mod tests {
                 }
             }
             assert!(run.evaluated.hedged <= run.extra.iter().map(|x| u64::from(*x)).sum::<u64>());
+        }
+    }
+
+    fn sweep_families(set: &RoundSet, rates: &[ProviderRates]) -> Vec<Family> {
+        crate::sweep::standard_sweep(set, rates, &[0.0, 10.0, 30.0]).into_iter().map(|d| d.family).collect()
+    }
+
+    /// Full information: whatever the stream, `auto`'s experts play within the stated
+    /// regret bound of the best fixed plan; with the weighting off (uniform) they do not.
+    #[test]
+    fn auto_with_full_information_stays_within_the_regret_bound() {
+        let rates = ProviderRates::reference_2026_07();
+        for seed in [1u64, 2, 3] {
+            let set = rounds(800, seed);
+            let warm = rounds(40, seed ^ 9);
+            let experts = sweep_families(&set, &rates);
+            let s = settings();
+            let defs = learned_defs(&names(), &s);
+            let run = &evaluate_learned(&set, &warm, &rates, &defs[..1], &s, &experts)[0];
+            let (played, best, bound) = run.regret.expect("full information");
+            assert!(played <= best + bound, "seed {seed}: played {played} best {best} bound {bound}");
+            let off = LearnedSettings { weighting: false, ..s };
+            let run = &evaluate_learned(&set, &warm, &rates, &defs[..1], &off, &experts)[0];
+            let (played_off, best_off, _) = run.regret.expect("full information");
+            assert!(played_off - best_off > played - best, "seed {seed}: uniform {played_off} - {best_off} vs {played} - {best}");
         }
     }
 

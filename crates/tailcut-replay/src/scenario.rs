@@ -322,7 +322,8 @@ fn launches(f: &Family, d: &[Draw], lat: f64) -> Vec<(usize, f64, f64, bool)> {
 
 enum Driver<'a> {
     Fixed(&'a Family),
-    Learned(Box<PolicyState>, Model),
+    /// A learned policy; `true` = `auto` settles each outcome (controller, plan records).
+    Learned(Box<PolicyState>, Model, bool),
 }
 
 impl Scenario {
@@ -355,7 +356,7 @@ impl Scenario {
             let mut decided = None;
             let (family, extra) = match &mut driver {
                 Driver::Fixed(f) => ((*f).clone(), 0u8),
-                Driver::Learned(state, _) => {
+                Driver::Learned(state, _, _) => {
                     let (plan, _) = state.decide_plan(&gaps);
                     decided = Some(plan);
                     crate::learned::gate_plan(&one, 0, &plan, state)
@@ -363,7 +364,15 @@ impl Scenario {
             };
             let rates = self.rates_at(k);
             let (lat, act, bill, hedged) = evaluate_round(&one, &rates, &family, crate::synth::CAP_S, 0);
-            if let (Driver::Learned(state, _), Some(plan)) = (&mut driver, decided) {
+            if let (Driver::Learned(state, _, true), Some(_)) = (&mut driver, decided) {
+                // Paired information (`scenario sweep --auto paired`): every expert plan
+                // is priced on this request's draws, as a paired benchmark would run them.
+                if let LearnedKind::Auto(a) = *state.kind() {
+                    let mut buf = Vec::new();
+                    crate::learned::settle_experts_at(state, &one, &rates, &a, 0, &mut buf);
+                }
+            }
+            if let (Driver::Learned(state, _, true), Some(plan)) = (&mut driver, decided) {
                 // Partial information: only what the plan it ran did (the controller's
                 // miss and the plan's record).
                 let cost = match state.kind() {
@@ -403,7 +412,7 @@ impl Scenario {
                 let queue_s = if completed || started { d.queue } else { d.queue.map(|_| end - at + 1e-3) };
                 obs.push(Observation { provider: p, outcome, queue_s, idle_gap_s: gaps[p], warm: completed.then_some(d.warm) });
             }
-            if let Driver::Learned(state, model) = &mut driver {
+            if let Driver::Learned(state, model, _) = &mut driver {
                 model.observe_request(&obs);
                 state.observed(model, obs.len() as u64);
             }
@@ -420,11 +429,28 @@ impl Scenario {
 
     /// Runs a learned policy over the stream from an empty model.
     pub fn run_learned(&self, kind: LearnedKind, seed: u64) -> StreamRun {
+        self.run_learned_guarded(kind, seed, false)
+    }
+
+    /// [`Scenario::run_learned`]; with `guarded`, `auto` settles every outcome (its
+    /// miss controller and its plans' records, [`PolicyState::settle`]).
+    pub fn run_learned_guarded(&self, kind: LearnedKind, seed: u64, guarded: bool) -> StreamRun {
+        self.run_learned_with(kind, seed, guarded, false)
+    }
+
+    /// [`Scenario::run_learned_guarded`]; with `paired`, `auto` also plays its experts
+    /// (the fixed sweep, its model, its record) with every expert priced on each
+    /// request's draws, as a paired benchmark would run them (full information).
+    pub fn run_learned_with(&self, kind: LearnedKind, seed: u64, guarded: bool, paired: bool) -> StreamRun {
         let rates = self.rates_at(0);
         let meta: Vec<(String, f64, f64)> = rates.iter().map(|r| (r.name.clone(), r.rate, r.idle_s)).collect();
         let model = Model::new(&meta, ModelConfig::default());
-        let state = PolicyState::new(kind, &model, seed);
-        self.run(Driver::Learned(Box::new(state), model))
+        let mut state = PolicyState::new(kind, &model, seed);
+        if let (LearnedKind::Auto(a), true) = (kind, paired) {
+            let plans = self.fixed_defs().iter().map(|d| crate::learned::family_plan(&d.family)).collect();
+            state = state.with_experts(plans, crate::learned::loss_cost_ref(&rates, a.deadline_s), 1.0, true);
+        }
+        self.run(Driver::Learned(Box::new(state), model, guarded || paired))
     }
 
     /// The fixed sweep of this scenario.

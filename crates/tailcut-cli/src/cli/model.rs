@@ -88,6 +88,23 @@ pub struct ScenarioSweepArgs {
     /// Also print one line per world.
     #[arg(long)]
     pub each: bool,
+    /// How `auto` learns: `model` (its model alone, as `scenario run`), `guarded` (also
+    /// its miss controller and its plans' realized records, from what it launched), or
+    /// `paired` (also the experts over the fixed plans, each priced on every request's
+    /// draws as a paired benchmark runs them).
+    #[arg(long, value_enum, default_value_t = SweepAutoArg::Guarded)]
+    pub auto: SweepAutoArg,
+}
+
+/// `scenario sweep --auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SweepAutoArg {
+    /// The model alone.
+    Model,
+    /// Miss controller and plan records (partial information).
+    Guarded,
+    /// Also the experts, with every fixed plan priced on each request (paired).
+    Paired,
 }
 
 /// Options of `tailcut scenario run`.

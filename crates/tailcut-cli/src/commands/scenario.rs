@@ -30,15 +30,31 @@ fn sweep(a: &ScenarioSweepArgs) -> anyhow::Result<ExitCode> {
     }
     let threads = if a.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { a.threads };
     let bar = crate::commands::delayed_bar(a.worlds as u64, "{spinner} worlds [{bar:30}] {pos}/{len} ({eta})");
-    let results = worlds::sweep(a.seed, a.worlds, a.requests, threads, &|done| bar.set(done as u64));
+    let mode = match a.auto {
+        crate::cli::SweepAutoArg::Model => worlds::AutoMode::Model,
+        crate::cli::SweepAutoArg::Guarded => worlds::AutoMode::Guarded,
+        crate::cli::SweepAutoArg::Paired => worlds::AutoMode::Paired,
+    };
+    let results = worlds::sweep(a.seed, a.worlds, a.requests, threads, mode, &|done| bar.set(done as u64));
     bar.finish();
     let sum = worlds::summarise(a.seed, a.requests, &results);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "summary": sum, "worlds": results }))?);
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "auto": mode, "summary": sum, "worlds": results }))?);
         return Ok(ExitCode::SUCCESS);
     }
     if a.each {
-        let mut t = Table::new(&["world", "auto p95 s", "auto $", "auto miss", "frozen", "frozen p95 s", "frozen $", "best", "regret", "dominated"]);
+        let mut t = Table::new(&[
+            "world",
+            "auto p95 s",
+            "auto $",
+            "auto miss",
+            "frozen",
+            "frozen p95 s",
+            "frozen $",
+            "best",
+            "regret",
+            "dominated",
+        ]);
         for r in &results {
             t.row(vec![
                 r.index.to_string(),
@@ -57,8 +73,15 @@ fn sweep(a: &ScenarioSweepArgs) -> anyhow::Result<ExitCode> {
     }
     let n = results.first().map_or(0, |r| r.n);
     println!(
-        "Scenario sweep: {} random worlds (seed {}), {} requests each; measured on the second half ({n} requests); auto at each world's deadline, miss target 5 %, up to 1 extra attempt per request",
-        sum.worlds, sum.seed, sum.requests
+        "Scenario sweep: {} random worlds (seed {}), {} requests each; measured on the second half ({n} requests); auto at each world's deadline, miss target 5 %, up to 1 extra attempt per request{}",
+        sum.worlds,
+        sum.seed,
+        sum.requests,
+        match mode {
+            worlds::AutoMode::Model => "; auto from its model alone",
+            worlds::AutoMode::Guarded => "; auto guarded (miss controller and plan records, from what it launched)",
+            worlds::AutoMode::Paired => "; auto paired (experts over the fixed plans priced on every request, controller, records)",
+        }
     );
     println!(
         "miss target kept (misses <= 0.05*n + 2*sqrt(0.0475*n)): {}/{} feasible worlds ({} violations); {} worlds where no fixed plan meets 5 % ({} where auto misses beyond noise more than the best fixed plan)",

@@ -142,7 +142,13 @@ impl Scenario {
             let a = 0.2 + 0.6 * rng.gen::<f64>();
             let b = if rng.gen::<f64>() < 0.5 { a } else { (a + 0.1 + 0.4 * rng.gen::<f64>()).min(1.0) };
             shift[p] = Some((to, a, b));
-            words.push(format!("p{p} {} to fast {:.0}% at {:.0}%{}", if b > a { "drifts" } else { "shifts" }, to * 100.0, a * 100.0, if b > a { format!("-{:.0}%", b * 100.0) } else { String::new() }));
+            words.push(format!(
+                "p{p} {} to fast {:.0}% at {:.0}%{}",
+                if b > a { "drifts" } else { "shifts" },
+                to * 100.0,
+                a * 100.0,
+                if b > a { format!("-{:.0}%", b * 100.0) } else { String::new() }
+            ));
         }
         let mut correlated = vec![false; n];
         let (mut enter, mut leave) = (0.0, 1.0);
@@ -172,7 +178,8 @@ impl Scenario {
         words.push(format!("{} arrivals, mean gap {mean_gap:.0}s", ["poisson", "regular", "bursty"][cadence]));
         let deadline_s = 30.0 + 60.0 * rng.gen::<f64>();
         words.push(format!("deadline {deadline_s:.0}s"));
-        let delays: Vec<f64> = [0.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0].iter().map(|d| (d * deadline_s / 6.0).round() / 10.0).collect();
+        let delays: Vec<f64> =
+            [0.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0].iter().map(|d| (d * deadline_s / 6.0).round() / 10.0).collect();
         let mut t = 0.0;
         let arrivals: Vec<f64> = (0..requests)
             .map(|_| {
@@ -281,7 +288,7 @@ pub fn auto_settings(sc: &Scenario) -> AutoSettings {
 }
 
 /// Runs world `index` of seed `seed`.
-pub fn evaluate_world(seed: u64, index: usize, requests: usize) -> WorldResult {
+pub fn evaluate_world(seed: u64, index: usize, requests: usize, mode: AutoMode) -> WorldResult {
     let sc = Scenario::random_world(seed, index, requests);
     let half = sc.requests / 2;
     let (first, second) = (0..half, half..sc.requests);
@@ -305,7 +312,7 @@ pub fn evaluate_world(seed: u64, index: usize, requests: usize) -> WorldResult {
         }
     }
     let auto_kind = LearnedKind::Auto(auto_settings(&sc));
-    let run = sc.run_learned(auto_kind, sc.seed);
+    let run = sc.run_learned_with(auto_kind, sc.seed, mode != AutoMode::Model, mode == AutoMode::Paired);
     let auto = row(crate::learned::auto_label(&auto_settings(&sc)), &run, second.clone(), d);
     let n = second.len();
     let auto_misses = run.lats[second.clone()].iter().filter(|l| !(**l <= d)).count();
@@ -402,7 +409,10 @@ pub fn summarise(seed: u64, requests: usize, results: &[WorldResult]) -> SweepSu
         miss_violations: results.iter().filter(|r| r.feasible && r.auto_misses as f64 > r.miss_allowance).count(),
         infeasible_worse: results
             .iter()
-            .filter(|r| !r.feasible && r.auto_misses as f64 > (r.best.miss_rate.min(r.frozen.miss_rate) * r.n as f64) + r.miss_allowance - 0.05 * r.n as f64)
+            .filter(|r| {
+                !r.feasible
+                    && r.auto_misses as f64 > (r.best.miss_rate.min(r.frozen.miss_rate) * r.n as f64) + r.miss_allowance - 0.05 * r.n as f64
+            })
             .count(),
         dominated: results.iter().filter(|r| r.dominated).count(),
         p95_vs_frozen: spread(results.iter().map(|r| ratio(r.auto.p95_s, r.frozen.p95_s)).collect()),
@@ -415,9 +425,29 @@ pub fn summarise(seed: u64, requests: usize, results: &[WorldResult]) -> SweepSu
     }
 }
 
+/// How `auto` learns in the sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AutoMode {
+    /// From its model alone (what `scenario run` evaluates).
+    Model,
+    /// Partial information, guarded: the miss controller and its plans' records.
+    Guarded,
+    /// Paired information: also the experts (every fixed plan priced on each request's
+    /// draws, as a paired benchmark runs them), with the controller and records.
+    Paired,
+}
+
 /// Runs `worlds` worlds of seed `seed` on `threads` threads, calling `progress` with the
 /// number done after each.
-pub fn sweep(seed: u64, worlds: usize, requests: usize, threads: usize, progress: &(dyn Fn(usize) + Sync)) -> Vec<WorldResult> {
+pub fn sweep(
+    seed: u64,
+    worlds: usize,
+    requests: usize,
+    threads: usize,
+    mode: AutoMode,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Vec<WorldResult> {
     let done = std::sync::atomic::AtomicUsize::new(0);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let out = std::sync::Mutex::new(Vec::with_capacity(worlds));
@@ -428,7 +458,7 @@ pub fn sweep(seed: u64, worlds: usize, requests: usize, threads: usize, progress
                 if i >= worlds {
                     break;
                 }
-                let r = evaluate_world(seed, i, requests);
+                let r = evaluate_world(seed, i, requests, mode);
                 out.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(r);
                 progress(done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
             });
@@ -475,7 +505,7 @@ mod tests {
 
     #[test]
     fn a_small_sweep_runs_and_summarises() {
-        let res = sweep(7, 3, 120, 2, &|_| {});
+        let res = sweep(7, 3, 120, 2, AutoMode::Paired, &|_| {});
         assert_eq!(res.iter().map(|r| r.index).collect::<Vec<_>>(), vec![0, 1, 2]);
         let s = summarise(7, 120, &res);
         assert_eq!(s.worlds, 3);

@@ -286,7 +286,7 @@ pub(crate) fn settle_experts_at(
             tailcut_model::CostBasis::Active => act,
             tailcut_model::CostBasis::Billed => bill,
         };
-        buf.push((!(lat <= s.auto.deadline_s), cost));
+        buf.push((lat > s.auto.deadline_s, cost));
     }
     state.settle_experts(buf);
 }
@@ -319,7 +319,7 @@ pub fn evaluate_learned(
     };
     // `auto`'s experts learn from the warm-up rounds too (every arm known, in order).
     let mut warm_auto: Vec<(usize, PolicyState)> = Vec::new();
-    if s.experts && !experts.is_empty() && warmup.len() > 0 {
+    if s.experts && !experts.is_empty() && !warmup.is_empty() {
         for (i, d) in defs.iter().enumerate().filter(|(_, d)| matches!(d.kind, LearnedKind::Auto(_))) {
             warm_auto.push((i, build(d, i, &model)));
         }
@@ -339,7 +339,7 @@ pub fn evaluate_learned(
                 tailcut_model::CostBasis::Active => act,
                 tailcut_model::CostBasis::Billed => bill,
             };
-            st.settle(&plan, !(lat <= s.auto.deadline_s), cost);
+            st.settle(&plan, lat > s.auto.deadline_s, cost);
         }
         round_observations(warmup, r, &mut obs0);
         model.observe_request(&obs0);
@@ -376,7 +376,7 @@ pub fn evaluate_learned(
                     tailcut_model::CostBasis::Active => act,
                     tailcut_model::CostBasis::Billed => bill,
                 };
-                let missed = !(lat <= a.deadline_s);
+                let missed = lat > a.deadline_s;
                 settle_experts(state, set, rates, s, r, &mut buf);
                 state.settle(&plan, missed, cost);
             }

@@ -379,7 +379,7 @@ impl Scenario {
                     LearnedKind::Auto(a) if a.cost == tailcut_model::CostBasis::Billed => bill,
                     _ => act,
                 };
-                state.settle(&plan, !(lat <= self.deadline_s), cost);
+                state.settle(&plan, lat > self.deadline_s, cost);
             }
             let launched = launches(&family, &draws, lat);
             let extra = if matches!(driver, Driver::Fixed(_)) { (launched.len() - 1) as u8 } else { extra };

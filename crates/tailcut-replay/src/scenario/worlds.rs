@@ -268,7 +268,7 @@ pub struct WorldResult {
 
 fn mean_loss(run: &StreamRun, r: std::ops::Range<usize>, deadline: f64, cost_ref: f64) -> f64 {
     let n = r.len().max(1) as f64;
-    r.map(|k| tailcut_model::guard::loss(!(run.lats[k] <= deadline), run.active[k], cost_ref, 1.0)).sum::<f64>() / n
+    r.map(|k| tailcut_model::guard::loss(run.lats[k] > deadline, run.active[k], cost_ref, 1.0)).sum::<f64>() / n
 }
 
 /// Whether `b` dominates `a` on (p95, active cost): within 2 % or better on both, and
@@ -315,7 +315,7 @@ pub fn evaluate_world(seed: u64, index: usize, requests: usize, mode: AutoMode) 
     let run = sc.run_learned_with(auto_kind, sc.seed, mode != AutoMode::Model, mode == AutoMode::Paired);
     let auto = row(crate::learned::auto_label(&auto_settings(&sc)), &run, second.clone(), d);
     let n = second.len();
-    let auto_misses = run.lats[second.clone()].iter().filter(|l| !(**l <= d)).count();
+    let auto_misses = run.lats[second.clone()].iter().filter(|l| **l > d).count();
     let (frozen, best) = (frozen.expect("a sweep has fixed plans"), best.expect("a sweep has fixed plans"));
     let loss_frozen_run = sc.run_fixed(&sc.fixed_defs().into_iter().find(|x| x.label == frozen.2.policy).expect("frozen plan").family);
     WorldResult {

@@ -18,8 +18,10 @@ use crate::summary::PolicySummary;
 use crate::sweep::{evaluate_round, Evaluated, Family, ProviderRates};
 use serde::Serialize;
 use tailcut_model::{
-    AdaptiveSettings, AutoSettings, HedgeBudget, LearnedKind, Model, ModelConfig, Observation, Outcome, Plan, PolicyState, SingleRSettings,
+    AdaptiveSettings, AutoSettings, CostBasis, HedgeBudget, LearnedKind, Model, ModelConfig, Observation, Outcome, Plan, PolicyState,
+    SingleRSettings, Why,
 };
+use tailcut_stats::reliability::{reliability, Forecast, Reliability};
 use tailcut_stats::Estimator;
 
 /// A learned policy to replay.
@@ -221,6 +223,9 @@ pub struct LearnedRun {
     /// `auto` with full information: the loss its experts' play suffered, the best
     /// expert's, and the stated regret bound (over the warm-up and replayed rounds).
     pub regret: Option<(f64, f64, f64)>,
+    /// `auto`: every decision the model predicted (not explorations or re-probes), its
+    /// predicted miss and cost (on `auto`'s cost basis) against the round's outcome.
+    pub forecasts: Vec<Forecast>,
 }
 
 /// The plan a fixed family runs.
@@ -367,16 +372,24 @@ pub fn evaluate_learned(
     let mut obs = Vec::with_capacity(set.width());
     for r in 0..set.len() {
         for (state, run) in states.iter_mut().zip(runs.iter_mut()) {
-            let (plan, _) = state.decide_plan(&gaps);
+            let (plan, why) = state.decide_plan(&gaps);
             let (family, extra) = gate_plan(set, r, &plan, state);
             let denied = !matches!(plan, Plan::Single { .. }) && matches!(family, Family::Single { .. });
             let (lat, act, bill, hedged) = evaluate_round(set, rates, &family, s.auto.cap_s, r);
             if let LearnedKind::Auto(a) = state.kind() {
                 let cost = match a.cost {
-                    tailcut_model::CostBasis::Active => act,
-                    tailcut_model::CostBasis::Billed => bill,
+                    CostBasis::Active => act,
+                    CostBasis::Billed => bill,
                 };
                 let missed = lat > a.deadline_s;
+                if let Why::Predicted(pr) | Why::Expert { pr, .. } = why {
+                    run.forecasts.push(Forecast {
+                        p: pr.miss,
+                        missed,
+                        cost_predicted: Some(pr.cost_on(a.cost)),
+                        cost_realized: Some(cost),
+                    });
+                }
                 settle_experts(state, set, rates, s, r, &mut buf);
                 state.settle(&plan, missed, cost);
             }
@@ -422,6 +435,9 @@ pub struct LearnedRow {
     pub plans: Vec<(String, u64)>,
     /// Hedges the extra-load budget refused.
     pub budget_denied: u64,
+    /// `auto`: its predictions against what happened (None for the other policies).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reliability: Option<Reliability>,
 }
 
 /// Summarises learned runs like fixed policies.
@@ -439,6 +455,7 @@ pub fn learned_rows(
             learned: true,
             plans: run.plans.iter().map(|(p, k)| (p.label(names), *k)).collect(),
             budget_denied: run.denied,
+            reliability: matches!(d.kind, LearnedKind::Auto(_)).then(|| reliability(&run.forecasts)),
         })
         .collect()
 }

@@ -19,6 +19,13 @@ impl HedgeBudget {
         HedgeBudget { rate: rate.max(0.0), burst, tokens: 0.0 }
     }
 
+    /// A full bucket (for judging a plan in the steady state, not for spending).
+    pub fn full(rate: f64, burst: f64) -> HedgeBudget {
+        let mut b = HedgeBudget::new(rate, burst);
+        b.tokens = b.burst;
+        b
+    }
+
     /// A request started: earn `rate`.
     pub fn request(&mut self) {
         self.tokens = (self.tokens + self.rate).min(self.burst);

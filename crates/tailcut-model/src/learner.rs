@@ -13,6 +13,7 @@
 //! extra load stays within budget over any window whatever the model says.
 
 pub use crate::budget::HedgeBudget;
+use crate::guard::{MissController, CONTROLLER_GAMMA};
 use crate::model::{Model, ModelConfig, Observation};
 use crate::plan::{AutoSettings, Plan, Prediction};
 use crate::predict::Predictor;
@@ -77,6 +78,9 @@ pub struct Decision {
     /// What the model predicted (auto only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub predicted: Option<Prediction>,
+    /// The miss controller's working level `α_t` when the plan was chosen (auto only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub working_level: Option<f64>,
 }
 
 /// SplitMix64: a tiny deterministic generator for the SingleR coin.
@@ -117,6 +121,10 @@ pub struct PolicyState {
     /// re-probed again (a probe's own result may not be fed before the next decisions).
     decided: u64,
     next_probe: Vec<u64>,
+    /// `auto`'s miss controller (adaptive conformal; see [`crate::guard`]).
+    controller: MissController,
+    /// `auto` with full information: Hedge over fixed plans, the model and the record.
+    experts: Option<Box<ExpertSet>>,
 }
 
 impl PolicyState {
@@ -142,9 +150,89 @@ impl PolicyState {
             reprobe_after: model.config.reprobe_after(),
             decided: 0,
             next_probe: vec![0; model.providers.len()],
+            controller: MissController::new(
+                match kind {
+                    LearnedKind::Auto(a) => a.target_miss,
+                    _ => 0.05,
+                },
+                CONTROLLER_GAMMA,
+            ),
+            experts: None,
         };
         st.refresh(model);
         st
+    }
+
+    /// Switches `auto`'s miss controller off (its level stays at the target): the
+    /// planner then trusts its predictions alone. For comparisons and tests.
+    pub fn without_controller(mut self) -> PolicyState {
+        self.controller = self.controller.clone().disabled();
+        self
+    }
+
+    /// Full information (`auto` only): the fixed `plans`, the model's choice and the plan
+    /// judged best on the record become experts of a Hedge distribution that picks each
+    /// request's plan (see [`full`]). The caller prices every expert's plan on each
+    /// round ([`PolicyState::expert_plans`]) and passes the outcomes to
+    /// [`PolicyState::settle_experts`]. `weighting = false` keeps the weights uniform.
+    pub fn with_experts(mut self, plans: Vec<Plan>, cost_ref: f64, price0: f64, weighting: bool) -> PolicyState {
+        if matches!(self.kind, LearnedKind::Auto(_)) {
+            let bucket = HedgeBudget::full(self.budget.rate(), self.budget.burst());
+            self.experts = Some(Box::new(ExpertSet::new(plans, cost_ref, price0, weighting, bucket)));
+        }
+        self
+    }
+
+    /// Sets the experts' plans for a warm-up round (full information) without deciding:
+    /// no budget is earned and no expert is drawn.
+    pub fn preview_experts(&mut self, gaps: &[Option<f64>]) {
+        let level = self.controller.level();
+        if let (Some(ex), Some(pred)) = (&mut self.experts, &mut self.predictor) {
+            pred.set_level(level);
+            let model_plan = pred.choice(gaps).base.0;
+            ex.set_round(model_plan, level);
+        }
+    }
+
+    /// The experts' plans for the round just decided (None without full information).
+    pub fn expert_plans(&self) -> Option<&[Plan]> {
+        self.experts.as_deref().map(ExpertSet::round_plans)
+    }
+
+    /// The experts' state (None without full information).
+    pub fn experts(&self) -> Option<&ExpertSet> {
+        self.experts.as_deref()
+    }
+
+    /// The experts' state, mutable (to gate their plans with their own buckets).
+    pub fn experts_mut(&mut self) -> Option<&mut ExpertSet> {
+        self.experts.as_deref_mut()
+    }
+
+    /// Records every expert's outcome `(missed, cost $)` on the round just decided, in the
+    /// order of [`PolicyState::expert_plans`] (a warm-up round may be recorded without
+    /// a decision: the model's and judged plans are then the last round's).
+    pub fn settle_experts(&mut self, outcomes: &[(bool, f64)]) {
+        let (target, level) = (self.controller.target(), self.controller.level());
+        if let Some(ex) = &mut self.experts {
+            ex.record(outcomes, target, level);
+        }
+    }
+
+    /// Records what the plan `auto` ran did: the controller moves its working level, and
+    /// the plan's record is blended into its predicted miss from the next refresh on.
+    pub fn settle(&mut self, plan: &Plan, missed: bool, cost_usd: f64) {
+        if let LearnedKind::Auto(_) = self.kind {
+            self.controller.record(missed);
+            if let Some(p) = &mut self.predictor {
+                p.record(plan, missed, cost_usd);
+            }
+        }
+    }
+
+    /// The miss controller's working level `α_t`.
+    pub fn working_level(&self) -> f64 {
+        self.controller.level()
     }
 
     /// Sets how many fed attempts pass between table refreshes (≥ 1).
@@ -252,7 +340,15 @@ impl PolicyState {
             LearnedKind::Auto(a) => match &mut self.predictor {
                 Some(pred) => {
                     let u = self.coin.next_f64();
+                    pred.set_level(self.controller.level());
                     let (plan, pr) = pred.decide(gaps, u);
+                    if let Some(ex) = &mut self.experts {
+                        // Full information: every plan is seen on every round, so
+                        // nothing needs exploring; Hedge picks among the experts.
+                        let (chosen, index, weight) = ex.play(plan, self.controller.level(), self.coin.next_f64());
+                        let pr = if chosen == plan { pr } else { pred.predict(&chosen, gaps) };
+                        return (chosen, Why::Expert { index, weight, kind: ex.kind_of(index), pr });
+                    }
                     // A provider the model has (almost) never seen cannot be predicted, and
                     // a policy that never tries it never will: race it beside the chosen
                     // primary (the race needs a budget token like any extra attempt).
@@ -338,8 +434,27 @@ impl PolicyState {
                 } else {
                     format!("no plan meets miss<={} at {}s: least predicted miss", a.target_miss, a.deadline_s)
                 };
-                (format!("{head}: predicted miss {:.3}, ${:.5}, extra {:.2}", pr.miss, pr.cost_on(a.cost), pr.extra), Some(pr))
+                (
+                    format!(
+                        "{head}: predicted miss {:.3}, ${:.5}, extra {:.2}; working level {:.4}",
+                        pr.miss,
+                        pr.cost_on(a.cost),
+                        pr.extra,
+                        self.controller.level()
+                    ),
+                    Some(pr),
+                )
             }
+            (Why::Expert { index, weight, kind, pr }, LearnedKind::Auto(a)) => (
+                format!(
+                    "expert {index} ({kind}) drawn with weight {weight:.3} of {}: predicted miss {:.3}, ${:.5}; working level {:.4}",
+                    self.experts.as_ref().map_or(0, |e| e.hedge().len()),
+                    pr.miss,
+                    pr.cost_on(a.cost),
+                    self.controller.level()
+                ),
+                Some(pr),
+            ),
             (Why::Reprobe { provider, unseen }, _) => (
                 format!(
                     "re-probe: {} not launched for {unseen} requests (re-probed after {}), raced beside the primary",
@@ -352,7 +467,8 @@ impl PolicyState {
             }
             (w, _) => (format!("{w:?}"), None),
         };
-        Decision { plan_label: plan.label(&self.names), plan, reason, predicted }
+        let working_level = matches!(self.kind, LearnedKind::Auto(_)).then(|| self.controller.level());
+        Decision { plan_label: plan.label(&self.names), plan, reason, predicted, working_level }
     }
 }
 
@@ -385,6 +501,17 @@ pub enum Why {
         provider: usize,
         /// Requests the model fed without it.
         unseen: u64,
+    },
+    /// Auto with full information: the expert Hedge drew.
+    Expert {
+        /// Its index (fixed plans first, then the model, then the judged plan).
+        index: usize,
+        /// Its weight.
+        weight: f64,
+        /// "fixed", "model" or "judged".
+        kind: &'static str,
+        /// The model's prediction of its plan.
+        pr: Prediction,
     },
     /// Auto: racing a provider the model has not seen enough of.
     Explore {
@@ -436,6 +563,12 @@ impl Learner {
     pub fn decide(&mut self, gaps: &[Option<f64>]) -> Decision {
         self.state.decide(gaps)
     }
+
+    /// Records what the plan `auto` ran did (missed the deadline or not, its cost): see
+    /// [`PolicyState::settle`]. Live, call it once per settled request.
+    pub fn settle(&mut self, plan: &Plan, missed: bool, cost_usd: f64) {
+        self.state.settle(plan, missed, cost_usd);
+    }
 }
 
 fn hedge_delay(plan: &Plan) -> Option<f64> {
@@ -456,6 +589,8 @@ fn fmt_q(q: f64) -> String {
     s
 }
 
+pub mod full;
+use full::ExpertSet;
 mod singler;
 pub use singler::{fit_singler, SingleRFit, SINGLER_HEADROOM, SINGLER_RESERVE, SINGLER_TAIL_MARGIN};
 

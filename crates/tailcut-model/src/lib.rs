@@ -12,11 +12,14 @@
 //! - [`predict`]: the tables that predict a plan's miss rate, cost and extra load, and
 //!   `auto`'s choice;
 //! - [`budget`]: the token bucket every extra attempt is paid from;
+//! - [`guard`]: the miss controller, the experts (Hedge) and the realized tallies that
+//!   hold `auto` to its target and near the best fixed plan whatever the model says;
 //! - [`learner`]: `adaptive`, `singler` and `auto` decisions with an extra-load budget.
 
 #![warn(missing_docs)]
 
 pub mod budget;
+pub mod guard;
 pub mod learner;
 pub mod model;
 pub mod pair;

@@ -3,11 +3,15 @@
 //! finishing), the mean time past the grid, the chance a cutover poll finds it queued,
 //! `P(warm | gap)` per gap bucket, and the pairs' dependence weights — and the `auto`
 //! choice over the candidate [`Plan`]s, memoised per quantised P(warm) of each provider
-//! until the next refresh.
+//! and per working miss level (the controller's, quantised to a tenth of the target)
+//! until the next refresh. A plan's predicted miss is blended with what it did when it
+//! ran ([`Tally::blended`]): the model where its record is thin, its record where not.
 
+use crate::guard::Tally;
 use crate::model::{joint_survival, Model, GAP_EDGES_S};
 use crate::plan::{AutoSettings, Choice, Plan, Prediction, COST_TIE, TAIL_TRADE, TAIL_TRADE_MIN_GAIN};
 use crate::sketch::{bucket_of, bucket_value, DecayedSketch};
+use std::collections::HashMap;
 
 /// Grid points of the survival tables.
 pub const GRID: usize = 96;
@@ -41,8 +45,47 @@ pub struct Predictor {
     providers: Vec<ProviderTables>,
     /// Dependence weight per ordered pair (see [`crate::model::PairStat::dependence`]).
     dep: Vec<f64>,
-    memo: Vec<Option<Choice>>,
+    memo: HashMap<u32, Choice>,
     epoch: u64,
+    /// The settings' target miss; `settings.target_miss` is the working level in use.
+    target: f64,
+    /// The working level's bucket (tenths of the target, 0..=LEVEL_BUCKETS).
+    bucket: u32,
+    /// Realized outcomes of the plans that ran, by plan shape, with the request each was
+    /// last decayed at.
+    tallies: HashMap<PlanKey, (Tally, u64)>,
+    /// Requests recorded.
+    recorded: u64,
+}
+
+/// Working levels are quantised to tenths of the target, from 0 to twice the target.
+const LEVEL_BUCKETS: u32 = 20;
+
+/// A record's weight in trials of the model's prediction of the same plan
+/// ([`Tally::blended`]).
+pub const MODEL_PRIOR_TRIALS: f64 = 128.0;
+
+/// Each request keeps this share of every plan's older record (a half-life of 256
+/// requests, counted whether the plan ran or not), so that a record follows a world that
+/// changes, and a plan avoided after a bad stretch is judged by its model again.
+pub const TALLY_KEEP: f64 = 0.997_296;
+
+/// A plan's shape for its record: family, providers, and its delays in twelfths of the
+/// deadline (a learned hedge delay moves a little with every refresh).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PlanKey(u8, u8, u8, u8, u16);
+
+impl PlanKey {
+    /// The key of `plan` for deadline `deadline_s`.
+    pub fn of(plan: &Plan, deadline_s: f64) -> PlanKey {
+        let q = |d: f64| (d / deadline_s.max(1e-9) * 12.0).round().clamp(0.0, 1000.0) as u16;
+        match *plan {
+            Plan::Single { p } => PlanKey(0, p as u8, 0, 0, 0),
+            Plan::Hedge { p, h, delay_s } => PlanKey(1, p as u8, h as u8, 0, q(delay_s)),
+            Plan::Cutover { p, h, .. } => PlanKey(2, p as u8, h as u8, 0, 0),
+            Plan::Cascade { p, h, f, .. } => PlanKey(3, p as u8, h as u8, f as u8, 0),
+        }
+    }
 }
 
 /// A sketch as planning reads it: its placed masses and the share left unplaced (see
@@ -99,7 +142,18 @@ fn tail_excess(s: &Shape, p_bad: f64, h: f64, cap: f64) -> f64 {
 impl Predictor {
     /// Tables for `settings` from the model's current state.
     pub fn new(model: &Model, settings: AutoSettings) -> Predictor {
-        let mut p = Predictor { settings, dt: 1.0, providers: Vec::new(), dep: Vec::new(), memo: Vec::new(), epoch: 0 };
+        let mut p = Predictor {
+            settings,
+            dt: 1.0,
+            providers: Vec::new(),
+            dep: Vec::new(),
+            memo: HashMap::new(),
+            epoch: 0,
+            target: settings.target_miss,
+            bucket: LEVEL_BUCKETS / 2,
+            tallies: HashMap::new(),
+            recorded: 0,
+        };
         p.refresh(model);
         p
     }
@@ -152,8 +206,43 @@ impl Predictor {
             .collect();
         let n = self.providers.len();
         self.dep = (0..n * n).map(|ij| model.dependence(ij / n, ij % n)).collect();
-        self.memo = if n <= 4 { vec![None; LEVELS.pow(n as u32)] } else { Vec::new() };
+        self.memo.clear();
         self.epoch += 1;
+    }
+
+    /// Sets the working miss level the plans are chosen for (the controller's `α_t`),
+    /// quantised to tenths of the target between 0 and twice the target.
+    pub fn set_level(&mut self, level: f64) {
+        let t = self.target;
+        let b = if t > 0.0 { (level / t * 10.0).round().clamp(0.0, f64::from(LEVEL_BUCKETS)) as u32 } else { 0 };
+        if b != self.bucket {
+            self.bucket = b;
+            self.settings.target_miss = t * f64::from(b) / 10.0;
+        }
+    }
+
+    /// The working miss level in use (quantised).
+    pub fn level(&self) -> f64 {
+        self.settings.target_miss
+    }
+
+    /// Records what a plan did when it ran (read at the next refresh).
+    pub fn record(&mut self, plan: &Plan, missed: bool, cost_usd: f64) {
+        self.recorded += 1;
+        let now = self.recorded;
+        let (t, last) = self.tallies.entry(PlanKey::of(plan, self.settings.deadline_s)).or_insert((Tally::default(), now));
+        t.add(missed, cost_usd, TALLY_KEEP.powf((now - *last) as f64));
+        *last = now;
+    }
+
+    /// A plan's realized record as of now, if it ran.
+    pub fn tally(&self, plan: &Plan) -> Option<Tally> {
+        self.tallies.get(&PlanKey::of(plan, self.settings.deadline_s)).map(|(t, last)| self.aged(t, *last))
+    }
+
+    fn aged(&self, t: &Tally, last: u64) -> Tally {
+        let k = TALLY_KEEP.powf(self.recorded.saturating_sub(last) as f64);
+        Tally { n: t.n * k, misses: t.misses * k, cost: t.cost * k }
     }
 
     /// Refreshes so far.
@@ -173,7 +262,7 @@ impl Predictor {
         t.p_warm.get(crate::model::gap_bucket(gap).min(t.p_warm.len() - 1)).copied().flatten()
     }
 
-    fn level(&self, p: usize, gap_s: Option<f64>) -> usize {
+    fn warm_level(&self, p: usize, gap_s: Option<f64>) -> usize {
         let t = &self.providers[p];
         if t.warm.is_none() || t.cold.is_none() {
             return UNKNOWN_LEVEL;
@@ -209,7 +298,7 @@ impl Predictor {
     /// The first time the survival `s` falls to the miss target (interpolated on the
     /// grid), +∞ if it never does on the grid.
     fn at_level(&self, s: &[f64]) -> f64 {
-        let m = self.settings.target_miss;
+        let m = self.target;
         match s.iter().position(|v| *v <= m) {
             Some(0) => 0.0,
             Some(k) => {
@@ -314,7 +403,8 @@ impl Predictor {
 
     /// Predicts `plan` for a request arriving after the given idle gaps.
     pub fn predict(&self, plan: &Plan, gaps: &[Option<f64>]) -> Prediction {
-        let surv: Vec<Vec<f64>> = (0..self.providers.len()).map(|p| self.mixed(p, self.level(p, gaps.get(p).copied().flatten()))).collect();
+        let surv: Vec<Vec<f64>> =
+            (0..self.providers.len()).map(|p| self.mixed(p, self.warm_level(p, gaps.get(p).copied().flatten()))).collect();
         self.predict_with(plan, &surv)
     }
 
@@ -362,7 +452,10 @@ impl Predictor {
             .into_iter()
             .filter(|p| p.live_needed() <= s.max_live)
             .map(|p| {
-                let pr = self.predict_with(&p, surv);
+                let mut pr = self.predict_with(&p, surv);
+                if let Some((t, last)) = self.tallies.get(&PlanKey::of(&p, s.deadline_s)) {
+                    pr.miss = self.aged(t, *last).blended(pr.miss, MODEL_PRIOR_TRIALS);
+                }
                 (p, pr)
             })
             .collect();
@@ -437,15 +530,16 @@ impl Predictor {
                 alt: None,
             };
         }
-        let levels: Vec<usize> = (0..n).map(|p| self.level(p, gaps.get(p).copied().flatten())).collect();
-        let key = levels.iter().fold(0usize, |k, l| k * LEVELS + l);
-        if let Some(Some(hit)) = self.memo.get(key) {
+        let levels: Vec<usize> = (0..n).map(|p| self.warm_level(p, gaps.get(p).copied().flatten())).collect();
+        let key = levels.iter().fold(self.bucket as usize, |k, l| k.wrapping_mul(LEVELS).wrapping_add(*l)) as u32;
+        let memoise = n <= 6;
+        if let Some(hit) = self.memo.get(&key).filter(|_| memoise) {
             return *hit;
         }
         let surv: Vec<Vec<f64>> = (0..n).map(|p| self.mixed(p, levels[p])).collect();
         let choice = self.choose(&surv);
-        if let Some(slot) = self.memo.get_mut(key) {
-            *slot = Some(choice);
+        if memoise {
+            self.memo.insert(key, choice);
         }
         choice
     }

@@ -18,8 +18,8 @@ use crate::summary::PolicySummary;
 use crate::sweep::{evaluate_round, Evaluated, Family, ProviderRates};
 use serde::Serialize;
 use tailcut_model::{
-    AdaptiveSettings, AutoSettings, CostBasis, LearnedKind, Model, ModelConfig, Observation, Outcome, Plan, PolicyState, SingleRSettings,
-    Why,
+    AdaptiveSettings, AutoSettings, CostBasis, HedgeBudget, LearnedKind, Model, ModelConfig, Observation, Outcome, Plan, PolicyState,
+    SingleRSettings, Why,
 };
 use tailcut_stats::reliability::{reliability, Forecast, Reliability};
 use tailcut_stats::Estimator;
@@ -52,6 +52,13 @@ pub struct LearnedSettings {
     pub refresh_every: u64,
     /// Seed of the SingleR coins.
     pub seed: u64,
+    /// `auto` plays Hedge over the fixed plans, its model and its record (full
+    /// information: every arm of a paired round is known); false = the model alone.
+    pub experts: bool,
+    /// `auto`'s Hedge weights move with the losses (false = uniform; for checks).
+    pub weighting: bool,
+    /// `auto`'s miss controller is on (false = the planner trusts its predictions).
+    pub controller: bool,
 }
 
 impl Default for LearnedSettings {
@@ -65,6 +72,9 @@ impl Default for LearnedSettings {
             model: ModelConfig { half_life: 32.0, ..ModelConfig::default() },
             refresh_every: 1,
             seed: 1,
+            experts: true,
+            weighting: true,
+            controller: true,
         }
     }
 }
@@ -151,13 +161,18 @@ fn queue_star(set: &RoundSet, r: usize, p: usize) -> f64 {
 /// budget is asked (in the order the extra attempts would fire) only for extra attempts
 /// that fire in this round.
 pub fn gate_plan(set: &RoundSet, r: usize, plan: &Plan, state: &mut PolicyState) -> (Family, u8) {
+    gate_with(set, r, plan, state.budget())
+}
+
+/// [`gate_plan`] with an explicit extra-load bucket.
+pub fn gate_with(set: &RoundSet, r: usize, plan: &Plan, budget: &mut HedgeBudget) -> (Family, u8) {
     match *plan {
         Plan::Single { p } => (Family::Single { p }, 0),
         Plan::Hedge { p, h, .. } if p == h => (Family::Single { p }, 0),
         Plan::Hedge { p, h, delay_s } => {
             if set.lat(r, p) <= delay_s {
                 (Family::Hedge { p, h, delay: delay_s }, 0)
-            } else if state.budget().try_take() {
+            } else if budget.try_take() {
                 (Family::Hedge { p, h, delay: delay_s }, 1)
             } else {
                 (Family::Single { p }, 0)
@@ -167,7 +182,7 @@ pub fn gate_plan(set: &RoundSet, r: usize, plan: &Plan, state: &mut PolicyState)
             let fires = queue_star(set, r, p) > poll_s || set.lat(r, p) > safety_s;
             if !fires {
                 (Family::Cutover { p, h, cutover: poll_s, safety: safety_s }, 0)
-            } else if state.budget().try_take() {
+            } else if budget.try_take() {
                 (Family::Cutover { p, h, cutover: poll_s, safety: safety_s }, 1)
             } else {
                 (Family::Single { p }, 0)
@@ -179,13 +194,13 @@ pub fn gate_plan(set: &RoundSet, r: usize, plan: &Plan, state: &mut PolicyState)
             if !fires {
                 return (Family::Cutover { p, h, cutover: poll_s, safety: safety_s }, 0);
             }
-            if !state.budget().try_take() {
+            if !budget.try_take() {
                 return (Family::Single { p }, 0);
             }
             let escalates = switched && poll_s + set.lat(r, h) > escalate_s;
             if !escalates {
                 (Family::Cutover { p, h, cutover: poll_s, safety: safety_s }, 1)
-            } else if state.budget().try_take() {
+            } else if budget.try_take() {
                 (Family::Cascade { p, h, f, cutover: poll_s, safety: safety_s, escalate: escalate_s }, 2)
             } else {
                 (Family::Cutover { p, h, cutover: poll_s, safety: safety_s }, 1)
@@ -205,26 +220,149 @@ pub struct LearnedRun {
     pub denied: u64,
     /// Extra attempts launched in each round.
     pub extra: Vec<u8>,
+    /// `auto` with full information: the loss its experts' play suffered, the best
+    /// expert's, and the stated regret bound (over the warm-up and replayed rounds).
+    pub regret: Option<(f64, f64, f64)>,
     /// `auto`: every decision the model predicted (not explorations or re-probes), its
     /// predicted miss and cost (on `auto`'s cost basis) against the round's outcome.
     pub forecasts: Vec<Forecast>,
 }
 
-/// Replays `defs` causally over `set` after feeding `warmup` to the shared model.
+/// The plan a fixed family runs.
+pub fn family_plan(f: &Family) -> Plan {
+    match *f {
+        Family::Single { p } => Plan::Single { p },
+        Family::Hedge { p, h, delay } => Plan::Hedge { p, h, delay_s: delay },
+        Family::Cutover { p, h, cutover, safety } => Plan::Cutover { p, h, poll_s: cutover, safety_s: safety },
+        Family::Cascade { p, h, f, cutover, safety, escalate } => {
+            Plan::Cascade { p, h, f, poll_s: cutover, safety_s: safety, escalate_s: escalate }
+        }
+    }
+}
+
+/// The family a plan runs when every extra attempt it wants may fire (no budget).
+pub fn plan_family(plan: &Plan) -> Family {
+    match *plan {
+        Plan::Single { p } => Family::Single { p },
+        Plan::Hedge { p, h, .. } if p == h => Family::Single { p },
+        Plan::Hedge { p, h, delay_s } => Family::Hedge { p, h, delay: delay_s },
+        Plan::Cutover { p, h, poll_s, safety_s } => Family::Cutover { p, h, cutover: poll_s, safety: safety_s },
+        Plan::Cascade { p, h, f, poll_s, safety_s, escalate_s } => {
+            Family::Cascade { p, h, f, cutover: poll_s, safety: safety_s, escalate: escalate_s }
+        }
+    }
+}
+
+/// The reference cost of `auto`'s loss: two attempts on the dearest provider running to
+/// the deadline.
+pub fn loss_cost_ref(rates: &[ProviderRates], deadline_s: f64) -> f64 {
+    2.0 * deadline_s * rates.iter().map(|r| r.rate).fold(0.0, f64::max)
+}
+
+/// Prices every expert plan of `state` on round `r` and records the outcomes.
+fn settle_experts(
+    state: &mut PolicyState,
+    set: &RoundSet,
+    rates: &[ProviderRates],
+    s: &LearnedSettings,
+    r: usize,
+    buf: &mut Vec<(bool, f64)>,
+) {
+    settle_experts_at(state, set, rates, &s.auto, r, buf);
+}
+
+/// [`settle_experts`] with `auto`'s settings (cap, deadline, cost basis).
+pub(crate) fn settle_experts_at(
+    state: &mut PolicyState,
+    set: &RoundSet,
+    rates: &[ProviderRates],
+    a: &AutoSettings,
+    r: usize,
+    buf: &mut Vec<(bool, f64)>,
+) {
+    let s = LearnedSettings { auto: *a, ..LearnedSettings::default() };
+    let Some(ex) = state.experts_mut() else { return };
+    buf.clear();
+    let (plans, budgets) = ex.round_mut();
+    for (plan, budget) in plans.iter().zip(budgets.iter_mut()) {
+        let (family, _) = gate_with(set, r, plan, budget);
+        let (lat, act, bill, _) = evaluate_round(set, rates, &family, s.auto.cap_s, r);
+        let cost = match s.auto.cost {
+            tailcut_model::CostBasis::Active => act,
+            tailcut_model::CostBasis::Billed => bill,
+        };
+        buf.push((lat > s.auto.deadline_s, cost));
+    }
+    state.settle_experts(buf);
+}
+
+/// Replays `defs` causally over `set` after feeding `warmup` to the shared model; `auto`
+/// plays Hedge over the fixed plans `experts` (the sweep's families) when
+/// [`LearnedSettings::experts`] is set.
 pub fn evaluate_learned(
     set: &RoundSet,
     warmup: &RoundSet,
     rates: &[ProviderRates],
     defs: &[LearnedDef],
     s: &LearnedSettings,
+    experts: &[Family],
 ) -> Vec<LearnedRun> {
     let providers: Vec<(String, f64, f64)> = rates.iter().map(|r| (r.name.clone(), r.rate, r.idle_s)).collect();
     let mut model = Model::new(&providers, s.model);
-    fit_rounds(&mut model, warmup);
+    let build = |d: &LearnedDef, i: usize, model: &Model| {
+        let mut st = PolicyState::new(d.kind, model, s.seed.wrapping_add(i as u64)).with_refresh_every(s.refresh_every);
+        if let LearnedKind::Auto(a) = d.kind {
+            if !s.controller {
+                st = st.without_controller();
+            }
+            if s.experts && !experts.is_empty() {
+                let plans = experts.iter().map(family_plan).collect();
+                st = st.with_experts(plans, loss_cost_ref(rates, a.deadline_s), 1.0, s.weighting);
+            }
+        }
+        st
+    };
+    // `auto`'s experts learn from the warm-up rounds too (every arm known, in order).
+    let mut warm_auto: Vec<(usize, PolicyState)> = Vec::new();
+    if s.experts && !experts.is_empty() && !warmup.is_empty() {
+        for (i, d) in defs.iter().enumerate().filter(|(_, d)| matches!(d.kind, LearnedKind::Auto(_))) {
+            warm_auto.push((i, build(d, i, &model)));
+        }
+    }
+    let gaps0 = vec![None; warmup.width()];
+    let mut buf = Vec::new();
+    let mut obs0 = Vec::with_capacity(warmup.width());
+    for r in 0..warmup.len() {
+        // `auto` runs from the first warm-up round (its bucket, controller and experts
+        // carry over, as they would live); only the rounds of `set` are reported.
+        for (_, st) in &mut warm_auto {
+            let (plan, _) = st.decide_plan(&gaps0);
+            let (family, _) = gate_plan(warmup, r, &plan, st);
+            let (lat, act, bill, _) = evaluate_round(warmup, rates, &family, s.auto.cap_s, r);
+            settle_experts(st, warmup, rates, s, r, &mut buf);
+            let cost = match s.auto.cost {
+                tailcut_model::CostBasis::Active => act,
+                tailcut_model::CostBasis::Billed => bill,
+            };
+            st.settle(&plan, lat > s.auto.deadline_s, cost);
+        }
+        round_observations(warmup, r, &mut obs0);
+        model.observe_request(&obs0);
+        for (_, st) in &mut warm_auto {
+            st.observed(&model, obs0.len() as u64);
+        }
+    }
     let mut states: Vec<PolicyState> = defs
         .iter()
         .enumerate()
-        .map(|(i, d)| PolicyState::new(d.kind, &model, s.seed.wrapping_add(i as u64)).with_refresh_every(s.refresh_every))
+        .map(|(i, d)| match warm_auto.iter().position(|(j, _)| *j == i) {
+            Some(k) => {
+                let mut st = warm_auto.swap_remove(k).1;
+                st.refresh(&model);
+                st
+            }
+            None => build(d, i, &model),
+        })
         .collect();
     let mut runs: Vec<LearnedRun> = defs.iter().map(|_| LearnedRun::default()).collect();
     for run in &mut runs {
@@ -238,16 +376,22 @@ pub fn evaluate_learned(
             let (family, extra) = gate_plan(set, r, &plan, state);
             let denied = !matches!(plan, Plan::Single { .. }) && matches!(family, Family::Single { .. });
             let (lat, act, bill, hedged) = evaluate_round(set, rates, &family, s.auto.cap_s, r);
-            if let (Why::Predicted(pr), LearnedKind::Auto(a)) = (why, state.kind()) {
-                run.forecasts.push(Forecast {
-                    p: pr.miss,
-                    missed: lat > a.deadline_s,
-                    cost_predicted: Some(pr.cost_on(a.cost)),
-                    cost_realized: Some(match a.cost {
-                        CostBasis::Active => act,
-                        CostBasis::Billed => bill,
-                    }),
-                });
+            if let LearnedKind::Auto(a) = state.kind() {
+                let cost = match a.cost {
+                    CostBasis::Active => act,
+                    CostBasis::Billed => bill,
+                };
+                let missed = lat > a.deadline_s;
+                if let Why::Predicted(pr) | Why::Expert { pr, .. } = why {
+                    run.forecasts.push(Forecast {
+                        p: pr.miss,
+                        missed,
+                        cost_predicted: Some(pr.cost_on(a.cost)),
+                        cost_realized: Some(cost),
+                    });
+                }
+                settle_experts(state, set, rates, s, r, &mut buf);
+                state.settle(&plan, missed, cost);
             }
             let ev = &mut run.evaluated;
             ev.lats.push(lat);
@@ -267,6 +411,13 @@ pub fn evaluate_learned(
         model.observe_request(&obs);
         for state in &mut states {
             state.observed(&model, obs.len() as u64);
+        }
+    }
+    for (state, run) in states.iter().zip(runs.iter_mut()) {
+        if let Some(ex) = state.experts() {
+            let h = ex.hedge();
+            let best = h.cumulative().iter().copied().fold(f64::INFINITY, f64::min);
+            run.regret = Some((h.played(), best, tailcut_model::guard::Experts::regret_bound(h.rounds(), h.len())));
         }
     }
     runs
@@ -350,7 +501,7 @@ mod tests {
         let set = rounds(400, 3);
         let s = LearnedSettings { auto: AutoSettings { cost: tailcut_model::CostBasis::Active, ..AutoSettings::default() }, ..settings() };
         let defs = learned_defs(&names(), &s);
-        let runs = evaluate_learned(&set, &RoundSet::new(names()), &rates, &defs[..1], &s);
+        let runs = evaluate_learned(&set, &RoundSet::new(names()), &rates, &defs[..1], &s, &[]);
         let run = &runs[0];
         let most = run.plans.iter().max_by_key(|(_, k)| *k).unwrap();
         // The queue cutover to Cerebrium (or the cascade that adds Modal after it, which the
@@ -366,7 +517,7 @@ mod tests {
         let set = rounds(600, 9);
         let s = LearnedSettings { budget: 0.1, ..settings() };
         let defs = learned_defs(&names(), &s);
-        let runs = evaluate_learned(&set, &RoundSet::new(names()), &rates, &defs, &s);
+        let runs = evaluate_learned(&set, &RoundSet::new(names()), &rates, &defs, &s, &[]);
         for (d, run) in defs.iter().zip(&runs) {
             // Extra attempts over any window of w rounds ≤ burst + budget·w.
             let budget = if d.label.starts_with("auto:") { s.auto.max_extra } else { s.budget };
@@ -377,6 +528,31 @@ mod tests {
                 }
             }
             assert!(run.evaluated.hedged <= run.extra.iter().map(|x| u64::from(*x)).sum::<u64>());
+        }
+    }
+
+    fn sweep_families(set: &RoundSet, rates: &[ProviderRates]) -> Vec<Family> {
+        crate::sweep::standard_sweep(set, rates, &[0.0, 10.0, 30.0]).into_iter().map(|d| d.family).collect()
+    }
+
+    /// Full information: whatever the stream, `auto`'s experts play within the stated
+    /// regret bound of the best fixed plan; with the weighting off (uniform) they do not.
+    #[test]
+    fn auto_with_full_information_stays_within_the_regret_bound() {
+        let rates = ProviderRates::reference_2026_07();
+        for seed in [1u64, 2, 3] {
+            let set = rounds(800, seed);
+            let warm = rounds(40, seed ^ 9);
+            let experts = sweep_families(&set, &rates);
+            let s = settings();
+            let defs = learned_defs(&names(), &s);
+            let run = &evaluate_learned(&set, &warm, &rates, &defs[..1], &s, &experts)[0];
+            let (played, best, bound) = run.regret.expect("full information");
+            assert!(played <= best + bound, "seed {seed}: played {played} best {best} bound {bound}");
+            let off = LearnedSettings { weighting: false, ..s };
+            let run = &evaluate_learned(&set, &warm, &rates, &defs[..1], &off, &experts)[0];
+            let (played_off, best_off, _) = run.regret.expect("full information");
+            assert!(played_off - best_off > played - best, "seed {seed}: uniform {played_off} - {best_off} vs {played} - {best}");
         }
     }
 
@@ -400,8 +576,10 @@ mod tests {
             }
             let s = settings();
             let defs = learned_defs(&names(), &s);
-            let a = evaluate_learned(&set, &warm, &rates, &defs, &s);
-            let b = evaluate_learned(&poisoned, &warm, &rates, &defs, &s);
+            let experts = crate::sweep::standard_sweep(&set, &rates, &[0.0, 10.0, 30.0]);
+            let experts: Vec<Family> = experts.into_iter().map(|d| d.family).collect();
+            let a = evaluate_learned(&set, &warm, &rates, &defs, &s, &experts);
+            let b = evaluate_learned(&poisoned, &warm, &rates, &defs, &s, &experts);
             let mut changed_later = false;
             for (x, y) in a.iter().zip(&b) {
                 prop_assert_eq!(&x.evaluated.lats[..=cut], &y.evaluated.lats[..=cut]);

@@ -26,6 +26,7 @@ use tailcut_sim::SimProfile;
 mod curve;
 mod kinds;
 mod rows;
+pub mod worlds;
 
 pub use curve::{fixed_envelope, tail_load_svg};
 pub use kinds::learned_kinds;
@@ -74,6 +75,8 @@ pub struct Scenario {
     regime: Vec<bool>,
     /// Common random numbers: per request and provider, its cold and warm draw.
     draws: Vec<[Draw; 2]>,
+    /// A random world's rules (`scenario sweep`), in place of the named families'.
+    world: Option<Box<worlds::World>>,
 }
 
 fn prov(name: &str, profile: SimProfile, warm_window_s: f64) -> Prov {
@@ -164,7 +167,8 @@ impl Scenario {
                 slow && name == "correlated"
             })
             .collect();
-        let mut sc = Scenario { name: name.into(), providers, deadline_s, delays, requests, seed, arrivals, regime, draws: Vec::new() };
+        let mut sc =
+            Scenario { name: name.into(), providers, deadline_s, delays, requests, seed, arrivals, regime, draws: Vec::new(), world: None };
         let n = sc.providers.len();
         sc.draws = (0..requests * n).map(|i| [sc.draw(i % n, i / n, false), sc.draw(i % n, i / n, true)]).collect();
         Some(sc)
@@ -183,10 +187,14 @@ impl Scenario {
     fn rates_at(&self, k: usize) -> Vec<ProviderRates> {
         self.providers
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(i, p)| {
                 let mut rate = p.profile.rate_usd_per_s;
                 if self.name == "price" && p.name == "cerebrium" && k >= self.requests / 2 {
                     rate *= 4.0;
+                }
+                if let Some(w) = &self.world {
+                    rate *= w.price_factor(i, k as f64 / self.requests as f64);
                 }
                 ProviderRates { name: p.name.clone(), rate, idle_s: p.billed_idle_s }
             })
@@ -214,8 +222,14 @@ impl Scenario {
         if self.name == "degrade" && p == 0 {
             fast_p = if frac >= 0.6 { 0.25 } else { 0.9 };
         }
-        if self.regime[k] && (p == 0 || p == 1) {
+        if self.regime[k] && (p == 0 || p == 1) && self.world.is_none() {
             fast_p = 0.0;
+        }
+        if let Some(w) = &self.world {
+            fast_p = w.fast_p(p, frac, fast_p);
+            if self.regime[k] && w.correlated(p) {
+                fast_p = 0.0;
+            }
         }
         let (queue, mut run) = if warm {
             (wq, wr)
@@ -227,7 +241,11 @@ impl Scenario {
         if self.name == "straggler" && straggle < 0.02 {
             run *= factor;
         }
-        let out = self.name == "outage" && pr.name == "cerebrium" && (0.6..0.8).contains(&frac);
+        if let Some(w) = &self.world {
+            run *= w.straggle(p, straggle, factor);
+        }
+        let out = (self.name == "outage" && pr.name == "cerebrium" && (0.6..0.8).contains(&frac))
+            || self.world.as_ref().is_some_and(|w| w.out(p, frac));
         let wall = (submit + queue + run).min(crate::synth::CAP_S);
         if out {
             return Draw {
@@ -304,7 +322,8 @@ fn launches(f: &Family, d: &[Draw], lat: f64) -> Vec<(usize, f64, f64, bool)> {
 
 enum Driver<'a> {
     Fixed(&'a Family),
-    Learned(Box<PolicyState>, Model),
+    /// A learned policy; `true` = `auto` settles each outcome (controller, plan records).
+    Learned(Box<PolicyState>, Model, bool),
 }
 
 impl Scenario {
@@ -334,15 +353,34 @@ impl Scenario {
                 one.billed[p] = d.wall;
                 one.queue[p] = d.queue.unwrap_or(f64::NAN);
             }
+            let mut decided = None;
             let (family, extra) = match &mut driver {
                 Driver::Fixed(f) => ((*f).clone(), 0u8),
-                Driver::Learned(state, _) => {
+                Driver::Learned(state, _, _) => {
                     let (plan, _) = state.decide_plan(&gaps);
+                    decided = Some(plan);
                     crate::learned::gate_plan(&one, 0, &plan, state)
                 }
             };
             let rates = self.rates_at(k);
             let (lat, act, bill, hedged) = evaluate_round(&one, &rates, &family, crate::synth::CAP_S, 0);
+            if let (Driver::Learned(state, _, true), Some(_)) = (&mut driver, decided) {
+                // Paired information (`scenario sweep --auto paired`): every expert plan
+                // is priced on this request's draws, as a paired benchmark would run them.
+                if let LearnedKind::Auto(a) = *state.kind() {
+                    let mut buf = Vec::new();
+                    crate::learned::settle_experts_at(state, &one, &rates, &a, 0, &mut buf);
+                }
+            }
+            if let (Driver::Learned(state, _, true), Some(plan)) = (&mut driver, decided) {
+                // Partial information: only what the plan it ran did (the controller's
+                // miss and the plan's record).
+                let cost = match state.kind() {
+                    LearnedKind::Auto(a) if a.cost == tailcut_model::CostBasis::Billed => bill,
+                    _ => act,
+                };
+                state.settle(&plan, lat > self.deadline_s, cost);
+            }
             let launched = launches(&family, &draws, lat);
             let extra = if matches!(driver, Driver::Fixed(_)) { (launched.len() - 1) as u8 } else { extra };
             out.lats.push(lat);
@@ -374,7 +412,7 @@ impl Scenario {
                 let queue_s = if completed || started { d.queue } else { d.queue.map(|_| end - at + 1e-3) };
                 obs.push(Observation { provider: p, outcome, queue_s, idle_gap_s: gaps[p], warm: completed.then_some(d.warm) });
             }
-            if let Driver::Learned(state, model) = &mut driver {
+            if let Driver::Learned(state, model, _) = &mut driver {
                 model.observe_request(&obs);
                 state.observed(model, obs.len() as u64);
             }
@@ -391,11 +429,28 @@ impl Scenario {
 
     /// Runs a learned policy over the stream from an empty model.
     pub fn run_learned(&self, kind: LearnedKind, seed: u64) -> StreamRun {
+        self.run_learned_guarded(kind, seed, false)
+    }
+
+    /// [`Scenario::run_learned`]; with `guarded`, `auto` settles every outcome (its
+    /// miss controller and its plans' records, [`PolicyState::settle`]).
+    pub fn run_learned_guarded(&self, kind: LearnedKind, seed: u64, guarded: bool) -> StreamRun {
+        self.run_learned_with(kind, seed, guarded, false)
+    }
+
+    /// [`Scenario::run_learned_guarded`]; with `paired`, `auto` also plays its experts
+    /// (the fixed sweep, its model, its record) with every expert priced on each
+    /// request's draws, as a paired benchmark would run them (full information).
+    pub fn run_learned_with(&self, kind: LearnedKind, seed: u64, guarded: bool, paired: bool) -> StreamRun {
         let rates = self.rates_at(0);
         let meta: Vec<(String, f64, f64)> = rates.iter().map(|r| (r.name.clone(), r.rate, r.idle_s)).collect();
         let model = Model::new(&meta, ModelConfig::default());
-        let state = PolicyState::new(kind, &model, seed);
-        self.run(Driver::Learned(Box::new(state), model))
+        let mut state = PolicyState::new(kind, &model, seed);
+        if let (LearnedKind::Auto(a), true) = (kind, paired) {
+            let plans = self.fixed_defs().iter().map(|d| crate::learned::family_plan(&d.family)).collect();
+            state = state.with_experts(plans, crate::learned::loss_cost_ref(&rates, a.deadline_s), 1.0, true);
+        }
+        self.run(Driver::Learned(Box::new(state), model, guarded || paired))
     }
 
     /// The fixed sweep of this scenario.

@@ -96,6 +96,51 @@ pub enum ScenarioCommand {
     /// policy the reference's ranking picks on the first half) and the learned policies,
     /// evaluated on the second half of the stream.
     Run(ScenarioRunArgs),
+    /// Draw N random worlds (warm/cold mixes, regime shifts and drifts, shared slow
+    /// regimes, outages, price changes, straggler modes, arrival cadences) and compare
+    /// `auto` in each with the fixed plan frozen from the world's first half (fewest
+    /// misses, then cheapest) and the hindsight-best fixed plan, on the second half.
+    Sweep(ScenarioSweepArgs),
+}
+
+/// Options of `tailcut scenario sweep`.
+#[derive(Debug, Args)]
+pub struct ScenarioSweepArgs {
+    /// Worlds to draw.
+    #[arg(long, default_value_t = 100)]
+    pub worlds: usize,
+    /// Seed of the draw (world i of seed s is always the same world).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Requests per world (both halves).
+    #[arg(long, default_value_t = 800)]
+    pub requests: usize,
+    /// Worker threads (0 = one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Print JSON: the summary and every world's rows.
+    #[arg(long)]
+    pub json: bool,
+    /// Also print one line per world.
+    #[arg(long)]
+    pub each: bool,
+    /// How `auto` learns: `model` (its model alone, as `scenario run`), `guarded` (also
+    /// its miss controller and its plans' realized records, from what it launched), or
+    /// `paired` (also the experts over the fixed plans, each priced on every request's
+    /// draws as a paired benchmark runs them).
+    #[arg(long, value_enum, default_value_t = SweepAutoArg::Guarded)]
+    pub auto: SweepAutoArg,
+}
+
+/// `scenario sweep --auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SweepAutoArg {
+    /// The model alone.
+    Model,
+    /// Miss controller and plan records (partial information).
+    Guarded,
+    /// Also the experts, with every fixed plan priced on each request (paired).
+    Paired,
 }
 
 /// Options of `tailcut scenario run`.

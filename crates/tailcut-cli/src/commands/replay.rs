@@ -311,7 +311,12 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
             let empty = RoundSet::new(names.clone());
             let warm = if split.key == "evaluation" { calibration.as_ref().unwrap_or(&empty) } else { &empty };
             let defs = learned_defs(&names, ls);
-            let runs = evaluate_learned(&split.set, warm, &rates, &defs, ls);
+            // `auto`'s experts: the fixed families the sweep itself replays.
+            let experts: Vec<_> = tailcut_replay::sweep::standard_sweep_scaled(&split.set, &rates, &settings.delays, settings.timer_scale)
+                .into_iter()
+                .map(|d| d.family)
+                .collect();
+            let runs = evaluate_learned(&split.set, warm, &rates, &defs, ls, &experts);
             let rows = learned_rows(&defs, &runs, &names, &deadlines, estimator);
             learned_out.push((rows, runs.into_iter().map(|r| r.evaluated.lats).collect()));
         } else {

@@ -1,7 +1,7 @@
-//! `tailcut scenario list|run`: simulated request streams for what paired cold rounds
-//! cannot show.
+//! `tailcut scenario list|run|sweep`: simulated request streams for what paired cold
+//! rounds cannot show, and random worlds for `auto`.
 
-use crate::cli::{ScenarioCommand, ScenarioRunArgs};
+use crate::cli::{ScenarioCommand, ScenarioRunArgs, ScenarioSweepArgs};
 use crate::commands::BadInput;
 use crate::table::{secs, Table};
 use std::process::ExitCode;
@@ -16,7 +16,102 @@ pub fn run(cmd: &ScenarioCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         ScenarioCommand::Run(a) => run_one(a),
+        ScenarioCommand::Sweep(a) => sweep(a),
     }
+}
+
+fn sweep(a: &ScenarioSweepArgs) -> anyhow::Result<ExitCode> {
+    use tailcut_replay::scenario::worlds;
+    if a.worlds == 0 || a.worlds > 100_000 {
+        return Err(BadInput(format!("--worlds {}: expected 1 to 100000", a.worlds)).into());
+    }
+    if a.requests < 40 || a.requests > 1_000_000 {
+        return Err(BadInput(format!("--requests {}: expected 40 to 1000000", a.requests)).into());
+    }
+    let threads = if a.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { a.threads };
+    let bar = crate::commands::delayed_bar(a.worlds as u64, "{spinner} worlds [{bar:30}] {pos}/{len} ({eta})");
+    let mode = match a.auto {
+        crate::cli::SweepAutoArg::Model => worlds::AutoMode::Model,
+        crate::cli::SweepAutoArg::Guarded => worlds::AutoMode::Guarded,
+        crate::cli::SweepAutoArg::Paired => worlds::AutoMode::Paired,
+    };
+    let results = worlds::sweep(a.seed, a.worlds, a.requests, threads, mode, &|done| bar.set(done as u64));
+    bar.finish();
+    let sum = worlds::summarise(a.seed, a.requests, &results);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "auto": mode, "summary": sum, "worlds": results }))?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if a.each {
+        let mut t = Table::new(&[
+            "world",
+            "auto p95 s",
+            "auto $",
+            "auto miss",
+            "frozen",
+            "frozen p95 s",
+            "frozen $",
+            "best",
+            "regret",
+            "dominated",
+        ]);
+        for r in &results {
+            t.row(vec![
+                r.index.to_string(),
+                opt(r.auto.p95_s),
+                format!("{:.5}", r.auto.active_usd_per_req),
+                format!("{}/{}", r.auto_misses, r.n),
+                r.frozen.policy.clone(),
+                opt(r.frozen.p95_s),
+                format!("{:.5}", r.frozen.active_usd_per_req),
+                r.best.policy.clone(),
+                format!("{:+.4}", r.loss_auto - r.loss_best),
+                if r.dominated { "DOMINATED".into() } else { String::new() },
+            ]);
+        }
+        println!("{}", t.render());
+    }
+    let n = results.first().map_or(0, |r| r.n);
+    println!(
+        "Scenario sweep: {} random worlds (seed {}), {} requests each; measured on the second half ({n} requests); auto at each world's deadline, miss target 5 %, up to 1 extra attempt per request{}",
+        sum.worlds,
+        sum.seed,
+        sum.requests,
+        match mode {
+            worlds::AutoMode::Model => "; auto from its model alone",
+            worlds::AutoMode::Guarded => "; auto guarded (miss controller and plan records, from what it launched)",
+            worlds::AutoMode::Paired => "; auto paired (experts over the fixed plans priced on every request, controller, records)",
+        }
+    );
+    println!(
+        "miss target kept (misses <= 0.05*n + 2*sqrt(0.0475*n)): {}/{} feasible worlds ({} violations); {} worlds where no fixed plan meets 5 % ({} where auto misses beyond noise more than the best fixed plan)",
+        sum.feasible - sum.miss_violations,
+        sum.feasible,
+        sum.miss_violations,
+        sum.worlds - sum.feasible,
+        sum.infeasible_worse
+    );
+    println!(
+        "undominated by the frozen plan (within 2 % or better on p95 and active cost, > 5 % better on one): {}/{}",
+        sum.worlds - sum.dominated,
+        sum.worlds
+    );
+    let mut t = Table::new(&["auto against", "median", "p90", "worst"]);
+    let f = |x: f64| if x.is_finite() { format!("{x:.3}") } else { "-".into() };
+    for (label, s) in [
+        ("p95 / frozen plan's", sum.p95_vs_frozen),
+        ("active cost / frozen plan's", sum.cost_vs_frozen),
+        ("p95 / hindsight-best's", sum.p95_vs_best),
+        ("active cost / hindsight-best's", sum.cost_vs_best),
+        ("miss rate", sum.auto_miss_rate),
+        ("regret per request vs hindsight-best", sum.regret_vs_best),
+        ("regret per request vs frozen plan", sum.regret_vs_frozen),
+    ] {
+        t.row(vec![label.into(), f(s.median), f(s.p90), f(s.worst)]);
+    }
+    println!("{}", t.render());
+    println!("loss per request = (miss + min(active $ / cost_ref, 1)) / 2, cost_ref = two attempts on the dearest provider running to the deadline; regret = auto's mean loss minus the plan's");
+    Ok(ExitCode::SUCCESS)
 }
 
 fn opt(v: Option<f64>) -> String {

@@ -114,7 +114,7 @@ fn auto_pays_at_most_the_tail_trade_for_a_faster_tail() {
         let s = AutoSettings { deadline_s, max_extra: 1.0, ..AutoSettings::default() };
         let mut p = Predictor::new(&m, s);
         let (plan, pr) = p.decide(&[None, None], 0.5);
-        let surv: Vec<Vec<f64>> = (0..2).map(|i| p.mixed(i, p.level(i, None))).collect();
+        let surv: Vec<Vec<f64>> = (0..2).map(|i| p.mixed(i, p.warm_level(i, None))).collect();
         let meeting: Vec<(Plan, Prediction)> =
             p.candidates().into_iter().map(|c| (c, p.predict_with(&c, &surv))).filter(|(_, q)| q.miss <= s.target_miss).collect();
         let Some(cheapest) = meeting.iter().map(|(_, q)| q.active_usd).min_by(f64::total_cmp) else { continue };

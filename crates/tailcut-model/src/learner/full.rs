@@ -1,0 +1,144 @@
+//! `auto` with full information (a replay of paired rounds, where every plan's outcome on
+//! every past round is known): the fixed plans, the model's choice and the plan judged
+//! best on the record are experts, and a Hedge distribution over them picks the plan.
+//!
+//! - Every fixed plan keeps its realized record ([`Tally`], decayed with a half-life of
+//!   256 rounds).
+//! - The *judged* expert: among the fixed plans whose Wilson upper bound on the miss rate
+//!   is within the working level, the cheapest on the record (costs within 2 % tie, the
+//!   lower bound wins); when none qualifies, the lowest upper bound, then the cheapest.
+//!   With a thin record nothing qualifies and it plays "fewest misses, then cheapest".
+//! - The *model* expert: the planner's choice from the model's tables.
+//! - Loss: [`crate::guard::loss`] with the miss price the controller sets
+//!   ([`crate::guard::miss_price`]).
+
+use crate::budget::HedgeBudget;
+use crate::guard::{loss, miss_price, Experts, Tally};
+use crate::plan::{Plan, COST_TIE};
+use crate::predict::TALLY_KEEP;
+
+/// The experts and their records.
+#[derive(Debug, Clone)]
+pub struct ExpertSet {
+    plans: Vec<Plan>,
+    hedge: Experts,
+    tallies: Vec<Tally>,
+    /// Reference cost of the loss, $.
+    cost_ref: f64,
+    /// Miss price at the target level.
+    price0: f64,
+    /// This round's plans: the fixed ones, then the model's, then the judged one.
+    round: Vec<Plan>,
+    /// Each expert's own extra-load bucket (the cap `auto` runs under, starting full),
+    /// so that an expert's record is what the plan does when it runs within the cap in
+    /// the steady state.
+    budgets: Vec<HedgeBudget>,
+    chosen: usize,
+}
+
+/// Index of the model's expert among a round's plans, from the end.
+pub const MODEL_FROM_END: usize = 2;
+
+impl ExpertSet {
+    /// Experts over `plans` (fixed), the model's choice and the judged plan; losses are
+    /// normalised by `cost_ref` and a miss weighs `price0` at the target.
+    pub fn new(plans: Vec<Plan>, cost_ref: f64, price0: f64, weighting: bool, budget: HedgeBudget) -> ExpertSet {
+        let n = plans.len() + 2;
+        let hedge = if weighting { Experts::new(n) } else { Experts::new(n).disabled() };
+        let mut round = plans.clone();
+        round.extend([Plan::Single { p: 0 }, Plan::Single { p: 0 }]);
+        ExpertSet {
+            tallies: vec![Tally::default(); plans.len()],
+            plans,
+            hedge,
+            cost_ref,
+            price0,
+            round,
+            budgets: vec![budget; n],
+            chosen: 0,
+        }
+    }
+
+    /// The judged plan at working level `level`.
+    fn judged(&self, level: f64) -> Plan {
+        let qualified = |t: &Tally| t.n > 0.0 && t.miss_upper() <= level;
+        let cheapest = self
+            .tallies
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| qualified(t))
+            .min_by(|a, b| a.1.mean_cost().total_cmp(&b.1.mean_cost()))
+            .map(|(_, t)| t.mean_cost());
+        let pick = match cheapest {
+            Some(c) => self
+                .tallies
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| qualified(t) && t.mean_cost() <= c * (1.0 + COST_TIE) + 1e-12)
+                .min_by(|a, b| a.1.miss_upper().total_cmp(&b.1.miss_upper())),
+            None => self
+                .tallies
+                .iter()
+                .enumerate()
+                .min_by(|a, b| a.1.miss_upper().total_cmp(&b.1.miss_upper()).then(a.1.mean_cost().total_cmp(&b.1.mean_cost()))),
+        };
+        pick.map_or(Plan::Single { p: 0 }, |(i, _)| self.plans[i])
+    }
+
+    /// Sets this round's model and judged plans and draws the expert to play with `u`;
+    /// returns the plan, the expert's index and its weight.
+    pub fn play(&mut self, model_plan: Plan, level: f64, u: f64) -> (Plan, usize, f64) {
+        self.set_round(model_plan, level);
+        self.chosen = self.hedge.pick(u);
+        (self.round[self.chosen], self.chosen, self.hedge.probs()[self.chosen])
+    }
+
+    /// Sets this round's model and judged plans without drawing (a warm-up round).
+    pub fn set_round(&mut self, model_plan: Plan, level: f64) {
+        let n = self.round.len();
+        self.round[n - MODEL_FROM_END] = model_plan;
+        self.round[n - 1] = self.judged(level);
+        for b in &mut self.budgets {
+            b.request();
+        }
+    }
+
+    /// This round's plans, in expert order (fixed, model, judged): the caller prices
+    /// each on the round and passes the outcomes to [`ExpertSet::record`].
+    pub fn round_plans(&self) -> &[Plan] {
+        &self.round
+    }
+
+    /// This round's plans with each expert's extra-load bucket, to gate its extra
+    /// attempts as `auto`'s own are gated.
+    pub fn round_mut(&mut self) -> (&[Plan], &mut [HedgeBudget]) {
+        (&self.round, &mut self.budgets)
+    }
+
+    /// Records the round's outcomes `(missed, cost $)` per expert at working level `level`.
+    pub fn record(&mut self, outcomes: &[(bool, f64)], target: f64, level: f64) {
+        let price = miss_price(self.price0, target, level);
+        let losses: Vec<f64> = outcomes.iter().map(|&(m, c)| loss(m, c, self.cost_ref, price)).collect();
+        self.hedge.record(&losses);
+        for (t, &(m, c)) in self.tallies.iter_mut().zip(outcomes) {
+            t.add(m, c, TALLY_KEEP);
+        }
+    }
+
+    /// The Hedge state.
+    pub fn hedge(&self) -> &Experts {
+        &self.hedge
+    }
+
+    /// Label of expert `i` ("model", "judged" or the fixed plan's index).
+    pub fn kind_of(&self, i: usize) -> &'static str {
+        let n = self.round.len();
+        if i == n - MODEL_FROM_END {
+            "model"
+        } else if i == n - 1 {
+            "judged"
+        } else {
+            "fixed"
+        }
+    }
+}

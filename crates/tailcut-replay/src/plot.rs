@@ -133,16 +133,23 @@ pub fn frontier(points: &[PolicyPoint]) -> Vec<usize> {
 /// The curves worth drawing: `baseline` (if any) first, then up to `n` policies of
 /// `among` (the rows the tables print, so that plot and table show the same policies)
 /// on their cost/p95 frontier, spread evenly from the fastest to the cheapest (the ends
-/// always included), never repeating the baseline.
+/// always included), never repeating the baseline; when that frontier holds fewer than
+/// `n`, the fastest other printed policies make up the number.
 pub fn pick_curves(points: &[PolicyPoint], among: &[usize], baseline: Option<usize>, n: usize) -> Vec<usize> {
     let candidates: Vec<PolicyPoint> = among.iter().filter_map(|&i| points.get(i).cloned()).collect();
     let front: Vec<usize> = frontier(&candidates).into_iter().map(|k| among[k]).filter(|&i| Some(i) != baseline).collect();
     let mut out: Vec<usize> = baseline.into_iter().collect();
-    if n == 0 || front.is_empty() {
+    if n == 0 {
         return out;
     }
     if front.len() <= n {
         out.extend(&front);
+        // A short frontier leaves room: the fastest other printed policies fill it, so
+        // the plot shows up to `n` of the table's rows, not one or two.
+        let mut rest: Vec<usize> = among.iter().copied().filter(|i| !out.contains(i) && points.get(*i).is_some_and(|p| p.p95_s.is_finite())).collect();
+        rest.sort_by(|&a, &b| points[a].p95_s.total_cmp(&points[b].p95_s).then(points[a].usd_per_req.total_cmp(&points[b].usd_per_req)));
+        let room = (n + usize::from(baseline.is_some())).saturating_sub(out.len());
+        out.extend(rest.into_iter().take(room));
         return out;
     }
     let last = front.len() - 1;
@@ -480,6 +487,11 @@ mod tests {
         let printed = [2, 3, 5];
         let picked = pick_curves(&pts, &printed, None, 4);
         assert_eq!(picked, vec![2, 3, 5]);
+        // A frontier of one (p1 is both fastest and cheapest) is filled up to n with
+        // the fastest other printed rows.
+        let mut pts = pts;
+        pts[1] = pt("best", 1.0, 0.001);
+        assert_eq!(pick_curves(&pts, &[1, 2, 3, 4, 5], Some(5), 2), vec![5, 1, 2]);
         assert!(pick_curves(&pts, &printed, Some(5), 1).iter().all(|i| printed.contains(i)));
     }
 

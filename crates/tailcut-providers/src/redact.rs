@@ -50,8 +50,8 @@ pub const MIN_SECRET_LEN: usize = 8;
 pub struct Redactor {
     matcher: Option<AhoCorasick>,
     needles: Vec<Vec<u8>>,
-    /// The bytes of the needles (an escape decoding to none of them is no secret's).
-    interesting: escapes::Interesting,
+    /// The escapes that could hide a secret (`escapes::trigger_patterns`).
+    triggers: Option<escapes::Triggers>,
 }
 
 /// The byte strings that betray `secret`: the forms listed in the module docs.
@@ -117,8 +117,16 @@ impl Redactor {
         // Leftmost-longest: where an encoding contains another (a key inside its own
         // percent-encoded form), the whole of the longer one goes.
         let matcher = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(&all).ok();
-        let interesting = escapes::Interesting::of(&all);
-        Redactor { matcher, needles: all, interesting }
+        Redactor { matcher, triggers: escapes::Triggers::new(&all), needles: all }
+    }
+
+    /// Where in `raw` a secret is, in any of its forms, as written or as a reader decodes
+    /// it, and the decoded views it was looked for in (none when no escape could hide one:
+    /// then the raw bytes are what a reader reads, and are scanned once).
+    fn find(&self, m: &AhoCorasick, raw: &[u8]) -> (Vec<escapes::View>, Vec<Range<usize>>) {
+        let views = self.triggers.as_ref().map_or_else(Vec::new, |t| escapes::views(raw, t));
+        let spans = spans(m, raw, &views);
+        (views, spans)
     }
 
     /// Whether there is nothing to redact.
@@ -129,20 +137,7 @@ impl Redactor {
     /// `bytes` with every secret replaced; the same buffer (no copy) when none occurs.
     pub fn bytes(&self, bytes: Bytes) -> Bytes {
         let Some(m) = &self.matcher else { return bytes };
-        let views = escapes::views(&bytes, &self.interesting);
-        if views.is_empty() {
-            // No escape could hide a secret: the raw bytes are what a reader reads.
-            if m.find(&bytes[..]).is_none() {
-                return bytes;
-            }
-            let mut out = Vec::with_capacity(bytes.len());
-            m.replace_all_with_bytes(&bytes, &mut out, |_, _, dst| {
-                dst.extend_from_slice(REDACTED.as_bytes());
-                true
-            });
-            return out.into();
-        }
-        let spans = spans(m, &bytes, &views);
+        let (_, spans) = self.find(m, &bytes);
         if spans.is_empty() {
             return bytes;
         }
@@ -187,16 +182,14 @@ impl Redactor {
             held.extend_from_slice(&chunk);
             held.split().freeze()
         };
-        let views = escapes::views(&buf, &self.interesting);
-        let spans = spans(m, &buf, &views);
+        let (views, spans) = self.find(m, &buf);
         // Only the part after the last complete secret can hold the start of another.
         let after = spans.last().map_or(0, |s| s.end);
         let mut hold_from = buf.len() - self.pending_prefix(&buf[after..]);
         for v in &views {
-            let from = v.start.partition_point(|&s| s < after);
-            let pending = self.pending_prefix(&v.bytes[from..]);
+            let pending = self.pending_prefix(&v.bytes[v.before(after)..]);
             if pending > 0 {
-                hold_from = hold_from.min(v.start[v.bytes.len() - pending]);
+                hold_from = hold_from.min(v.start(v.bytes.len() - pending));
             }
             if let Some(cut) = v.cut {
                 hold_from = hold_from.min(cut.max(after));

@@ -15,64 +15,107 @@ use std::ops::Range;
 /// Levels of escapes decoded: a reply, a JSON string in it, and one more.
 pub(super) const MAX_DEPTH: usize = 3;
 
-/// The bytes that occur in some needle: an escape that decodes to none of them cannot be
-/// part of a match, so a reply whose escapes are all like that (the `\n` and `\"` of
-/// ordinary text, when no secret holds a newline or a quote) is matched as it is.
-#[derive(Debug, Clone)]
-pub(super) struct Interesting([bool; 256]);
-
-impl Interesting {
-    /// The bytes of `needles`.
-    pub(super) fn of(needles: &[Vec<u8>]) -> Interesting {
-        let mut set = [false; 256];
-        for n in needles {
-            for &b in n {
-                set[usize::from(b)] = true;
-            }
+/// What makes a text worth decoding: the escapes that could be part of a secret. An
+/// escape that decodes to a byte no needle has cannot be, so a reply whose escapes are
+/// all like that (the `\n` and `\"` of ordinary text, when no secret holds a newline or
+/// a quote) is matched as it is. The triggers:
+///
+/// - `\u` (any character);
+/// - `\c` for each one-character escape that decodes to a byte of some needle;
+/// - `\\\`, an escaped backslash before another escape (one level down; `\\u` and
+///   `\\c` hold the triggers above).
+///
+/// A buffer that ends in a backslash (an escape cut short) is worth decoding too.
+pub(super) fn trigger_patterns(needles: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut has = [false; 256];
+    for &b in needles.iter().flatten() {
+        has[usize::from(b)] = true;
+    }
+    let mut out: Vec<Vec<u8>> = vec![b"\\u".to_vec(), b"\\\\\\".to_vec()];
+    for c in *b"\"\\/bfnrt" {
+        if simple(c).is_some_and(|d| has[usize::from(d)]) {
+            out.push(vec![b'\\', c]);
         }
-        Interesting(set)
     }
-
-    fn has(&self, b: u8) -> bool {
-        self.0[usize::from(b)]
-    }
+    out
 }
 
-impl Default for Interesting {
-    fn default() -> Self {
-        Interesting([false; 256])
+/// A finder of the triggers: the packed (SIMD) searcher where the processor has one,
+/// which skips the `\n` and `\"` of ordinary text without stopping at each backslash.
+#[derive(Debug, Clone)]
+pub(super) struct Triggers {
+    packed: Option<aho_corasick::packed::Searcher>,
+    any: aho_corasick::AhoCorasick,
+}
+
+impl Triggers {
+    /// A finder of `trigger_patterns(needles)`.
+    pub(super) fn new(needles: &[Vec<u8>]) -> Option<Triggers> {
+        let patterns = trigger_patterns(needles);
+        let packed = aho_corasick::packed::Config::new().builder().extend(&patterns).build();
+        let any = aho_corasick::AhoCorasick::new(&patterns).ok()?;
+        Some(Triggers { packed, any })
+    }
+
+    /// Whether `b` is worth decoding.
+    pub(super) fn worth_decoding(&self, b: &[u8]) -> bool {
+        // Most replies have no backslash at all: one memchr says so.
+        let Some(first) = memchr::memchr(b'\\', b) else { return false };
+        let b = &b[first..];
+        if b.last() == Some(&b'\\') {
+            return true;
+        }
+        match &self.packed {
+            Some(p) => p.find(b).is_some(),
+            None => self.any.is_match(b),
+        }
     }
 }
 
 /// A buffer's text with its escapes decoded one level more than the view before it.
+/// Five bytes per decoded byte: the byte, and where its source starts in the raw buffer
+/// (sources are contiguous, so where one ends is where the next begins).
 #[derive(Debug)]
 pub(super) struct View {
     /// The decoded bytes.
     pub bytes: Vec<u8>,
-    /// For each decoded byte, where in the raw buffer its source starts...
-    pub start: Vec<usize>,
-    /// ... and ends (exclusive).
-    end: Vec<usize>,
+    /// For each decoded byte, where in the raw buffer its source starts.
+    start: Vec<u32>,
+    /// Where in the raw buffer the decoded text's source ends.
+    covered: usize,
     /// Where in the raw buffer an escape cut short by the buffer's end starts (a stream
     /// holds it back until the next chunk completes it).
     pub cut: Option<usize>,
 }
 
 impl View {
+    /// Where in the raw buffer decoded byte `i`'s source starts.
+    pub(super) fn start(&self, i: usize) -> usize {
+        self.start[i] as usize
+    }
+
+    /// How many decoded bytes come from raw bytes before `raw`.
+    pub(super) fn before(&self, raw: usize) -> usize {
+        self.start.partition_point(|&s| (s as usize) < raw)
+    }
+
     /// The raw bytes that decoded bytes `r` (not empty) came from: whole escapes only.
     pub(super) fn raw(&self, r: Range<usize>) -> Range<usize> {
-        self.start[r.start]..self.end[r.end - 1]
+        let last = self.start[r.end - 1];
+        let next = self.start[r.end - 1..].partition_point(|&s| s == last) + r.end - 1;
+        self.start(r.start)..self.start.get(next).map_or(self.covered, |&s| s as usize)
     }
 }
 
 /// The decoded views of `raw`, one per level, while a level still holds an escape that
 /// could be part of a secret (none at all for most replies: then matching the raw bytes
 /// is enough).
-pub(super) fn views(raw: &[u8], interesting: &Interesting) -> Vec<View> {
+pub(super) fn views(raw: &[u8], triggers: &Triggers) -> Vec<View> {
     let mut out: Vec<View> = Vec::new();
-    while out.len() < MAX_DEPTH {
+    // (Offsets are `u32`: no reply body comes near 4 GiB; one that did is matched raw.)
+    while out.len() < MAX_DEPTH && u32::try_from(raw.len()).is_ok() {
         let input: &[u8] = out.last().map_or(raw, |v| &v.bytes);
-        if !matters(input, interesting) {
+        if !triggers.worth_decoding(input) {
             break;
         }
         let next = decode(input, out.last());
@@ -93,20 +136,6 @@ fn simple(c: u8) -> Option<u8> {
         b'r' => b'\r',
         b't' => b'\t',
         _ => return None,
-    })
-}
-
-/// Whether `b` holds an escape that could be part of a secret: a `\u`, an escape that
-/// decodes to a byte some needle has, an escaped backslash that starts an escape one
-/// level down, or a backslash at the very end (cut short).
-fn matters(b: &[u8], interesting: &Interesting) -> bool {
-    let one = |c: Option<&u8>| match c {
-        None | Some(b'u') => true,
-        Some(&c) => simple(c).is_some_and(|d| interesting.has(d)),
-    };
-    memchr::memchr_iter(b'\\', b).any(|i| match b.get(i + 1) {
-        Some(b'\\') => interesting.has(b'\\') || matches!(b.get(i + 2), Some(b'\\')) || one(b.get(i + 2)),
-        c => one(c),
     })
 }
 
@@ -173,42 +202,40 @@ fn escape(b: &[u8], i: usize) -> Escape {
 
 /// `input` (the raw buffer, or the view `prev`) with its escapes decoded once.
 fn decode(input: &[u8], prev: Option<&View>) -> View {
-    let raw_start = |i: usize| prev.map_or(i, |p| p.start[i]);
-    let raw_end = |e: usize| prev.map_or(e, |p| p.end[e - 1]);
+    // (`views` checked that every raw offset fits a u32.)
+    let raw_start = |i: usize| prev.map_or(i as u32, |p| p.start[i]);
     let mut v = View {
         bytes: Vec::with_capacity(input.len()),
         start: Vec::with_capacity(input.len()),
-        end: Vec::with_capacity(input.len()),
+        covered: prev.map_or(input.len(), |p| p.covered),
         cut: None,
     };
     let mut i = 0;
     while i < input.len() {
         let run_end = memchr::memchr(b'\\', &input[i..]).map_or(input.len(), |off| i + off);
         v.bytes.extend_from_slice(&input[i..run_end]);
-        v.start.extend((i..run_end).map(raw_start));
-        v.end.extend((i + 1..run_end + 1).map(raw_end));
+        match prev {
+            None => v.start.extend(i as u32..run_end as u32),
+            Some(p) => v.start.extend_from_slice(&p.start[i..run_end]),
+        }
         i = run_end;
         if i == input.len() {
             break;
         }
         match escape(input, i) {
             Escape::To(bytes, n, len) => {
-                let (s, e) = (raw_start(i), raw_end(i + len));
-                for &b in &bytes[..n] {
-                    v.bytes.push(b);
-                    v.start.push(s);
-                    v.end.push(e);
-                }
+                v.bytes.extend_from_slice(&bytes[..n]);
+                v.start.extend(std::iter::repeat_n(raw_start(i), n));
                 i += len;
             }
             Escape::Cut => {
-                v.cut = Some(raw_start(i));
+                let at = raw_start(i) as usize;
+                (v.cut, v.covered) = (Some(at), at);
                 break;
             }
             Escape::Invalid => {
                 v.bytes.push(b'\\');
                 v.start.push(raw_start(i));
-                v.end.push(raw_end(i + 1));
                 i += 1;
             }
         }
@@ -220,8 +247,8 @@ fn decode(input: &[u8], prev: Option<&View>) -> View {
 mod tests {
     use super::*;
 
-    fn all() -> Interesting {
-        Interesting([true; 256])
+    fn all() -> Triggers {
+        Triggers::new(&[(0..=255).collect()]).unwrap()
     }
 
     #[test]
@@ -257,11 +284,11 @@ mod tests {
 
     #[test]
     fn escapes_no_needle_could_hold_leave_the_text_as_it_is() {
-        let letters = Interesting::of(&[b"abcdefgh".to_vec()]);
+        let letters = Triggers::new(&[b"abcdefgh".to_vec()]).unwrap();
         assert!(views(br#"line\nline \"quoted\" \\n"#, &letters).is_empty());
         assert!(!views(br"\u0061", &letters).is_empty());
         assert!(!views(br"end\", &letters).is_empty(), "a backslash at the end may start anything");
         assert!(!views(br"\\u0061", &letters).is_empty(), "one level down");
-        assert!(!views(br#"a\/b"#, &Interesting::of(&[b"a/b".to_vec()])).is_empty());
+        assert!(!views(br#"a\/b"#, &Triggers::new(&[b"a/b".to_vec()]).unwrap()).is_empty());
     }
 }

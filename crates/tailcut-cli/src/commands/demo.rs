@@ -242,7 +242,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
 
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        crate::output::print_json(&rows)?;
         return Ok(ExitCode::SUCCESS);
     }
     println!(

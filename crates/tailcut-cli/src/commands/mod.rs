@@ -7,7 +7,7 @@ mod model;
 mod provider_checks;
 mod replay;
 mod report;
-mod run;
+pub(crate) mod run;
 mod scenario;
 mod serve;
 mod sim_provider;

@@ -9,6 +9,9 @@ use crate::provider::ProviderConfig;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The largest per-key cap on running jobs (`max_in_flight`'s own ceiling).
+const MAX_RUNNING_JOBS: i64 = 10_000_000;
+
 /// `tailcut serve` settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GatewayConfig {
@@ -45,6 +48,10 @@ pub struct GatewayConfig {
     pub idle_timeout: Duration,
     /// Most client connections at once; None derives it from the open-file limit at start.
     pub max_connections: Option<usize>,
+    /// Most jobs one key may have running at once, for keys that set no
+    /// `max_running_jobs` of their own (and for every caller with `auth = "none"`); None:
+    /// only `max_in_flight` bounds them.
+    pub max_running_jobs_per_key: Option<usize>,
 }
 
 /// Who may call the gateway.
@@ -109,6 +116,8 @@ pub struct ApiKey {
     /// May open the gateway's status page (`/ui`: every route, key budget and recent
     /// request).
     pub admin: bool,
+    /// Most jobs this key may have running at once (None: `max_running_jobs_per_key`).
+    pub max_running_jobs: Option<usize>,
 }
 
 /// What a route serves.
@@ -177,13 +186,29 @@ pub(crate) fn gateway(cx: &Ctx<'_>, raw: Option<toml::Table>) -> Result<GatewayC
         if key.routes.as_ref().is_some_and(Vec::is_empty) {
             return Err(cx.err(at("routes"), "expected at least one route name (leave `routes` out to allow every route)"));
         }
-        keys.push(ApiKey { name: key.name, sha256: hex, budget_usd, rate_per_s, routes: key.routes, admin: key.admin.unwrap_or(false) });
+        let max_running_jobs = match key.max_running_jobs {
+            None => None,
+            m => Some(cx.int(&at("max_running_jobs"), m, 0, 1, MAX_RUNNING_JOBS, "jobs")? as usize),
+        };
+        keys.push(ApiKey {
+            name: key.name,
+            sha256: hex,
+            budget_usd,
+            rate_per_s,
+            routes: key.routes,
+            admin: key.admin.unwrap_or(false),
+            max_running_jobs,
+        });
     }
     let hedge_budget_percent =
         cx.float(&k("hedge_budget_percent"), g.hedge_budget_percent, 10.0, Lo::Incl(0.0), 1000.0, "percent of requests")?;
     let max_connections = match g.max_connections {
         None => None,
         m => Some(cx.int(&k("max_connections"), m, 0, 1, 10_000_000, "connections")? as usize),
+    };
+    let max_running_jobs_per_key = match g.max_running_jobs_per_key {
+        None => None,
+        m => Some(cx.int(&k("max_running_jobs_per_key"), m, 0, 1, MAX_RUNNING_JOBS, "jobs")? as usize),
     };
     Ok(GatewayConfig {
         listen: g.listen.unwrap_or_else(|| "127.0.0.1:8080".into()),
@@ -207,6 +232,7 @@ pub(crate) fn gateway(cx: &Ctx<'_>, raw: Option<toml::Table>) -> Result<GatewayC
         body_read_timeout: cx.seconds(&k("body_read_timeout_s"), g.body_read_timeout_s, 30.0, Lo::Excl(0.0), 3600.0)?,
         idle_timeout: cx.seconds(&k("idle_timeout_s"), g.idle_timeout_s, 60.0, Lo::Excl(0.0), 86_400.0)?,
         max_connections,
+        max_running_jobs_per_key,
     })
 }
 

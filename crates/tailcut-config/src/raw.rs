@@ -59,6 +59,7 @@ pub(crate) struct RawGateway {
     pub body_read_timeout_s: Option<f64>,
     pub idle_timeout_s: Option<f64>,
     pub max_connections: Option<i64>,
+    pub max_running_jobs_per_key: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -70,6 +71,7 @@ pub(crate) struct RawKey {
     pub rate_per_s: Option<f64>,
     pub routes: Option<Vec<String>>,
     pub admin: Option<bool>,
+    pub max_running_jobs: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,10 +1,12 @@
 //! Admission: what a request must get through before it is raced. An in-flight slot
 //! (briefly queued under a burst, else 503), its body read within the size limit and the
-//! body timeout (413, 408), and a JSON object for a body (400). Who the caller is and
-//! what they may use is [`crate::auth`]'s.
+//! body timeout (413, 408), and a JSON object for a body (400). A job holds its slot
+//! while it runs, and one of its key's running-job slots (else 429). Who the caller is
+//! and what they may use is [`crate::auth`]'s.
 
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::tenancy::{RunningJob, Tenant};
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use serde_json::Value;
@@ -34,6 +36,29 @@ pub(crate) async fn admit(st: &AppState, wait: Duration) -> Result<tokio::sync::
         }
         _ => Err(full()),
     }
+}
+
+/// What a running job holds until it ends: an in-flight slot (a job counts against
+/// `max_in_flight` as a proxied request does, and in `tailcut_in_flight`) and, when its
+/// key has a cap, one of the key's running-job slots.
+pub(crate) struct JobSlot {
+    _in_flight: tokio::sync::OwnedSemaphorePermit,
+    _key: Option<RunningJob>,
+}
+
+/// Admits a new job of `tenant`: a 429 when the key already has its `max_running_jobs`
+/// running, else an in-flight slot as for any request ([`admit`]: 503 past
+/// `max_in_flight` and `wait`).
+pub(crate) async fn admit_job(st: &AppState, tenant: &Tenant, wait: Duration) -> Result<JobSlot, ApiError> {
+    let key = match tenant.max_running_jobs {
+        None => None,
+        Some(cap) => Some(st.running_per_key.start(&tenant.name, cap).ok_or_else(|| {
+            st.metrics.inc("tailcut_admission_total", &[("outcome", "key_jobs_cap")]);
+            ApiError::TooMany(format!("key `{}` already has {cap} jobs running (its max_running_jobs)", tenant.name))
+        })?),
+    };
+    let permit = admit(st, wait).await?;
+    Ok(JobSlot { _in_flight: permit, _key: key })
 }
 
 /// The body as a JSON object, or a 400 saying why not.

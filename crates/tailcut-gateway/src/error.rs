@@ -119,9 +119,16 @@ pub fn protocol_error_body(status: u16) -> String {
     json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": code}}).to_string()
 }
 
+/// Seconds a client is told to wait (`Retry-After`) before retrying a 429 or a 503.
+const RETRY_AFTER_S: &str = "1";
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status(), Json(self.body())).into_response()
+        let mut resp = (self.status(), Json(self.body())).into_response();
+        if matches!(self, ApiError::TooMany(_) | ApiError::Unavailable(_)) {
+            resp.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static(RETRY_AFTER_S));
+        }
+        resp
     }
 }
 

@@ -190,27 +190,25 @@ impl Runtime {
             .keys
             .iter()
             .map(|k| {
-                let tenant = Tenant { admin: k.admin, ..Tenant::shared(&k.name, k.rate_per_s, k.budget_usd, k.routes.clone(), &replicas) };
+                let tenant = Tenant {
+                    admin: k.admin,
+                    max_running_jobs: k.max_running_jobs.or(config.gateway.max_running_jobs_per_key),
+                    ..Tenant::shared(&k.name, k.rate_per_s, k.budget_usd, k.routes.clone(), &replicas)
+                };
                 (k.sha256.clone(), Arc::new(tenant))
             })
             .collect();
         let learned = shared.learned.into_inner();
-        Ok(Runtime {
-            config,
-            tenants,
-            anonymous: Arc::new(Tenant::new("anonymous", None, None, None)),
-            models,
-            jobs,
-            budget: global,
-            learned,
-        })
+        let anonymous =
+            Arc::new(Tenant { max_running_jobs: config.gateway.max_running_jobs_per_key, ..Tenant::new("anonymous", None, None, None) });
+        Ok(Runtime { config, tenants, anonymous, models, jobs, budget: global, learned })
     }
 
     /// Creates every route's alerting series at zero (see [`RouteSeries::zero`]).
     fn zero_series(&self, m: &Metrics) {
         self.models.values().for_each(|r| r.series.zero(m));
         self.jobs.values().for_each(|r| r.series.zero(m));
-        for outcome in ["rejected", "waited"] {
+        for outcome in ["rejected", "waited", "key_jobs_cap"] {
             m.add("tailcut_admission_total", &[("outcome", outcome)], 0.0);
         }
     }
@@ -228,6 +226,8 @@ pub struct AppState {
     #[cfg(feature = "postgres")]
     pub(crate) pg: Option<SharedState>,
     pub(crate) running: Mutex<HashMap<String, oneshot::Sender<()>>>,
+    /// Each key's running jobs, against its `max_running_jobs`.
+    pub(crate) running_per_key: Arc<crate::tenancy::RunningJobs>,
     pub(crate) draining: AtomicBool,
     pub(crate) in_flight: Arc<Semaphore>,
     /// Slots in `in_flight` (`max_in_flight` at start).
@@ -340,6 +340,7 @@ impl AppState {
             #[cfg(feature = "postgres")]
             pg,
             running: Mutex::new(HashMap::new()),
+            running_per_key: Arc::default(),
             draining: AtomicBool::new(false),
             in_flight: Arc::new(Semaphore::new(max)),
             in_flight_limit: max,

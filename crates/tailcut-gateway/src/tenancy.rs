@@ -1,5 +1,5 @@
-//! Tenants: API keys (stored as SHA-256), per-key token-bucket rate limits and per-key
-//! budgets; and the per-route hedge-load cap.
+//! Tenants: API keys (stored as SHA-256), per-key token-bucket rate limits, per-key
+//! budgets and per-key caps on running jobs; and the per-route hedge-load cap.
 //!
 //! A key's budget is an [`Account`] in the gateway's one ledger (the SQLite file of
 //! `budget.ledger`, or memory for `":memory:"`), kept under the key's name: each
@@ -88,6 +88,52 @@ pub struct Tenant {
     pub routes: Option<Vec<String>>,
     /// May open the status page (`/ui`).
     pub admin: bool,
+    /// Most jobs the key may have running at once (None: no cap of its own).
+    pub max_running_jobs: Option<usize>,
+}
+
+/// How many jobs each key has running, by key name: kept by the process (not a
+/// configuration), so a reload neither forgets running jobs nor lets a key start more.
+#[derive(Debug, Default)]
+pub struct RunningJobs {
+    counts: Mutex<std::collections::HashMap<String, usize>>,
+}
+
+/// One running job of a key: its count goes down when this drops.
+#[derive(Debug)]
+pub struct RunningJob {
+    jobs: Arc<RunningJobs>,
+    key: String,
+}
+
+impl RunningJobs {
+    /// A slot for one more running job of `key`, unless it already has `cap`.
+    pub fn start(self: &Arc<Self>, key: &str, cap: usize) -> Option<RunningJob> {
+        let mut counts = self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = counts.entry(key.to_string()).or_insert(0);
+        if *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(RunningJob { jobs: self.clone(), key: key.to_string() })
+    }
+
+    /// Jobs `key` has running.
+    pub fn running(&self, key: &str) -> usize {
+        self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(key).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for RunningJob {
+    fn drop(&mut self) {
+        let mut counts = self.jobs.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = counts.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.remove(&self.key);
+            }
+        }
+    }
 }
 
 tokio::task_local! {
@@ -167,6 +213,7 @@ impl Tenant {
             ledger: budget_usd.map(|b| Arc::new(Account { name: name.to_string(), limit: Some(MicroUsd::from_usd(b)) })),
             routes,
             admin: false,
+            max_running_jobs: None,
         }
     }
 }

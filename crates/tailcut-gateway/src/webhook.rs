@@ -5,6 +5,10 @@
 //! pods). The name is resolved again at delivery and the connection pinned to the
 //! addresses just checked, so a DNS answer that changes in between (rebinding) cannot
 //! redirect the POST; redirects are not followed.
+//!
+//! A refusal names no address and does not say whether the host resolved at all: the
+//! check must not be a way to read the gateway's internal DNS. The jobs API checks a
+//! webhook only after the caller is authorized for the route.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
@@ -21,24 +25,10 @@ pub enum WebhookError {
     /// No host, or credentials in the URL.
     #[error("{0}")]
     Shape(&'static str),
-    /// The host did not resolve.
-    #[error("host `{host}` did not resolve: {reason}")]
-    Resolve {
-        /// Host name.
-        host: String,
-        /// Resolver message.
-        reason: String,
-    },
-    /// The host resolves to an address that is not public.
-    #[error("host `{host}` resolves to {addr}, a {kind} address (set gateway.webhook_allow_private = true to allow)")]
-    Private {
-        /// Host name.
-        host: String,
-        /// The refused address.
-        addr: IpAddr,
-        /// What kind of address it is.
-        kind: &'static str,
-    },
+    /// The host did not resolve, or resolves to an address that is not public (one
+    /// answer for both, naming no address).
+    #[error("refused: not a public address")]
+    NotPublic,
     /// The POST failed.
     #[error("delivery failed: {0}")]
     Delivery(String),
@@ -73,19 +63,9 @@ pub async fn check(url: &str, allow_private: bool) -> Result<Target, WebhookErro
         None => return Err(WebhookError::Shape("a webhook URL needs a host")),
     };
     let port = parsed.port_or_known_default().ok_or(WebhookError::Shape("a webhook URL needs a port"))?;
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
-        .await
-        .map_err(|e| WebhookError::Resolve { host: host.clone(), reason: e.to_string() })?
-        .collect();
-    if addrs.is_empty() {
-        return Err(WebhookError::Resolve { host, reason: "no addresses".into() });
-    }
-    if !allow_private {
-        for a in &addrs {
-            if let Some(kind) = non_public(a.ip()) {
-                return Err(WebhookError::Private { host, addr: a.ip(), kind });
-            }
-        }
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port)).await.map_err(|_| WebhookError::NotPublic)?.collect();
+    if addrs.is_empty() || (!allow_private && addrs.iter().any(|a| non_public(a.ip()).is_some())) {
+        return Err(WebhookError::NotPublic);
     }
     Ok(Target { url: parsed, host, addrs })
 }
@@ -208,18 +188,25 @@ mod tests {
         for (url, why) in [
             ("file:///etc/passwd", "scheme `file`"),
             ("gopher://example.com/", "scheme `gopher`"),
-            ("http://127.0.0.1:9/internal/admin", "loopback"),
-            ("http://localhost:9/", "loopback"),
-            ("http://[::1]:9/", "loopback"),
-            ("http://169.254.169.254/latest/meta-data/", "cloud metadata"),
-            ("http://10.0.0.5/", "private"),
-            ("http://2130706433/", "loopback"),
-            ("http://0x7f.1/", "loopback"),
             ("http://user:pw@8.8.8.8/", "credentials"),
             ("not a url", "not a valid URL"),
         ] {
             let e = check(url, false).await.unwrap_err().to_string();
             assert!(e.contains(why), "{url}: {e}");
+        }
+        // Non-public targets, and names that do not resolve, get one answer that names
+        // no address: the check reveals nothing of the gateway's own DNS.
+        for url in [
+            "http://127.0.0.1:9/internal/admin",
+            "http://localhost:9/",
+            "http://[::1]:9/",
+            "http://169.254.169.254/latest/meta-data/",
+            "http://10.0.0.5/",
+            "http://2130706433/",
+            "http://0x7f.1/",
+            "http://no-such-host.invalid/",
+        ] {
+            assert_eq!(check(url, false).await.unwrap_err().to_string(), "refused: not a public address", "{url}");
         }
         assert!(check("http://8.8.8.8:80/hook", false).await.is_ok());
         assert!(check("http://127.0.0.1:9/hook", true).await.is_ok());

@@ -121,6 +121,38 @@ async fn a_malformed_upstream_reply_is_a_502_not_a_completion() {
     assert!(v["error"]["message"].as_str().unwrap().contains("no upstream returned a valid response"), "{v}");
 }
 
+/// A request refused after it was routed — the budget's 429, a 502 — is counted in
+/// `tailcut_requests_total` under its route, so per-route alerts see it; `route="-"` is
+/// only for a refusal before routing (an unknown model, a bad body).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_after_routing_are_counted_under_their_route() {
+    let malformed = MockServer::start(
+        Flavor::OpenAi,
+        Behaviour { queue: Duration::from_millis(10), run: Duration::from_millis(10), malformed: true, ..Behaviour::default() },
+    )
+    .await
+    .unwrap();
+    // A budget no submission fits: each is projected at $0.001/s × 10 s = $0.01.
+    let budget = format!(
+        "[budget]\nledger = \":memory:\"\nsoft_stop_usd = 0.001\nhard_stop_usd = 0.001\n[gateway]\nauth = \"none\"\nstore = \":memory:\"\n{}expected_run_s = 10\n{}",
+        openai_provider("up", &format!("{}/v1", malformed.url())).replace("rate_usd_per_s = 0.0", "rate_usd_per_s = 0.001"),
+        tailcut_testkit::config::single_chat_route("one", "up")
+    );
+    let http = reqwest::Client::new();
+    for (toml, want) in [(budget, 429), (config(&malformed.url(), ""), 502)] {
+        let url = common::serve_config(&toml).await;
+        let r = http.post(&url).json(&body(false)).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), want, "{}", r.text().await.unwrap());
+        let unknown = http.post(&url).json(&serde_json::json!({"model": "nope", "messages": []})).send().await.unwrap();
+        assert_eq!(unknown.status().as_u16(), 404);
+        let m = metrics(&http, &url).await;
+        let counted = |route: &str, status: u16| format!("tailcut_requests_total{{route=\"{route}\",status=\"{status}\"}} 1\n");
+        assert!(m.contains(&counted("chat", want)), "a {want} after routing is counted under its route:\n{m}");
+        assert!(!m.contains(&format!("route=\"-\",status=\"{want}\"")), "{m}");
+        assert!(m.contains(&counted("-", 404)), "a refusal before routing is `-`:\n{m}");
+    }
+}
+
 /// A body over `max_body_bytes` gets an OpenAI-style JSON 413 whether its length was
 /// declared or it arrived chunked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -266,7 +298,7 @@ async fn the_total_timeout_answers_504_and_leaves_a_receipt() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(text.contains(want), "{text}");
-    assert!(text.contains(r#"tailcut_requests_total{route="-",status="504"} 1"#), "{text}");
+    assert!(text.contains(r#"tailcut_requests_total{route="chat",status="504"} 1"#), "counted under its route: {text}");
     // No leak: the route's leak counter (exported from the start, at zero) stays at zero.
     assert!(text.contains("tailcut_leaks_total{route=\"chat\"} 0\n"), "{text}");
 }

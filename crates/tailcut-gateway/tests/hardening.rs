@@ -196,6 +196,33 @@ async fn webhooks_to_private_addresses_or_other_schemes_are_refused_unless_allow
     assert_eq!(hits.load(Ordering::SeqCst), 1, "explicitly allowed: delivered");
 }
 
+/// A webhook is looked up only for a caller authorized for the route, and a refusal
+/// names no address (nor whether the host resolved): the check is no oracle of the
+/// gateway's internal DNS.
+#[tokio::test]
+async fn a_webhook_is_checked_after_authorization_and_its_refusal_names_no_address() {
+    let base = gateway(&config(&format!(
+        "keys = [{{ name = \"alice\", sha256 = \"{}\", routes = [\"jobs\"] }}]",
+        tailcut_gateway::tenancy::sha256_hex(ALICE)
+    )))
+    .await;
+    let http = reqwest::Client::new();
+    let post = |route: &str, hook: &str| {
+        http.post(format!("{base}/v1/jobs")).bearer_auth(ALICE).json(&serde_json::json!({"route": route, "input": {}, "webhook": hook}))
+    };
+    // A route the key may not use: 403, whatever the webhook.
+    for hook in ["http://localhost:9/hook", "http://127.0.0.1:9/hook", "http://no-such-host.invalid/hook"] {
+        let (s, body) = json(post("slowjobs", hook).send().await.unwrap()).await;
+        assert_eq!(s, 403, "{hook}: the route is refused before the webhook is looked up: {body}");
+    }
+    // Its own route: a refusal that says what, and nothing of where.
+    for hook in ["http://localhost:9/hook", "http://[::1]:9/hook", "http://10.1.2.3/hook", "http://no-such-host.invalid/hook"] {
+        let (s, body) = json(post("jobs", hook).send().await.unwrap()).await;
+        assert_eq!(s, 400, "{hook}: {body}");
+        assert_eq!(body["error"]["message"], "`webhook`: refused: not a public address", "{hook}");
+    }
+}
+
 #[tokio::test]
 async fn deleting_a_missing_job_answers_at_once() {
     let base = gateway(&config("auth = \"none\"")).await;

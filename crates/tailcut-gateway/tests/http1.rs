@@ -516,6 +516,7 @@ async fn a_client_that_hangs_up_stops_its_race_with_a_receipt_for_every_attempt(
         assert_eq!(dropped.load(Ordering::SeqCst), want, "{body}: both upstream requests closed");
         let closed = metrics.lines().find(|l| l.starts_with("tailcut_requests_total{") && l.contains("status=\"499\""));
         assert!(closed.is_some_and(|l| l.ends_with(&format!(" {}", i + 1))), "{body}: counted as 499:\n{metrics}");
+        assert!(closed.is_some_and(|l| l.contains("route=\"chat\"")), "{body}: counted under its route:\n{metrics}");
     }
 }
 

@@ -157,6 +157,8 @@ pub(crate) struct State {
     pub status_calls: AtomicU32,
     pub disconnects: AtomicU32,
     pub submits: AtomicU32,
+    /// The most jobs queued or running at once, as of each submit.
+    pub max_live: AtomicU32,
     pub vanished: std::sync::atomic::AtomicBool,
     pub vanish: tokio::sync::Notify,
     /// When the first worker is ready (Vast.ai: `queue` after the first route call; no
@@ -199,6 +201,10 @@ impl State {
         };
         if let Ok(mut jobs) = self.jobs.lock() {
             jobs.insert(id.clone(), job);
+            // Live jobs only grow at a submit, so counting them here finds the peak.
+            let now = Instant::now();
+            let live = jobs.values().filter(|j| matches!(j.phase(now), Phase::Queued | Phase::Running)).count();
+            self.max_live.fetch_max(u32::try_from(live).unwrap_or(u32::MAX), Ordering::SeqCst);
         }
         id
     }

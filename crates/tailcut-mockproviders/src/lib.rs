@@ -10,8 +10,9 @@
 //! Every server shares one job engine whose [`Behaviour`] sets queue and run times,
 //! failures, malformed bodies, status-call 5xx and 429 (with `Retry-After`), hangs,
 //! result expiry, and whether running cancels are honoured. [`MockServer::vanish`]
-//! drops the server mid-job. [`EchoServer`] is a server that echoes the credentials
-//! it was sent back (for redaction tests).
+//! drops the server mid-job. [`MockServer::max_live`] is the most jobs it had queued or
+//! running at once. [`EchoServer`] is a server that echoes the credentials it was sent
+//! back, plainly or JSON-escaped ([`Escape`]), for redaction tests.
 
 #![warn(missing_docs)]
 
@@ -20,7 +21,7 @@ mod engine;
 mod routes;
 mod server;
 
-pub use echo::{Echo, EchoServer};
+pub use echo::{Echo, EchoServer, Escape};
 pub use engine::{Behaviour, Flavor, JobView, Phase};
 pub use server::MockServer;
 pub use tailcut_providers::ProviderKind;

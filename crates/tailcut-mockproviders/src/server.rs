@@ -33,6 +33,7 @@ impl MockServer {
             status_calls: AtomicU32::new(0),
             disconnects: AtomicU32::new(0),
             submits: AtomicU32::new(0),
+            max_live: AtomicU32::new(0),
             vanished: std::sync::atomic::AtomicBool::new(false),
             vanish: tokio::sync::Notify::new(),
             ready_at: Mutex::new(None),
@@ -64,6 +65,12 @@ impl MockServer {
     /// Submits seen.
     pub fn submits(&self) -> u32 {
         self.state.submits.load(Ordering::SeqCst)
+    }
+
+    /// The most jobs queued or running at once so far (a job cancelled while running
+    /// counts until its cancel takes effect).
+    pub fn max_live(&self) -> u32 {
+        self.state.max_live.load(Ordering::SeqCst)
     }
 
     /// Client disconnects seen on synchronous/streaming requests.

@@ -11,9 +11,15 @@
 //! ordinary output, and such a value is no credential worth the name.
 //!
 //! **What is matched**: each secret's raw value (which covers `Bearer <key>`, `Key
-//! <key>`, `Api-Key <key>`), its percent-encoded form (upper- and lower-case hex) and
-//! its JSON-escaped form where they differ, and its base64 form at each of the three
-//! byte alignments, so `Basic base64(user:key)` is caught whatever the user part is.
+//! <key>`, `Api-Key <key>`), its percent-encoded form (upper- and lower-case hex), and
+//! its base64 form at each of the three byte alignments, so `Basic base64(user:key)` is
+//! caught whatever the user part is. Each of these is matched as the tenant will *read*
+//! it, too: in the reply's text with its JSON escapes decoded (`redact/escapes.rs`), so every
+//! JSON-escaped spelling of a secret (`\/` for `/`, `\uXXXX` for any character in either
+//! hex case, surrogate pairs, any mix with plain characters, and the escapes of JSON
+//! inside a JSON string) is replaced, raw bytes and all. A reply with no escape that
+//! could be part of a secret (most: the `\n` and `\"` of ordinary text decode to bytes
+//! no secret holds) is matched as it is, in one pass.
 //!
 //! **Where**: at the one place provider bytes enter tailcut — the functions that read a
 //! reply off the wire ([`crate::client`] for reqwest, [`crate::plain`] for the plain
@@ -23,10 +29,13 @@
 //!
 //! **Redacted to**: [`REDACTED`], which keeps a JSON string a JSON string.
 
+mod escapes;
+
 use aho_corasick::{AhoCorasick, MatchKind};
 use base64::Engine;
 use bytes::{Bytes, BytesMut};
 use std::cell::RefCell;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -41,6 +50,8 @@ pub const MIN_SECRET_LEN: usize = 8;
 pub struct Redactor {
     matcher: Option<AhoCorasick>,
     needles: Vec<Vec<u8>>,
+    /// The escapes that could hide a secret (`escapes::trigger_patterns`).
+    triggers: Option<escapes::Triggers>,
 }
 
 /// The byte strings that betray `secret`: the forms listed in the module docs.
@@ -56,9 +67,7 @@ pub fn needles(secret: &str) -> Vec<Vec<u8>> {
     for upper in [true, false] {
         add(percent_encoded(raw, upper));
     }
-    if let Ok(json) = serde_json::to_string(secret) {
-        add(json.as_bytes()[1..json.len() - 1].to_vec());
-    }
+    // (JSON-escaped forms are found by matching these in the decoded text: `escapes`.)
     // Base64 of a longer string (`user:key`) contains, for the key's alignment, the
     // encoding of the key's bytes from its first whole 3-byte group on: those groups
     // encode the same whatever surrounds them.
@@ -108,7 +117,16 @@ impl Redactor {
         // Leftmost-longest: where an encoding contains another (a key inside its own
         // percent-encoded form), the whole of the longer one goes.
         let matcher = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(&all).ok();
-        Redactor { matcher, needles: all }
+        Redactor { matcher, triggers: escapes::Triggers::new(&all), needles: all }
+    }
+
+    /// Where in `raw` a secret is, in any of its forms, as written or as a reader decodes
+    /// it, and the decoded views it was looked for in (none when no escape could hide one:
+    /// then the raw bytes are what a reader reads, and are scanned once).
+    fn find(&self, m: &AhoCorasick, raw: &[u8]) -> (Vec<escapes::View>, Vec<Range<usize>>) {
+        let views = self.triggers.as_ref().map_or_else(Vec::new, |t| escapes::views(raw, t));
+        let spans = spans(m, raw, &views);
+        (views, spans)
     }
 
     /// Whether there is nothing to redact.
@@ -119,24 +137,21 @@ impl Redactor {
     /// `bytes` with every secret replaced; the same buffer (no copy) when none occurs.
     pub fn bytes(&self, bytes: Bytes) -> Bytes {
         let Some(m) = &self.matcher else { return bytes };
-        if m.find(&bytes[..]).is_none() {
+        let (_, spans) = self.find(m, &bytes);
+        if spans.is_empty() {
             return bytes;
         }
-        let mut out = Vec::with_capacity(bytes.len());
-        m.replace_all_with_bytes(&bytes, &mut out, |_, _, dst| {
-            dst.extend_from_slice(REDACTED.as_bytes());
-            true
-        });
-        out.into()
+        replaced(&bytes, &spans).into()
     }
 
     /// `text` with every secret replaced.
     pub fn text(&self, text: String) -> String {
-        let Some(m) = &self.matcher else { return text };
-        if m.find(&text).is_none() {
+        if self.matcher.is_none() {
             return text;
         }
-        m.replace_all(&text, &[REDACTED].repeat(self.needles.len()))
+        let out = self.bytes(Bytes::from(text));
+        // Spans are whole characters (needles are text, escapes decode to whole ones).
+        String::from_utf8(Vec::from(out)).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
     }
 
     /// How many bytes at the end of `tail` could be the start of a secret that the next
@@ -157,7 +172,8 @@ impl Redactor {
     }
 
     /// One chunk of a stream, given what was held back from the previous one: what can
-    /// be sent now (redacted) and what to hold back for the next chunk.
+    /// be sent now (redacted) and what to hold back for the next chunk: the start of a
+    /// possible secret, in the raw bytes or in the decoded text, and an escape cut short.
     fn stream_chunk(&self, held: &mut BytesMut, chunk: Bytes) -> Bytes {
         let Some(m) = &self.matcher else { return chunk };
         let buf = if held.is_empty() {
@@ -166,13 +182,59 @@ impl Redactor {
             held.extend_from_slice(&chunk);
             held.split().freeze()
         };
+        let (views, spans) = self.find(m, &buf);
         // Only the part after the last complete secret can hold the start of another.
-        let after = m.find_iter(&buf[..]).last().map_or(0, |x| x.end());
-        let hold = self.pending_prefix(&buf[after..]);
-        let send = buf.slice(..buf.len() - hold);
-        held.extend_from_slice(&buf[buf.len() - hold..]);
-        self.bytes(send)
+        let after = spans.last().map_or(0, |s| s.end);
+        let mut hold_from = buf.len() - self.pending_prefix(&buf[after..]);
+        for v in &views {
+            let pending = self.pending_prefix(&v.bytes[v.before(after)..]);
+            if pending > 0 {
+                hold_from = hold_from.min(v.start(v.bytes.len() - pending));
+            }
+            if let Some(cut) = v.cut {
+                hold_from = hold_from.min(cut.max(after));
+            }
+        }
+        held.extend_from_slice(&buf[hold_from..]);
+        if spans.is_empty() {
+            return buf.slice(..hold_from);
+        }
+        replaced(&buf[..hold_from], &spans).into()
     }
+}
+
+/// Where in `raw` a secret is, in any of its forms, raw or read through the decoded
+/// `views`: sorted, overlaps merged.
+fn spans(m: &AhoCorasick, raw: &[u8], views: &[escapes::View]) -> Vec<Range<usize>> {
+    let mut spans: Vec<Range<usize>> = m.find_iter(raw).map(|x| x.range()).collect();
+    for v in views {
+        spans.extend(m.find_iter(&v.bytes[..]).map(|x| v.raw(x.range())));
+    }
+    if views.is_empty() {
+        return spans; // one leftmost-longest pass: sorted, disjoint
+    }
+    spans.sort_unstable_by_key(|s| (s.start, std::cmp::Reverse(s.end)));
+    let mut merged: Vec<Range<usize>> = Vec::with_capacity(spans.len());
+    for s in spans {
+        match merged.last_mut() {
+            Some(last) if s.start < last.end => last.end = last.end.max(s.end),
+            _ => merged.push(s),
+        }
+    }
+    merged
+}
+
+/// `raw` with each of `spans` (sorted, disjoint, within `raw`) replaced by [`REDACTED`].
+fn replaced(raw: &[u8], spans: &[Range<usize>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut at = 0;
+    for s in spans {
+        out.extend_from_slice(&raw[at..s.start]);
+        out.extend_from_slice(REDACTED.as_bytes());
+        at = s.end;
+    }
+    out.extend_from_slice(&raw[at..]);
+    out
 }
 
 /// The secrets registered so far, and a redactor built from them.
@@ -403,5 +465,111 @@ mod tests {
         let got: Vec<Result<Bytes, ()>> = futures::StreamExt::collect(s).await;
         let all: Vec<u8> = got.into_iter().flat_map(|c| c.unwrap().to_vec()).collect();
         assert_eq!(String::from_utf8(all).unwrap(), format!("a {REDACTED} b"));
+    }
+
+    /// `secret` written the way a JSON encoder might: each character as itself, `/` as
+    /// `\/`, or as `\uXXXX` (surrogate pairs beyond the BMP) in lower- or upper-case hex,
+    /// by `forms` (cycled).
+    fn escaped(secret: &str, forms: &[u8]) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        for (c, f) in secret.chars().zip(forms.iter().cycle()) {
+            match f % 4 {
+                1 if c == '/' => out.push_str("\\/"),
+                0 | 1 => out.push(c),
+                form => {
+                    for unit in c.encode_utf16(&mut [0u16; 2]) {
+                        let _ = if form == 2 { write!(out, "\\u{unit:04x}") } else { write!(out, "\\u{unit:04X}") };
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Redacts `text` cut at `cuts` as a stream, and whole.
+    fn streamed_and_whole(r: &Redactor, text: &str, cuts: &[usize]) -> (String, String) {
+        let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (text.len() + 1)).collect();
+        cuts.sort_unstable();
+        let (mut held, mut out, mut at) = (BytesMut::new(), Vec::new(), 0);
+        for c in cuts.into_iter().chain([text.len()]) {
+            out.extend_from_slice(&r.stream_chunk(&mut held, Bytes::copy_from_slice(&text.as_bytes()[at..c])));
+            at = c;
+        }
+        out.extend_from_slice(&r.bytes(held.split().freeze()));
+        let whole = r.bytes(Bytes::copy_from_slice(text.as_bytes()));
+        (String::from_utf8(out).unwrap(), String::from_utf8(whole.to_vec()).unwrap())
+    }
+
+    const WIDE: &str = "sk-ünï/cödé+😀=0123456789";
+
+    #[test]
+    fn every_json_escaped_spelling_of_a_secret_is_replaced() {
+        let r = Redactor::new([KEY, WIDE]);
+        for secret in [KEY, WIDE] {
+            for forms in [&[0u8][..], &[1], &[2], &[3], &[0, 1, 2, 3], &[3, 2, 1], &[1, 1, 2, 0, 3, 3]] {
+                let spelled = escaped(secret, forms);
+                let body = format!(r#"{{"error": {{"message": "bad key Bearer {spelled} sent"}}}}"#);
+                let out = redact(&r, &body);
+                let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{body} -> {out}: {e}"));
+                assert_eq!(v["error"]["message"], format!("bad key Bearer {REDACTED} sent"), "{body} -> {out}");
+                // In a string in a string: a tool call's arguments, read by a second parse.
+                let inner = format!(r#"{{"key": "{spelled}"}}"#);
+                let body = serde_json::json!({"arguments": inner}).to_string();
+                let out = redact(&r, &body);
+                let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+                let args: serde_json::Value = serde_json::from_str(v["arguments"].as_str().unwrap()).unwrap();
+                assert_eq!(args["key"], REDACTED, "{body} -> {out}");
+            }
+        }
+        // Escapes no secret could hold leave a reply untouched, and uncopied.
+        let plain = Bytes::from_static(b"{\"content\": \"line\\none \\\"two\\\" C:\\\\dir\"}");
+        assert_eq!(r.bytes(plain.clone()).as_ptr(), plain.as_ptr());
+    }
+
+    #[test]
+    fn an_escaped_secret_cut_across_stream_chunks_is_still_replaced() {
+        let r = Redactor::new([KEY]);
+        let text = format!("data: {{\"error\": \"Bearer {}\"}}\n\ndata: [DONE]\n\n", escaped(KEY, &[0, 1, 2, 3, 2]));
+        for cut in 0..=text.len() {
+            for second in [cut, (cut + 3).min(text.len()), (cut + 7).min(text.len())] {
+                let (streamed, whole) = streamed_and_whole(&r, &text, &[cut, second]);
+                assert_eq!(streamed, whole, "cut at {cut}/{second}");
+                assert_eq!(whole, format!("data: {{\"error\": \"Bearer {REDACTED}\"}}\n\ndata: [DONE]\n\n"));
+            }
+        }
+        // An escape cut short at a chunk's end waits for the rest, and only it.
+        let mut held = BytesMut::new();
+        let out = r.stream_chunk(&mut held, Bytes::from_static(b"data: {\"c\": \"x\\u00"));
+        assert_eq!((&out[..], &held[..]), (&b"data: {\"c\": \"x"[..], &b"\\u00"[..]));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(512))]
+
+        /// Any mix of escapes, text around the secret, a string in a string or not, and
+        /// any chunking: what a reader decodes never holds the secret, keeps the text
+        /// around it, and a stream is redacted exactly as the whole reply.
+        #[test]
+        fn escaped_secrets_never_survive_any_mix_or_chunking(
+            wide in proptest::bool::ANY,
+            forms in proptest::collection::vec(0u8..4, 1..40),
+            before in "[ a-z.,]{0,12}",
+            after in "[ a-z.,]{0,12}",
+            nested in proptest::bool::ANY,
+            cuts in proptest::collection::vec(0usize..400, 0..6),
+        ) {
+            let r = Redactor::new([KEY, WIDE]);
+            let secret = if wide { WIDE } else { KEY };
+            let inner = format!(r#"{{"c": "{before}{}{after}\n"}}"#, escaped(secret, &forms));
+            let text = if nested { format!("data: {}\n\n", serde_json::json!({"arguments": inner})) } else { format!("data: {inner}\n\n") };
+            let (streamed, whole) = streamed_and_whole(&r, &text, &cuts);
+            proptest::prop_assert_eq!(&streamed, &whole);
+            let mut v: serde_json::Value = serde_json::from_str(whole.trim_start_matches("data: ").trim_end()).unwrap();
+            if nested {
+                v = serde_json::from_str(v["arguments"].as_str().unwrap()).unwrap();
+            }
+            proptest::prop_assert_eq!(v["c"].as_str().unwrap(), format!("{before}{REDACTED}{after}\n"));
+        }
     }
 }

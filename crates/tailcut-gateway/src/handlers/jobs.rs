@@ -3,7 +3,7 @@
 //! its trace), `GET /v1/jobs/{id}` reads it, `DELETE /v1/jobs/{id}` stops it (every live
 //! attempt cancelled, with receipts). A job is only ever visible to its own tenant.
 
-use crate::admission::{parse_json, RequestBody};
+use crate::admission::{admit_job, parse_json, RequestBody};
 use crate::auth::{authenticate, authorize};
 use crate::error::ApiError;
 use crate::observe::{log, record_refusal, with_request_id};
@@ -72,14 +72,22 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
     let input = v.get("input").cloned().ok_or_else(|| ApiError::BadRequest("`input` is required".into()))?;
     let webhook = match v.get("webhook") {
         None | Some(Value::Null) => None,
-        Some(Value::String(url)) => Some(
+        Some(Value::String(url)) => Some(url.as_str()),
+        Some(_) => return Err(ApiError::BadRequest("`webhook` must be a URL string".into())),
+    };
+    authorize(&tenant, &route.cfg.name)?;
+    // Resolved only for a caller the route is open to, and refused without naming what
+    // the host resolved to: the check is no oracle of the gateway's DNS.
+    let webhook = match webhook {
+        Some(url) => Some(
             crate::webhook::check(url, rt.config.gateway.webhook_allow_private)
                 .await
                 .map_err(|e| ApiError::BadRequest(format!("`webhook`: {e}")))?,
         ),
-        Some(_) => return Err(ApiError::BadRequest("`webhook` must be a URL string".into())),
+        None => None,
     };
-    authorize(&tenant, &route.cfg.name)?;
+    // A running job holds an in-flight slot and one of its key's job slots until it ends.
+    let slot = admit_job(st, &tenant, rt.config.gateway.admission_wait).await?;
     let id = new_job_id().map_err(|e| ApiError::Unavailable(format!("no randomness for a job id: {e}")))?;
     st.store.insert(&id, &route.cfg.name, &tenant.name).await.map_err(|e| ApiError::Unavailable(format!("job store: {e}")))?;
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
@@ -132,6 +140,8 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
         if let Ok(mut r) = st2.running.lock() {
             r.remove(&id2);
         }
+        // Its losers settled and its row written, the job no longer runs.
+        drop(slot);
         if let Some(url) = webhook {
             if let Ok(Some(row)) = st2.store.get(&id2).await {
                 if let Err(e) = crate::webhook::deliver(&url, allow_private, &row.to_json()).await {

@@ -30,13 +30,17 @@ pub(crate) async fn serve(st: Arc<AppState>, headers: HeaderMap, body: Bytes, ep
     let rid = st.request_id(&headers);
     let started = std::time::Instant::now();
     let cx = RequestContext { rid: &rid, started, hangup };
-    let result = serve_inner(&st, &headers, body, ep, &cx).await;
-    let (status, route) = match &result {
-        Ok((r, route)) => (r.status(), route.cfg.name.as_str()),
-        Err(e) => (e.status(), "-"),
+    // The route, once the request has one: a refusal after routing (a budget's 429, a
+    // 502, a client's 499, a 504) is counted under it; `-` is for refusals before.
+    let mut routed: Option<Arc<OpenAiRoute>> = None;
+    let result = serve_inner(&st, &headers, body, ep, &cx, &mut routed).await;
+    let route = routed.as_ref().map_or("-", |r| r.cfg.name.as_str());
+    let status = match &result {
+        Ok(r) => r.status(),
+        Err(e) => e.status(),
     };
-    match &result {
-        Ok((_, r)) if status == StatusCode::OK => st.metrics.add_series(&r.series.ok, 1.0),
+    match &routed {
+        Some(r) if result.is_ok() && status == StatusCode::OK => st.metrics.add_series(&r.series.ok, 1.0),
         _ => st.metrics.inc("tailcut_requests_total", &[("route", route), ("status", status.as_str())]),
     }
     log(
@@ -44,7 +48,7 @@ pub(crate) async fn serve(st: Arc<AppState>, headers: HeaderMap, body: Bytes, ep
         || json!({"request_id": rid, "route": route, "status": status.as_u16(), "ms": started.elapsed().as_secs_f64() * 1000.0}),
     );
     match result {
-        Ok((r, _)) => r,
+        Ok(r) => r,
         Err(e) => with_request_id(e.into_response(), &rid),
     }
 }
@@ -59,14 +63,16 @@ pub(crate) struct RequestContext<'a> {
     pub hangup: Option<Arc<Hangup>>,
 }
 
-/// Serves one OpenAI-style request; the route that served it comes back with the response.
+/// Serves one OpenAI-style request; the route it selects is put in `routed` as soon as
+/// it is known.
 async fn serve_inner(
     st: &Arc<AppState>,
     headers: &HeaderMap,
     body: Bytes,
     ep: Endpoint,
     cx: &RequestContext<'_>,
-) -> Result<(Response, Arc<OpenAiRoute>), ApiError> {
+    routed: &mut Option<Arc<OpenAiRoute>>,
+) -> Result<Response, ApiError> {
     let (rid, started) = (cx.rid, cx.started);
     if st.draining.load(Ordering::Relaxed) {
         return Err(ApiError::Unavailable("the gateway is draining".into()));
@@ -84,6 +90,7 @@ async fn serve_inner(
         .filter(|r| may_use(&tenant, &r.cfg.name))
         .cloned()
         .ok_or_else(|| ApiError::NotFound(format!("model `{model}` is not served here")))?;
+    *routed = Some(route.clone());
     authorize(&tenant, &route.cfg.name)?;
     match ep {
         Endpoint::Chat if fields.messages != Field::Array => return Err(ApiError::BadRequest("`messages` is required".into())),
@@ -99,8 +106,7 @@ async fn serve_inner(
     let ledger = tenant.ledger.clone();
     if streamed {
         let req = stream::StreamRequest { body, rid, permit, stop_at, ledger, hangup: cx.hangup.as_ref() };
-        let resp = stream::serve(st, &route, route.raced(ep, true), req).await?;
-        return Ok((resp, route));
+        return stream::serve(st, &route, route.raced(ep, true), req).await;
     }
     let raced = route.raced(ep, false);
     // The body is forwarded as sent unless a provider must rewrite it.
@@ -144,7 +150,7 @@ async fn serve_inner(
     }
     let mut resp = Response::new(axum::body::Body::from(bytes));
     *resp.headers_mut() = h;
-    Ok((resp, route))
+    Ok(resp)
 }
 
 /// `GET /v1/models`: the models the caller may use.

@@ -43,6 +43,7 @@ pub mod policy;
 pub mod provider;
 pub mod receipt;
 pub mod stream;
+pub mod text;
 pub mod trace;
 pub mod validate;
 

@@ -35,11 +35,12 @@ fn scale(field: &str, x: f64) -> Result<(), String> {
     }
 }
 
+/// Every value of a bucket vector within `[0, hi]` (the field named only on an error).
 fn each(field: &str, name: &str, v: &[f64], hi: f64) -> Result<(), String> {
-    for (k, x) in v.iter().enumerate() {
-        within(&format!("{field}.{name}[{k}]"), *x, 0.0, hi)?;
+    match v.iter().position(|x| !(x.is_finite() && (0.0..=hi).contains(x))) {
+        Some(k) => within(&format!("{field}.{name}[{k}]"), v[k], 0.0, hi),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 impl DecayedSketch {

@@ -404,10 +404,10 @@ impl Model {
     pub fn check(&self) -> Result<(), String> {
         use crate::sketch::within;
         let c = &self.config;
-        if !(c.half_life > 0.0) {
-            return Err(format!("config.half_life must be a positive number of observations (found {})", c.half_life));
-        }
         within("config.half_life", c.half_life, 0.0, 1e9)?;
+        if c.half_life == 0.0 {
+            return Err("config.half_life must be a positive number of observations (found 0)".into());
+        }
         within("config.slow_quantile", c.slow_quantile, 0.0, 1.0)?;
         within("config.cutover_poll_s", c.cutover_poll_s, 0.0, 1e6)?;
         if self.providers.len() > MAX_PROVIDERS {

@@ -101,7 +101,7 @@ impl Race {
     }
 }
 
-/// Trace-write failures must never fail a request; they are reported on stderr.
+/// Trace-write failures must never fail a request; they are logged (`trace_write_failed`).
 fn tracing_fallback(message: &str) {
-    eprintln!("tailcut: could not write trace record: {message}");
+    crate::log::warn("trace_write_failed", || serde_json::json!({"error": message}));
 }

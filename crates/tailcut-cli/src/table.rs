@@ -1,4 +1,5 @@
-//! Plain-text tables with aligned columns (numbers right-aligned).
+//! Plain-text tables with aligned columns (numbers right-aligned), every cell printed
+//! with control characters escaped.
 
 /// A table being built.
 #[derive(Debug, Default)]
@@ -13,9 +14,11 @@ impl Table {
         Table { header: header.iter().map(|s| s.to_string()).collect(), rows: Vec::new() }
     }
 
-    /// Adds a row.
+    /// Adds a row. Cells hold names read from files (providers, policies, request ids),
+    /// so control characters are written escaped ([`tailcut_core::text::escaped`]): a name
+    /// cannot recolour the terminal, move the cursor or forge a line.
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows.push(cells.into_iter().map(|c| tailcut_core::text::escaped(&c).into_owned()).collect());
     }
 
     /// Renders with two spaces between columns; the first column is left-aligned.

@@ -135,6 +135,44 @@ fn the_example_configs_the_readme_points_at_pass_check() {
     }
 }
 
+/// `tailcut config import-gpuhedge` on `yaml`: its TOML, parsed, after asserting exit 0.
+fn imported(yaml: &str) -> (toml::Table, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gpuhedge.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let out = tailcut(&["config", "import-gpuhedge", path.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    (toml::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}")), text)
+}
+
+fn keys(t: &toml::Table) -> Vec<&str> {
+    t.keys().map(String::as_str).collect()
+}
+
+/// Issue 27 item 5: a provider name is written as a TOML key, quoted where it is not a
+/// bare key, so no name can close its table and open one of its own (this one, from the
+/// issue, opened the gateway to the world with exit 0). The name survives as the
+/// provider's name, and as a policy's.
+#[test]
+fn import_gpuhedge_writes_every_name_as_one_key() {
+    let evil = "a]\nadapter = \"sim\"\nsim = { profile = \"runpod\" }\nrate_usd_per_s = 0.1\n[gateway]\nauth = \"none\"\nlisten = \"0.0.0.0:8080\"\n[providers.x";
+    let quoted = serde_json::to_string(evil).unwrap();
+    let (doc, text) = imported(&format!("providers:\n  {quoted}: {{ billed_rate_per_s: 0.0003, adapter: sim }}\n"));
+    assert_eq!(keys(&doc), ["race", "validator", "providers"], "{text}");
+    assert_eq!(keys(doc["providers"].as_table().unwrap()), [evil], "{text}");
+
+    let (doc, text) = imported(&format!(
+        "providers:\n  {quoted}: {{ billed_rate_per_s: 0.0003, adapter: sim }}\n  ok: {{ billed_rate_per_s: 0.0007, adapter: sim }}\n\
+         policy: {{ primary: ok, hedge_choose_one_of: [{quoted}] }}\n"
+    ));
+    assert_eq!(keys(&doc), ["race", "validator", "providers", "policies"], "{text}");
+    assert_eq!(keys(doc["providers"].as_table().unwrap()), [evil, "ok"], "{text}");
+    let hedge = format!("hedge-{evil}");
+    assert_eq!(keys(doc["policies"].as_table().unwrap()), [hedge.as_str(), "single"], "{text}");
+    assert_eq!(doc["policies"][&hedge]["hedge"].as_str(), Some(evil));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lambda_example_checks_and_runs_through_the_openai_module() {
     // Lambda's inference API is OpenAI-compatible, with no documented difference besides

@@ -172,3 +172,43 @@ fn report_counts_refused_requests_apart_from_misses() {
     assert!(table.contains("miss>60s of sent") && table.contains("0/1 ("), "{table}");
     assert!(table.contains("refused = never sent"), "{table}");
 }
+
+/// Issue 27 item 11: provider and policy names from trace and model files reach the
+/// terminal with their control characters escaped, in `report`, `model show` and the
+/// trace readers' errors: no ESC byte of a file's is ever printed.
+#[test]
+fn names_from_files_are_printed_with_control_characters_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let evil = "x\u{1b}[2J\u{1b}[31mred\rforged";
+    let record = |id: &str| {
+        serde_json::json!({"kind": "tailcut_request", "schema_version": 1, "request_id": id, "policy": format!("single:{evil}"),
+            "winner": evil, "winner_total_ms": 100.0,
+            "attempts": [{"provider": evil, "role": "primary", "submit_offset_ms": 0.0, "wall_ms": 100.0, "valid": true, "outcome": "COMPLETED"}],
+            "receipts": []})
+        .to_string()
+    };
+    let traces = file(&dir, "t.jsonl", format!("{}\n{}\n", record("a"), record("b")).as_bytes());
+    let out = tailcut(&["report", &traces]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(text.contains("single:x\\u{1b}[2J\\u{1b}[31mred\\rforged"), "{text}");
+    assert!(!out.stdout.contains(&0x1b) && !out.stdout.contains(&b'\r'), "{text:?}");
+
+    // A reader's error quoting the file's text (a legacy record's policy label).
+    let legacy = serde_json::json!({"kind": "hedged_request", "request_id": 1, "policy": format!("{evil}->modal@1e308s"),
+        "winner": "modal", "winner_valid_at_ms": 3000});
+    let bad = file(&dir, "bad.jsonl", format!("{legacy}\n").as_bytes());
+    let out = tailcut(&["report", &bad]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("policy label `x\\u{1b}[2J") && !out.stderr.contains(&0x1b), "{:?}", stderr(&out));
+
+    // `model show`.
+    let model =
+        tailcut_model::Model::new(&[(evil.to_string(), 0.001, 0.0), ("b".into(), 0.001, 0.0)], tailcut_model::ModelConfig::default());
+    let path = dir.path().join("m.json");
+    model.save(&path).unwrap();
+    let out = tailcut(&["model", "show", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("x\\u{1b}[2J") && !out.stdout.contains(&0x1b), "{text:?}");
+}

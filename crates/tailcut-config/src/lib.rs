@@ -5,7 +5,8 @@
 //! and what was expected (`tailcut.toml: key `providers.runpod.rate_usd_per_s`:
 //! expected a non-negative number`). It also builds the engine's providers and
 //! policies from the validated config: a provider's keys are read by its kind's provider
-//! module in `tailcut-providers` (see `docs/adding-a-provider.md`). The file format is documented in
+//! module in `tailcut-providers` (see `docs/adding-a-provider.md`). [`import`] turns a
+//! GPUHedge YAML config into this TOML. The file format is documented in
 //! `docs/configuration.md`; [`BUILT_IN`] is the no-account demo configuration.
 
 #![warn(missing_docs)]
@@ -14,6 +15,7 @@ mod bounds;
 mod context;
 mod error;
 mod gateway;
+pub mod import;
 mod paths;
 mod policy;
 mod provider;

@@ -47,6 +47,7 @@ pub mod receipt;
 #[cfg(feature = "sqlite")]
 pub mod sqlite_schema;
 pub mod stream;
+pub mod text;
 pub mod trace;
 pub mod validate;
 

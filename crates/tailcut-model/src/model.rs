@@ -22,6 +22,17 @@ pub const MODEL_FORMAT: &str = "tailcut-model";
 /// Current version of the saved format.
 pub const MODEL_VERSION: u32 = 1;
 
+/// The largest model file read: 32 MiB. A provider whose every sketch has every bucket
+/// filled saves to about 370 KB, so this holds [`MAX_PROVIDERS`] of them with room to
+/// spare; real models are far smaller (their buckets are sparse). Parsed without an
+/// intermediate JSON tree, a file at the bound needs well under 100 MB.
+pub const MAX_MODEL_BYTES: usize = 32 << 20;
+
+/// The most providers a model may hold. Each is built with dense sketches (about 120 KB
+/// in memory) whatever its file says, so the count, not the file size, bounds the
+/// memory a small file could claim; no route has this many providers.
+pub const MAX_PROVIDERS: usize = 64;
+
 /// Upper edges of the idle-gap buckets for P(warm | gap), s; the last bucket is open.
 pub const GAP_EDGES_S: [f64; 9] = [5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0];
 
@@ -332,47 +343,107 @@ impl Model {
         }
     }
 
-    /// Writes the model as pretty JSON.
+    /// Writes the model as JSON. A model that would not load back (a number out of
+    /// range: an infinity would be written as `null`) is refused, and nothing is written.
     pub fn save(&self, path: &Path) -> Result<(), ModelError> {
-        let io = |source| ModelError::Io { path: path.display().to_string(), source };
-        let text = serde_json::to_string(self).map_err(|e| io(std::io::Error::other(e)))?;
-        std::fs::write(path, text).map_err(io)
+        let p = path.display().to_string();
+        self.check().map_err(|message| ModelError::Format { path: p.clone(), message: format!("not saved: {message}") })?;
+        let text = serde_json::to_string(self).map_err(|e| ModelError::Io { path: p.clone(), source: std::io::Error::other(e) })?;
+        std::fs::write(path, text).map_err(|source| ModelError::Io { path: p, source })
     }
 
-    /// Reads a model saved by [`Model::save`], checking its format and version.
+    /// Reads a model saved by [`Model::save`], checking its size, format, version and
+    /// every number (see [`Model::from_json`]). A file past [`MAX_MODEL_BYTES`] is
+    /// refused before it is read.
     pub fn load(path: &Path) -> Result<Model, ModelError> {
         let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: p.clone(), source })?;
+        let io = |source| ModelError::Io { path: p.clone(), source };
+        let len = std::fs::metadata(path).map_err(io)?.len();
+        if len > MAX_MODEL_BYTES as u64 {
+            return Err(ModelError::Format { path: p, message: too_big(len) });
+        }
+        let text = std::fs::read_to_string(path).map_err(io)?;
         Model::from_json(&text).map_err(|message| ModelError::Format { path: p, message })
     }
 
-    /// Parses a saved model.
+    /// Parses a saved model: at most [`MAX_MODEL_BYTES`] and [`MAX_PROVIDERS`] (both
+    /// checked before any provider is built), its format and version, then every
+    /// number range-checked ([`Model::check`]), the error naming the field.
     pub fn from_json(text: &str) -> Result<Model, String> {
-        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-        match v.get("format").and_then(|f| f.as_str()) {
+        if text.len() > MAX_MODEL_BYTES {
+            return Err(too_big(text.len() as u64));
+        }
+        /// What is read first: the rest is skipped, not built.
+        #[derive(Deserialize)]
+        struct Head {
+            format: Option<serde_json::Value>,
+            version: Option<serde_json::Value>,
+            #[serde(default)]
+            providers: Vec<serde::de::IgnoredAny>,
+        }
+        let head: Head = serde_json::from_str(text).map_err(|e| format!("not a model: {e}"))?;
+        match head.format.as_ref().and_then(|f| f.as_str()) {
             Some(MODEL_FORMAT) => {}
             other => return Err(format!("expected \"format\": \"{MODEL_FORMAT}\", found {other:?}")),
         }
-        match v.get("version").and_then(|f| f.as_u64()) {
+        match head.version.as_ref().and_then(|f| f.as_u64()) {
             Some(x) if x == u64::from(MODEL_VERSION) => {}
             other => return Err(format!("unsupported model version {other:?} (this build reads version {MODEL_VERSION})")),
         }
-        let m: Model = serde_json::from_value(v).map_err(|e| format!("bad model: {e}"))?;
-        let n = m.providers.len();
-        if m.pairs.iter().any(|p| p.a >= p.b || p.b >= n) {
-            return Err("bad model: a pair names a provider index out of range".into());
+        if head.providers.len() > MAX_PROVIDERS {
+            return Err(format!("bad model: providers: {} of them, expected at most {MAX_PROVIDERS}", head.providers.len()));
         }
-        if let Some(p) = m.providers.iter().find(|p| p.last_served_unix_s.is_some_and(|t| !(t.is_finite() && t >= 0.0))) {
-            return Err(format!(
-                "bad model: providers[{}].last_served_unix_s must be a time in seconds since 1970 (found {:?})",
-                p.name, p.last_served_unix_s
-            ));
-        }
-        if m.providers.iter().any(|p| p.warm_by_gap.len() != GAP_EDGES_S.len() + 1) {
-            return Err(format!("bad model: warm_by_gap must have {} buckets", GAP_EDGES_S.len() + 1));
-        }
+        let m: Model = serde_json::from_str(text).map_err(|e| format!("bad model: {e}"))?;
+        m.check().map_err(|e| format!("bad model: {e}"))?;
         Ok(m)
     }
+
+    /// Range-checks every number, as a config's are: the learning settings, each
+    /// provider's rate, idle window and statistics, each pair's. The error names the
+    /// field (`providers[0].latency.half_life must be ...`).
+    pub fn check(&self) -> Result<(), String> {
+        use crate::sketch::within;
+        let c = &self.config;
+        within("config.half_life", c.half_life, 0.0, 1e9)?;
+        if c.half_life == 0.0 {
+            return Err("config.half_life must be a positive number of observations (found 0)".into());
+        }
+        within("config.slow_quantile", c.slow_quantile, 0.0, 1.0)?;
+        within("config.cutover_poll_s", c.cutover_poll_s, 0.0, 1e6)?;
+        if self.providers.len() > MAX_PROVIDERS {
+            return Err(format!("providers: {} of them, expected at most {MAX_PROVIDERS}", self.providers.len()));
+        }
+        let n = self.providers.len();
+        for (i, p) in self.pairs.iter().enumerate() {
+            if p.a >= p.b || p.b >= n {
+                return Err(format!("pairs[{i}] names a provider index out of range"));
+            }
+            for (name, r) in [
+                ("a_slow", &p.a_slow),
+                ("b_slow", &p.b_slow),
+                ("both_slow", &p.both_slow),
+                ("b_given_a", &p.b_given_a),
+                ("a_given_b", &p.a_given_b),
+            ] {
+                r.check(&format!("pairs[{i}].{name}"))?;
+            }
+        }
+        for (i, p) in self.providers.iter().enumerate() {
+            if let Some(t) = p.last_served_unix_s.filter(|t| !(t.is_finite() && *t >= 0.0)) {
+                return Err(format!("providers[{i}].last_served_unix_s must be a time in seconds since 1970 (found {t})"));
+            }
+            if p.warm_by_gap.len() != GAP_EDGES_S.len() + 1 {
+                return Err(format!("providers[{i}].warm_by_gap must have {} buckets", GAP_EDGES_S.len() + 1));
+            }
+            p.check(&format!("providers[{i}]"))?;
+        }
+        Ok(())
+    }
+}
+
+/// The error for a model file past [`MAX_MODEL_BYTES`].
+fn too_big(len: u64) -> String {
+    format!("{len} bytes: expected at most {MAX_MODEL_BYTES} (32 MiB) for a model")
 }
 
 mod provider;

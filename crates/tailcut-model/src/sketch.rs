@@ -12,9 +12,11 @@
 use serde::{Deserialize, Serialize};
 
 mod cdf;
+mod check;
 mod rate;
 mod saved;
 pub use cdf::{CdfTable, GAP_BUCKETS, TAIL_MODE_SHARE};
+pub(crate) use check::within;
 pub use rate::DecayedRate;
 use saved::{all_zero, is_zero, sparse, sparse_opt, zero_buckets};
 

@@ -282,6 +282,7 @@ fn show_live(a: &ModelShowArgs, url: &str) -> anyhow::Result<ExitCode> {
 
 /// Prints one model as tables under a title.
 fn print_model(title: &str, m: &Model) {
+    let title = tailcut_core::text::escaped(title);
     println!("Provider model {title} (version {}, half-life {} observations, {} updates)", m.version, m.config.half_life, m.updates);
     let mut t = Table::new(&[
         "provider",

@@ -7,7 +7,7 @@ use crate::table::{miss_ci, Table};
 use serde_json::json;
 use std::process::ExitCode;
 use tailcut_replay::calibration::live_calibration;
-use tailcut_replay::traces::{audit_matrix, read_live, summarize, ArmSummary, LiveRow, Spread};
+use tailcut_replay::traces::{audit_matrix, group_by_arm, read_live, summarize, ArmSummary, LiveRow, Spread};
 
 fn s1(v: Option<f64>) -> String {
     v.map_or("-".into(), |x| format!("{x:.1}"))
@@ -28,21 +28,15 @@ fn plot_arms(path: &std::path::Path, rows: &[LiveRow], arms: &[ArmSummary], dead
     use tailcut_replay::plot::{tail_svg, Curve};
     let baseline = baseline_arm(rows, arms);
     let singles: Vec<&ArmSummary> = arms.iter().filter(|a| a.arm.starts_with("single:")).collect();
-    let mut order: Vec<&str> = Vec::new();
-    for r in rows {
-        if !order.contains(&r.arm.as_str()) {
-            order.push(&r.arm);
-        }
-    }
     let keep = |a: &str| !a.starts_with("single:") || Some(a) == baseline.as_deref();
-    let mut curves: Vec<Curve> = order
-        .iter()
-        .filter(|a| keep(a))
-        .map(|a| Curve {
+    let mut curves: Vec<Curve> = group_by_arm(rows)
+        .into_iter()
+        .filter(|(a, _)| keep(a))
+        .map(|(a, group)| Curve {
             label: a.to_string(),
             // Refused requests were never sent: they have no latency to plot.
-            latencies: rows.iter().filter(|r| r.arm == *a && !r.refused).map(|r| r.latency_s).collect(),
-            baseline: Some(*a) == baseline.as_deref(),
+            latencies: group.iter().filter(|r| !r.refused).map(|r| r.latency_s).collect(),
+            baseline: Some(a) == baseline.as_deref(),
         })
         .collect();
     curves.sort_by_key(|c| !c.baseline);

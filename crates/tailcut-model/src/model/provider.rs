@@ -80,6 +80,35 @@ fn empty_long_sketch() -> DecayedSketch {
 pub const TAIL_MEMORY: u64 = 16;
 
 impl ProviderModel {
+    /// Checks a loaded provider's numbers; `field` names it (`providers[3]`) in the error.
+    pub(crate) fn check(&self, field: &str) -> Result<(), String> {
+        use crate::sketch::within;
+        within(&format!("{field}.rate_usd_per_s"), self.rate_usd_per_s, 0.0, 1e6)?;
+        within(&format!("{field}.idle_s"), self.idle_s, 0.0, 1e9)?;
+        if let Some(t) = self.slow_threshold_s {
+            within(&format!("{field}.slow_threshold_s"), t, 0.0, 1e6)?;
+        }
+        for (name, s) in [
+            ("latency", &self.latency),
+            ("latency_long", &self.latency_long),
+            ("latency_warm", &self.latency_warm),
+            ("latency_cold", &self.latency_cold),
+            ("latency_started", &self.latency_started),
+            ("latency_queued", &self.latency_queued),
+            ("queue", &self.queue),
+            ("failure_wall", &self.failure_wall),
+        ] {
+            s.check(&format!("{field}.{name}"))?;
+        }
+        for (name, r) in [("queued_at_poll", &self.queued_at_poll), ("failed", &self.failed), ("invalid", &self.invalid)] {
+            r.check(&format!("{field}.{name}"))?;
+        }
+        for (k, r) in self.warm_by_gap.iter().enumerate() {
+            r.check(&format!("{field}.warm_by_gap[{k}]"))?;
+        }
+        Ok(())
+    }
+
     pub(super) fn new(name: &str, rate_usd_per_s: f64, idle_s: f64, hl: f64) -> ProviderModel {
         ProviderModel {
             name: name.to_string(),

@@ -19,6 +19,11 @@ impl DecayedRate {
         DecayedRate { half_life: half_life.max(1.0), scale: 1.0, hits: 0.0, trials: 0.0, n: 0 }
     }
 
+    /// Half-life, scale, hits and trials, for the range checks.
+    pub(super) fn parts(&self) -> (f64, f64, f64, f64) {
+        (self.half_life, self.scale, self.hits, self.trials)
+    }
+
     /// Records one trial.
     pub fn record(&mut self, hit: bool) {
         self.record_share(if hit { 1.0 } else { 0.0 });

@@ -1,7 +1,10 @@
 //! Why a trace could not be read, and the wording shared by every reader's messages
 //! (serde_json positions as columns, UTF-8 problems, numbers as written).
 
-/// Why traces could not be read.
+use tailcut_core::text::escaped;
+
+/// Why traces could not be read. Text from the file (a record's names, in the
+/// messages) is printed with control characters escaped.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     /// The file could not be opened or read.
@@ -14,7 +17,7 @@ pub enum ReplayError {
         source: std::io::Error,
     },
     /// A line is not a valid record.
-    #[error("{file}:{line}: malformed record: {message}")]
+    #[error("{file}:{line}: malformed record: {}", escaped(.message))]
     Malformed {
         /// The file.
         file: String,
@@ -46,7 +49,7 @@ pub enum ReplayError {
         first: String,
     },
     /// A round names a provider with no rate in the configuration.
-    #[error("{file}:{line}: provider `{provider}` has no rate in the configuration (add [providers.{provider}] with rate_usd_per_s and idle_window_s)")]
+    #[error("{file}:{line}: provider `{}` has no rate in the configuration (add [providers.{}] with rate_usd_per_s and idle_window_s)", escaped(.provider), escaped(.provider))]
     UnknownProvider {
         /// The file.
         file: String,

@@ -32,7 +32,7 @@ pub use evidence::{reference_observations, EVIDENCE_KINDS};
 pub use learned::{auto_deadline, learned_facts, AttemptSpend, LearnedFacts};
 pub use read::{read_live, read_live_with, LiveOptions, LiveTraces};
 pub use record::{live_row, receipt_facts, AuditRow, LiveRow, ReceiptFacts, MAX_CLOCK_MS, MAX_OFFSET_MS};
-pub use summary::{audit_matrix, summarize, summarize_arm, ArmSummary, AuditCell, Spread};
+pub use summary::{audit_matrix, group_by_arm, summarize, summarize_arm, ArmSummary, AuditCell, Spread};
 
 #[cfg(test)]
 mod tests;

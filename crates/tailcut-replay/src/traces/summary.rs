@@ -143,22 +143,27 @@ pub fn summarize_arm(arm: &str, all_rows: &[&LiveRow], deadline_s: f64) -> ArmSu
     }
 }
 
+/// The rows of each arm, arms in first-seen order: one pass over the rows (a hash from
+/// arm to group), so many distinct arms cost no more than few.
+pub fn group_by_arm(rows: &[LiveRow]) -> Vec<(&str, Vec<&LiveRow>)> {
+    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut groups: Vec<(&str, Vec<&LiveRow>)> = Vec::new();
+    for r in rows {
+        let i = *index.entry(r.arm.as_str()).or_insert_with(|| {
+            groups.push((r.arm.as_str(), Vec::new()));
+            groups.len() - 1
+        });
+        groups[i].1.push(r);
+    }
+    groups
+}
+
 /// Per-arm summaries in first-seen order, then an `all` row when there are several arms.
 pub fn summarize(rows: &[LiveRow], deadline_s: f64) -> Vec<ArmSummary> {
-    let mut order: Vec<&str> = Vec::new();
-    for r in rows {
-        if !order.contains(&r.arm.as_str()) {
-            order.push(&r.arm);
-        }
-    }
-    let mut out: Vec<ArmSummary> = order
-        .iter()
-        .map(|arm| {
-            let group: Vec<&LiveRow> = rows.iter().filter(|r| r.arm == *arm).collect();
-            summarize_arm(arm, &group, deadline_s)
-        })
-        .collect();
-    if order.len() > 1 {
+    let groups = group_by_arm(rows);
+    let several = groups.len() > 1;
+    let mut out: Vec<ArmSummary> = groups.iter().map(|(arm, group)| summarize_arm(arm, group, deadline_s)).collect();
+    if several {
         let all: Vec<&LiveRow> = rows.iter().collect();
         out.push(summarize_arm("all", &all, deadline_s));
     }
@@ -184,27 +189,27 @@ pub struct AuditCell {
     pub ack_ms: Option<Spread>,
 }
 
-/// The cancel-audit matrix, in first-seen order.
+/// The cancel-audit matrix, in first-seen order (grouped in one pass, as [`group_by_arm`]).
 pub fn audit_matrix(audits: &[AuditRow]) -> Vec<AuditCell> {
-    let mut keys: Vec<(String, String)> = Vec::new();
+    let mut index: std::collections::HashMap<(&str, &str), usize> = std::collections::HashMap::new();
+    let mut groups: Vec<(&str, &str, Vec<&AuditRow>)> = Vec::new();
     for a in audits {
-        let k = (a.provider.clone(), a.phase.clone());
-        if !keys.contains(&k) {
-            keys.push(k);
-        }
+        let i = *index.entry((a.provider.as_str(), a.phase.as_str())).or_insert_with(|| {
+            groups.push((a.provider.as_str(), a.phase.as_str(), Vec::new()));
+            groups.len() - 1
+        });
+        groups[i].2.push(a);
     }
-    keys.into_iter()
-        .map(|(provider, phase)| {
-            let group: Vec<&AuditRow> = audits.iter().filter(|a| a.provider == provider && a.phase == phase).collect();
-            AuditCell {
-                attempts: group.len(),
-                terminal: group.iter().filter(|a| a.has_terminal_status && !a.receipt.leaked).count(),
-                leaked: group.iter().filter(|a| a.receipt.leaked).count(),
-                was_running: group.iter().filter(|a| a.receipt.was_running == Some(true)).count(),
-                ack_ms: spread(group.iter().filter_map(|a| a.receipt.ack_ms).collect()),
-                provider,
-                phase,
-            }
+    groups
+        .into_iter()
+        .map(|(provider, phase, group)| AuditCell {
+            attempts: group.len(),
+            terminal: group.iter().filter(|a| a.has_terminal_status && !a.receipt.leaked).count(),
+            leaked: group.iter().filter(|a| a.receipt.leaked).count(),
+            was_running: group.iter().filter(|a| a.receipt.was_running == Some(true)).count(),
+            ack_ms: spread(group.iter().filter_map(|a| a.receipt.ack_ms).collect()),
+            provider: provider.to_string(),
+            phase: phase.to_string(),
         })
         .collect()
 }

@@ -100,7 +100,7 @@ impl ShiftDetector {
     /// ones read earlier); returns the attempts to restart the shapes from when a side
     /// reached `threshold` (≤ 0: never).
     pub fn observe(&mut self, kept: Kept, threshold: f64) -> Option<Vec<Kept>> {
-        if !(threshold > 0.0) || !kept.value_s.is_finite() {
+        if threshold.is_nan() || threshold <= 0.0 || !kept.value_s.is_finite() {
             return None;
         }
         self.since += 1;

@@ -17,7 +17,8 @@ never delays the next) for PHASES phases of PHASE_S seconds, and flips the world
 half of the phases are over. Per phase it prints requests, errors, p50/p95/p99 of the
 client-measured latency (streams: time to the first content token), how many replies
 each provider won (the `x-tailcut-winner` header), and how many requests were over the
-deadline; then the gateway's counters from /metrics per mode.
+deadline; then the gateway's counters from /metrics per mode (attempts, wins, hedges,
+hedges denied, and the shifts each learned model's detector found).
 
 Usage:
   scripts/regime-flip.py --tailcut target/release/tailcut [--rate 20] [--phase-s 20]
@@ -219,7 +220,8 @@ def scrape(port):
         if line.startswith("#") or not line.strip():
             continue
         name, _, value = line.rpartition(" ")
-        if name.startswith(("tailcut_attempts_total", "tailcut_hedges_total", "tailcut_hedges_denied_total", "tailcut_wins_total")):
+        if name.startswith(("tailcut_attempts_total", "tailcut_hedges_total", "tailcut_hedges_denied_total", "tailcut_wins_total",
+                            "tailcut_learned_shifts")):
             keep[name] = float(value)
     return keep
 
@@ -319,7 +321,8 @@ async def main():
                 print(f"{mode:<7}{p['phase']:>6}{p['world']:>9}{p['requests']:>9}{p['errors']:>7}{p['over_bar']:>6}"
                       f"{p['p50_ms']:>8}{p['p95_ms']:>8}{p['p99_ms']:>8}  {wins}")
             for k, v in sorted(r["counters"].items()):
-                print(f"    {k} {v:g}")
+                if v:  # every counter is in --json; the table skips the zeros
+                    print(f"    {k} {v:g}")
         print(f"worst phase p95 {worst} ms: {'met' if results['met'] else 'NOT met'} (bar {args.bar_ms:g} ms)")
     sys.exit(0 if results["met"] else 1)
 

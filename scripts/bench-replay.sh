@@ -48,3 +48,10 @@ printf "tailcut %.3f s, gpuhedge %.3f s, ratio %.0fx\n" "$tc" "$gh" "$(echo "$gh
 echo "== cross-check the numbers on the 20,000-round input"
 $bin replay "$work/r20k.jsonl" --calibration-rounds 18 --json >"$work/tc20k.json"
 "$venv/bin/python" scripts/compare_gpuhedge.py "$work/r20k.jsonl" "$work/tc20k.json" 18
+
+echo "== recording the README's figure (docs/figures.json)"
+python3 scripts/figures.py record --id replay-speed --what "replay speed" \
+  --value "$(printf "1,000,000 rounds, full sweep: %.2f s, %d MB peak RSS (~%'d rounds/s); %.0f× faster than \`gpuhedge replay\` on 20,000 rounds" \
+    "$secs" "$((rss / 1024))" "$(awk -v s="$secs" 'BEGIN { printf "%.0f", 1000000 / s }')" "$(echo "$gh / $tc" | bc -l)")" \
+  --command "bash scripts/bench-replay.sh" --script scripts/bench-replay.sh
+python3 scripts/figures.py render

@@ -31,6 +31,8 @@ $bin sim-provider --profile cerebrium --port 8002 --time-scale 0.01 >"$work/cere
 pids+=($!)
 sleep 1
 echo "   (a 100 s cold start takes 1 s; timers in examples/sim-walkthrough.toml are scaled the same way)"
+echo "   (the simulated providers truncate 1 % of results on purpose, to exercise validation: a"
+echo "    'no valid result ... missing required field output' line below is one of those, not a fault)"
 cfg=examples/sim-walkthrough.toml
 step "50 sequential requests, single provider, 1 s apart so workers scale to zero (~1 min)"
 $bin run --config "$cfg" --policy single --repeat 50 --wait 1s --trace "$work/single.jsonl" | tail -1
@@ -47,4 +49,4 @@ $bin replay "$work/rounds.jsonl" --config "$cfg" --deadlines 1 --delays 0,0.05,0
 step "what the simulated providers billed (their /metrics)"
 curl -s localhost:8001/metrics | grep -v '^#'
 curl -s localhost:8002/metrics | grep -v '^#'
-step "done"
+step "done (any 'missing required field output' above was the simulator's injected 1 % truncation)"

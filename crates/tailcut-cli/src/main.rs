@@ -7,6 +7,7 @@
 mod cli;
 mod commands;
 mod html;
+mod logger;
 mod output;
 mod table;
 
@@ -21,6 +22,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    logger::install();
     // The servers keep serving when nobody reads their output any more.
     if !matches!(cli.command, cli::Command::Serve(_) | cli::Command::SimProvider(_)) {
         output::exit_quietly_when_closed();

@@ -258,6 +258,32 @@ fn matrix_table_feeds_plan_and_verify_closes_the_loop() {
         assert!((e - expected).abs() < 1e-9, "{s}");
     }
     assert!(r["pair_mean_abs_error"].is_f64() && r["pair_mean_abs_factor_error"].is_f64(), "{r}");
+    // A one-trial matrix states no error bar: the plan (at the default confidence 0.9)
+    // admits on the predictions and says so.
+    assert_eq!(plan["confidence"], 0.9);
+    assert!(plan["noise"].to_string().contains("no error bar for"), "{}", plan["noise"]);
+    // Repeated runs are scored against the promise.
+    let out = tailcut(&[
+        "contend",
+        "verify",
+        plan_path.to_str().unwrap(),
+        "--repeat",
+        "2",
+        "--trials",
+        "1",
+        "--warmup",
+        "20ms",
+        "--duration",
+        "100ms",
+        "--no-solo",
+        "--json",
+    ]);
+    let r = json_ok(&out);
+    assert_eq!(r["outcomes"], 4, "{r}");
+    assert_eq!(r["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(r["promise_kept"], true, "{r}");
+    let out = tailcut(&["contend", "plan", "--agents", agents.to_str().unwrap(), "--gpus", pool.to_str().unwrap(), "--confidence", "1"]);
+    assert_eq!(out.status.code(), Some(2), "a confidence of 1 would need an infinite bound");
 
     // The same plan with an objective nobody can meet: verify exits 1 and names the agent.
     let strict = String::from_utf8(std::fs::read(&plan_path).unwrap()).unwrap().replace("10000.0", "0.000001");

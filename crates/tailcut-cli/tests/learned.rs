@@ -101,7 +101,15 @@ fn scenario_straggler_plot_and_unknown_name() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("<svg") && text.contains("p99"), "not an SVG plot");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("fixed-delay envelope"));
+    // The per-load diagnostics are behind -v: without it stderr says only what was written.
+    let quiet = String::from_utf8_lossy(&out.stderr);
+    assert!(!quiet.contains("fixed-delay envelope") && quiet.lines().count() == 1, "{quiet}");
+    // The table opens with the best single provider, the row the hedges are read against.
+    let table = String::from_utf8_lossy(&out.stdout);
+    let first_row = table.lines().nth(3).unwrap_or("");
+    assert!(first_row.starts_with("single:"), "{table}");
+    let verbose = tailcut(&["scenario", "run", "straggler", "--requests", "1000", "--plot", svg.to_str().unwrap(), "-v"]);
+    assert!(String::from_utf8_lossy(&verbose.stderr).contains("fixed-delay envelope"));
     let bad = tailcut(&["scenario", "run", "nope"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown scenario `nope`"));

@@ -111,3 +111,30 @@ fn a_request_the_budget_refuses_is_reported_once_and_traced_as_refused() {
     let arm = &v["arms"][0];
     assert_eq!((arm["n"].as_u64(), arm["refused"].as_u64(), arm["misses"].as_u64()), (Some(1), Some(1), Some(0)), "{arm}");
 }
+
+#[test]
+fn a_run_without_a_result_never_prints_its_reservation_as_a_projected_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (closed_port(), closed_port());
+    // Queue providers (RunPod's API) on closed ports: every submit fails. OpenAI providers:
+    // the request is the job, so the failure comes as the attempt's result.
+    for (adapter, path, want) in [("runpod", "v2", "nothing submitted (every submit failed;"), ("openai", "v1", "no result; $")] {
+        let cfg = dir.path().join(format!("down-{adapter}.toml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "[race]\ncap_s = 5\n[budget]\nledger = \":memory:\"\n[providers.a]\nadapter = \"{adapter}\"\nbase_url = \"http://127.0.0.1:{a}/{path}\"\nendpoint_id = \"x\"\nrate_usd_per_s = 0.0003\n[providers.b]\nadapter = \"{adapter}\"\nbase_url = \"http://127.0.0.1:{b}/{path}\"\nendpoint_id = \"x\"\nrate_usd_per_s = 0.0007\n[policies.both]\nkind = \"hedge\"\nprimary = \"a\"\nhedge = \"b\"\ndelay_ms = 10\n"
+            )
+            .replace(if adapter == "openai" { "endpoint_id = \"x\"\n" } else { "\u{0}" }, ""),
+        )
+        .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_tailcut"))
+            .args(["run", "--config", cfg.to_str().unwrap(), "--policy", "both"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{adapter}: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains(want), "{adapter}: {stdout}");
+        assert!(!stdout.contains("projected $"), "{adapter}: {stdout}");
+    }
+}

@@ -11,16 +11,18 @@
 //! - [`protocol`]: the coordinator — warm-up, each agent solo, then all together,
 //!   repeated over interleaved trials, every agent in its own OS process;
 //! - [`stats`]: p50/p95/p99/p99.9, jitter, throughput, degradation factors with
-//!   bootstrap intervals, the "hidden tail damage" verdict;
+//!   intervals over trials, the "hidden tail damage" verdict read from the intervals
+//!   ("unstable" when one straddles a threshold);
 //! - [`matrix`]: the interference matrix — every agent solo, every ordered pair (and
 //!   triple), bootstrap intervals, the planner's table and the fitted composition model;
-//! - [`verify`]: runs a plan's co-locations and checks measured p99 against objective
-//!   and prediction;
+//! - [`verify`]: runs a plan's co-locations and checks measured p99 against objective,
+//!   prediction and stated band; scores repeated runs against the plan's confidence;
 //! - [`report`]: tables, JSON and side-by-side comparison of runs;
 //! - [`plot`]: SVG ECDFs (solo vs shared) and degradation bars;
 //! - [`mig`]: MIG profiles and placement rules for A100 40/80 GB, H100 80 GB, H200 141 GB;
 //! - [`k8s`]: device-plugin sharing ConfigMaps, mig-parted layouts and agent Jobs;
-//! - [`plan`]: placements that meet every agent's p99 objective with the fewest GPUs.
+//! - [`plan`]: placements that meet every agent's p99 objective, at a stated confidence,
+//!   with the fewest GPUs.
 
 #![warn(missing_docs)]
 

@@ -22,7 +22,7 @@
 //! fills `mps`; the CUDA modes `time-slicing` and `mps` fill themselves.
 
 use crate::agent::Samples;
-use crate::plan::{AgentsFile, Composition, CompositionModel, Interference};
+use crate::plan::{AgentsFile, Composition, CompositionModel, Interference, SoloSpread};
 use crate::protocol::{run_placed, validate, Mode, ProtocolError, RunSettings};
 use crate::report::Placement;
 use crate::stats::{arm_stats, trial_degradation, ArmStats, Degradation};
@@ -94,6 +94,11 @@ pub struct MatrixReport {
     /// samples.
     #[serde(default)]
     pub solo_tail_quantile: BTreeMap<String, String>,
+    /// How much each agent's solo runs' tail spread from run to run (log-SD over its solo
+    /// runs): the solo part of the planner's error bars, and wide when the matrix ran under
+    /// load.
+    #[serde(default)]
+    pub solo_spread: BTreeMap<String, SoloSpread>,
     /// Ordered pairs.
     pub pairs: Vec<Cell>,
     /// Victims with two aggressors (`--triples`).
@@ -280,6 +285,16 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
+/// The standard deviation of ln(x) over `values` (n − 1 in the denominator; 0 under two).
+pub fn log_sd(values: &[f64]) -> f64 {
+    let logs: Vec<f64> = values.iter().filter(|x| **x > 0.0 && x.is_finite()).map(|x| x.ln()).collect();
+    if logs.len() < 2 {
+        return 0.0;
+    }
+    let mean = logs.iter().sum::<f64>() / logs.len() as f64;
+    (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (logs.len() - 1) as f64).sqrt()
+}
+
 /// Builds the report from samples labelled `with:<others>` (shared) and
 /// `solo/with:<others>` (the victim alone in the same block), each with its trial (public
 /// so tests and sample files can feed it). A cell's factor is the median across trials of
@@ -291,6 +306,7 @@ pub fn assemble(samples: &[Samples], names: &[String], groups: &[Vec<usize>], ro
     let mut solo = BTreeMap::new();
     let mut solo_tail_ms = BTreeMap::new();
     let mut solo_tail_quantile = BTreeMap::new();
+    let mut solo_spread = BTreeMap::new();
     for name in names {
         let runs = of(name, &|a| a == "solo" || a.starts_with("solo/"));
         let stats: Vec<ArmStats> = runs.iter().map(|s| run_stats(s)).filter(|s| s.samples > 0).collect();
@@ -302,6 +318,7 @@ pub fn assemble(samples: &[Samples], names: &[String], groups: &[Vec<usize>], ro
         if !tail.is_empty() {
             solo_tail_ms.insert(name.clone(), median(&tail));
             solo_tail_quantile.insert(name.clone(), q.to_string());
+            solo_spread.insert(name.clone(), SoloSpread { runs: tail.len() as u32, log_sd: log_sd(&tail) });
         }
         solo.insert(name.clone(), pool(&runs));
     }
@@ -380,6 +397,7 @@ pub fn assemble(samples: &[Samples], names: &[String], groups: &[Vec<usize>], ro
         solo,
         solo_tail_ms,
         solo_tail_quantile,
+        solo_spread,
         pairs,
         triples,
         checks,
@@ -427,6 +445,7 @@ pub fn fit(pairs: &[Cell], triples: &[Cell]) -> (Vec<CompositionCheck>, Composit
         pair_error,
         group_error: best.map(|c| c.mean_abs_error),
         groups_checked: if best.is_some() { triples.len() } else { 0 },
+        trials: 0,
     };
     (checks, composition)
 }

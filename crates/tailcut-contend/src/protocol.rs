@@ -4,7 +4,7 @@
 
 use crate::agent::{unix_ms, AgentSpec, Samples};
 use crate::report::{AgentReport, Placement, RunReport, TokenArm, TokenStats};
-use crate::stats::{arm_stats, degradation, verdict, VerdictThresholds};
+use crate::stats::{arm_stats, degradation, trial_degradation, verdict_from_intervals, widen_over_trials, ArmStats, VerdictThresholds};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -300,8 +300,33 @@ pub fn run(settings: &RunSettings, progress: &dyn Fn(&str)) -> Result<RunReport,
     Ok(report)
 }
 
+/// Each trial's (solo, shared) arm stats of one agent, for the trials that have both arms
+/// with samples, in trial order.
+fn trial_arms(solo: &[&Samples], shared: &[&Samples]) -> Vec<(ArmStats, ArmStats)> {
+    let stats = |runs: &[&Samples], t: u32| -> Option<ArmStats> {
+        let mine: Vec<&&Samples> = runs.iter().filter(|s| s.trial == Some(t)).collect();
+        let ms: Vec<f64> = mine.iter().flat_map(|s| s.samples_ns.iter().map(|&x| x as f64 / 1e6)).collect();
+        let window = mine.iter().map(|s| s.window_ns as f64 / 1e9).sum();
+        (!ms.is_empty()).then(|| arm_stats(&ms, window, Vec::new()))
+    };
+    let mut trials: Vec<u32> = shared.iter().filter_map(|s| s.trial).collect();
+    trials.sort_unstable();
+    trials.dedup();
+    trials.into_iter().filter_map(|t| Some((stats(solo, t)?, stats(shared, t)?))).collect()
+}
+
 /// Builds a report from samples grouped by agent name and arm (from a live run or from
 /// sample files written by Kubernetes jobs).
+///
+/// With two or more trials holding both arms, each factor is the **median over trials of
+/// each trial's own shared / solo ratio** and its 95% interval a bootstrap over trials
+/// ([`trial_degradation`], as `contend matrix` does), widened to the Student t interval of
+/// the trials' log ratios ([`widen_over_trials`]: with 3 trials a bootstrap is just their
+/// range): the interval then shows how much the factor moves from run to run. A bootstrap over one run's samples cannot: one run's
+/// thousands of samples make a narrow interval that the next run misses (issue 32: p50
+/// ×1.32, interval 1.31–1.33, then ×1.00). With one trial the samples are resampled and
+/// the report says the interval is not run to run. The verdict follows the intervals
+/// ([`verdict_from_intervals`]) and says "unstable" when one straddles a threshold.
 pub fn assemble(
     samples: &[Samples],
     names: &[String],
@@ -333,11 +358,23 @@ pub fn assemble(
         let (shared_ms, shared_w, shared_t) = pool(&mine("shared"));
         let solo = arm_stats(&solo_ms, solo_w, solo_t);
         let shared = (!shared_ms.is_empty()).then(|| arm_stats(&shared_ms, shared_w, shared_t));
-        let deg = shared
-            .as_ref()
-            .filter(|_| !solo_ms.is_empty())
-            .map(|sh| degradation(&solo_ms, &shared_ms, &solo, sh, rounds, seed ^ idx as u64));
-        let verdict_line = deg.as_ref().map(|d| verdict(d, thresholds));
+        let arms = trial_arms(&mine("solo"), &mine("shared"));
+        let over_trials = arms.len() >= 2;
+        let deg = shared.as_ref().filter(|_| !solo_ms.is_empty()).map(|sh| {
+            if over_trials {
+                let mut d = trial_degradation(&arms, rounds, seed ^ idx as u64);
+                widen_over_trials(&mut d, &arms);
+                d
+            } else {
+                degradation(&solo_ms, &shared_ms, &solo, sh, rounds, seed ^ idx as u64)
+            }
+        });
+        if deg.is_some() {
+            report.interval_over = if over_trials { format!("{} trials", arms.len()) } else { "samples of one trial".into() };
+        }
+        let judged = deg.as_ref().map(|d| verdict_from_intervals(d, thresholds));
+        let verdict_stable = judged.as_ref().map(|(_, stable)| *stable);
+        let verdict_line = judged.map(|(line, _)| line);
         let spec = specs.get(idx).cloned().or_else(|| samples.iter().find(|s| s.name.as_deref() == Some(name)).map(|s| s.spec.clone()));
         let tokens = token_stats(&mine("solo"), &mine("shared"));
         report.agents.push(AgentReport {
@@ -348,6 +385,7 @@ pub fn assemble(
             shared,
             degradation: deg,
             verdict: verdict_line,
+            verdict_stable,
             tokens,
         });
         report.samples.insert((name.clone(), "solo".into()), solo_ms);

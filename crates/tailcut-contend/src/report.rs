@@ -30,8 +30,12 @@ pub struct AgentReport {
     pub shared: Option<ArmStats>,
     /// Shared / solo factors.
     pub degradation: Option<Degradation>,
-    /// One-line reading.
+    /// One-line reading, from the factors' intervals.
     pub verdict: Option<String>,
+    /// False when an interval straddles a verdict threshold (the verdict then says
+    /// "unstable"); absent in solo mode and in reports written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict_stable: Option<bool>,
     /// TTFT and TPOT per arm (agents that make model calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<TokenStats>,
@@ -104,6 +108,11 @@ pub struct RunReport {
     pub timer_overhead_ok: bool,
     /// Verdict thresholds.
     pub thresholds: VerdictThresholds,
+    /// What the degradation intervals resample: `N trials` (each factor the median of
+    /// the trials' own ratios, the interval a bootstrap over trials) or `samples of one
+    /// trial` (within-run only); empty in solo mode and in older reports.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub interval_over: String,
     /// Per agent.
     pub agents: Vec<AgentReport>,
     /// The share checks of `contend run --expect-share`.
@@ -149,6 +158,7 @@ impl RunReport {
             timer_overhead_share: 0.0,
             timer_overhead_ok: true,
             thresholds: VerdictThresholds::default(),
+            interval_over: String::new(),
             agents: Vec::new(),
             shares: Vec::new(),
             samples: BTreeMap::new(),
@@ -233,7 +243,19 @@ impl RunReport {
         s.push_str(&table(&header, &rows));
         let degs: Vec<&AgentReport> = self.agents.iter().filter(|a| a.degradation.is_some()).collect();
         if !degs.is_empty() {
-            s.push_str("\nDegradation, shared / solo (bootstrap 95% interval)\n");
+            if self.interval_over.ends_with("trials") {
+                let _ = writeln!(
+                    s,
+                    "\nDegradation, shared / solo: median over trials of each trial's own ratio (95% interval over the {}: bootstrap,\n\
+                     widened to the t interval of the trials' log ratios)",
+                    self.interval_over
+                );
+            } else {
+                s.push_str(
+                    "\nDegradation, shared / solo (bootstrap 95% interval over the samples of one trial: it does not show how much\n\
+                     the factor moves from run to run; give --trials 3 or more)\n",
+                );
+            }
             let header = ["agent", "p50", "p95", "p99", "p99.9", "jitter", "throughput"];
             let mut rows = Vec::new();
             for a in &degs {

@@ -149,6 +149,88 @@ pub fn trial_degradation(trials: &[(ArmStats, ArmStats)], rounds: usize, seed: u
     Degradation { p50, p95, p99, p999, throughput, jitter, ci95 }
 }
 
+/// The standard normal distribution function Φ(x) (Abramowitz and Stegun 7.1.26 for erf,
+/// absolute error under 1.5 × 10⁻⁷: ample for a probability stated to the percent). Two
+/// functions do not justify a numerics crate.
+pub fn normal_cdf(x: f64) -> f64 {
+    let z = x.abs() / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * z);
+    let poly = t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let erf = 1.0 - poly * (-z * z).exp();
+    if x >= 0.0 {
+        0.5 * (1.0 + erf)
+    } else {
+        0.5 * (1.0 - erf)
+    }
+}
+
+/// The standard normal quantile Φ⁻¹(p) for 0 < p < 1 (Acklam's rational approximation,
+/// relative error under 1.2 × 10⁻⁹); −∞ at 0 and +∞ at 1.
+pub fn normal_quantile(p: f64) -> f64 {
+    if p <= 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if p >= 1.0 {
+        return f64::INFINITY;
+    }
+    const A: [f64; 6] =
+        [-3.969683028665376e1, 2.209460984245205e2, -2.759285104469687e2, 1.383_577_518_672_69e2, -3.066479806614716e1, 2.506628277459239];
+    const B: [f64; 5] = [-5.447609879822406e1, 1.615858368580409e2, -1.556989798598866e2, 6.680131188771972e1, -1.328068155288572e1];
+    const C: [f64; 6] =
+        [-7.784894002430293e-3, -3.223964580411365e-1, -2.400758277161838, -2.549732539343734, 4.374664141464968, 2.938163982698783];
+    const D: [f64; 4] = [7.784695709041462e-3, 3.224671290700398e-1, 2.445134137142996, 3.754408661907416];
+    let tail = |q: f64| {
+        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5]) / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
+    };
+    if p < 0.02425 {
+        tail((-2.0 * p.ln()).sqrt())
+    } else if p > 1.0 - 0.02425 {
+        -tail((-2.0 * (1.0 - p).ln()).sqrt())
+    } else {
+        let q = p - 0.5;
+        let r = q * q;
+        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q
+            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
+    }
+}
+
+/// Student's t quantile at 0.975 for `df` degrees of freedom (table to 30, then
+/// 1.96 + 2.4 / df, within 0.3% of the exact value).
+pub fn t975(df: usize) -> f64 {
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101,
+        2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=30 => T[df - 1],
+        _ => 1.96 + 2.4 / df as f64,
+    }
+}
+
+/// Widens each interval of a [`trial_degradation`] to hold the Student t 95% interval of
+/// the trials' log ratios as well, exp(mean ± t₀.₉₇₅(n−1) · sd / √n). With few trials a
+/// percentile bootstrap over them is no wider than their range — with 3 trials it *is*
+/// [min, max], which the median of the next run's trials misses about half the time — so
+/// the interval would promise a run-to-run agreement the trials cannot show. The point
+/// values stay the medians.
+pub fn widen_over_trials(d: &mut Degradation, trials: &[(ArmStats, ArmStats)]) {
+    type Pick = fn(&ArmStats) -> Option<f64>;
+    let picks: [(&str, Pick); 4] =
+        [("p50", |s| Some(s.p50_ms)), ("p95", |s| Some(s.p95_ms)), ("p99", |s| s.p99_ms), ("p999", |s| s.p999_ms)];
+    for (name, pick) in picks {
+        let Some(ci) = d.ci95.get_mut(name) else { continue };
+        let logs: Option<Vec<f64>> = trials.iter().map(|(a, b)| Some((pick(b)? / pick(a)?).ln())).collect();
+        let Some(logs) = logs.filter(|l| l.len() >= 2 && l.iter().all(|x| x.is_finite())) else { continue };
+        let n = logs.len() as f64;
+        let mean = logs.iter().sum::<f64>() / n;
+        let sd = (logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        let half = t975(logs.len() - 1) * sd / n.sqrt();
+        ci[0] = ci[0].min((mean - half).exp());
+        ci[1] = ci[1].max((mean + half).exp());
+    }
+}
+
 /// Thresholds of the "hidden tail damage" verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct VerdictThresholds {
@@ -162,6 +244,88 @@ pub struct VerdictThresholds {
 impl Default for VerdictThresholds {
     fn default() -> Self {
         VerdictThresholds { median_tolerance: 0.10, tail_factor: 1.25 }
+    }
+}
+
+/// The four readings of a (median, tail) pair of factors.
+fn reading(median_flat: bool, tail_moved: bool) -> &'static str {
+    match (median_flat, tail_moved) {
+        (true, true) => "hidden tail damage",
+        (false, true) => "median and tail both degraded",
+        (false, false) => "median moved but the tail did not",
+        (true, false) => "no material damage",
+    }
+}
+
+/// Which side of a threshold an interval lies on: `Some(true)` wholly at or below
+/// `limit` (`below_inclusive`) or at or above it, `Some(false)` wholly on the other side,
+/// `None` when it straddles the threshold. Without an interval the point decides.
+fn side(point: f64, ci: Option<&[f64; 2]>, limit: f64, at_or_below: bool) -> Option<bool> {
+    let [lo, hi] = match ci {
+        Some(ci) if ci[0].is_finite() && ci[1].is_finite() => *ci,
+        _ => [point, point],
+    };
+    if at_or_below {
+        if hi <= limit {
+            Some(true)
+        } else if lo > limit {
+            Some(false)
+        } else {
+            None
+        }
+    } else if lo >= limit {
+        Some(true)
+    } else if hi < limit {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// The verdict read from the factors' 95% intervals, not their point values: a condition
+/// ("the median barely moves", "the tail moves") holds only when its whole interval is on
+/// one side of its threshold. When an interval straddles a threshold the verdict says
+/// **unstable**, names the readings it lies between and the factor that decides; the
+/// second value is false then. Without intervals the point values decide (as [`verdict`]).
+pub fn verdict_from_intervals(d: &Degradation, t: &VerdictThresholds) -> (String, bool) {
+    let (tail_name, tail) = match d.p99 {
+        Some(f) => ("p99", f),
+        None => ("p95", d.p95),
+    };
+    let fmt = |name: &str, v: f64| match d.ci95.get(name) {
+        Some(ci) => format!("{name} ×{v:.2} ({:.2}–{:.2})", ci[0], ci[1]),
+        None => format!("{name} ×{v:.2}"),
+    };
+    let median_limit = 1.0 + t.median_tolerance;
+    let flat = side(d.p50, d.ci95.get("p50"), median_limit, true);
+    let moved = side(tail, d.ci95.get(tail_name), t.tail_factor, false);
+    match (flat, moved) {
+        (Some(_), Some(_)) => (verdict(d, t), true),
+        _ => {
+            let options = |f: Option<bool>| f.map_or(vec![true, false], |x| vec![x]);
+            let mut readings: Vec<&str> = Vec::new();
+            for f in options(flat) {
+                for m in options(moved) {
+                    readings.push(reading(f, m));
+                }
+            }
+            let mut straddling = Vec::new();
+            if flat.is_none() {
+                straddling.push(format!("{} straddles the ×{median_limit:.2} median threshold", fmt("p50", d.p50)));
+            }
+            if moved.is_none() {
+                straddling.push(format!("{} straddles the ×{:.2} tail threshold", fmt(tail_name, tail), t.tail_factor));
+            }
+            let between =
+                if readings.len() == 4 { "any of the four readings".to_string() } else { format!("\"{}\"", readings.join("\" and \"")) };
+            (
+                format!(
+                    "unstable — between {between}: {}; the trials disagree, so more trials (or a quieter machine) would decide it",
+                    straddling.join("; ")
+                ),
+                false,
+            )
+        }
     }
 }
 
@@ -230,6 +394,61 @@ mod tests {
         assert!(v.starts_with("hidden tail damage"), "{v}");
         let none = degradation(&solo, &solo, &a, &a, 50, 1);
         assert!(verdict(&none, &VerdictThresholds::default()).starts_with("no material damage"));
+    }
+
+    #[test]
+    fn normal_functions_match_tables() {
+        for (x, p) in [(0.0, 0.5), (1.0, 0.841_344_7), (-1.281_551_6, 0.1), (1.644_853_6, 0.95), (2.326_347_9, 0.99)] {
+            assert!((normal_cdf(x) - p).abs() < 2e-7, "Φ({x}) = {} ≠ {p}", normal_cdf(x));
+            assert!((normal_quantile(p) - x).abs() < 1e-6, "Φ⁻¹({p}) = {} ≠ {x}", normal_quantile(p));
+        }
+        assert!((normal_quantile(0.001) + 3.090_232_3).abs() < 1e-6);
+        assert_eq!(normal_quantile(0.0), f64::NEG_INFINITY);
+    }
+
+    fn with_cis(p50: f64, p50_ci: [f64; 2], p99: f64, p99_ci: [f64; 2]) -> Degradation {
+        let mut ci95 = std::collections::BTreeMap::new();
+        ci95.insert("p50".to_string(), p50_ci);
+        ci95.insert("p99".to_string(), p99_ci);
+        Degradation { p50, p95: p99, p99: Some(p99), p999: None, throughput: 0.5, jitter: 1.0, ci95 }
+    }
+
+    /// The two runs of issue 32: p50 ×1.32 (1.31–1.33) read "both degraded", p50 ×1.00
+    /// read "hidden tail damage". With intervals over trials, a p50 interval that spans
+    /// the ×1.10 threshold reads "unstable" and names both readings; an interval wholly on
+    /// one side reads as before.
+    #[test]
+    fn the_verdict_follows_the_intervals_and_says_when_it_is_unstable() {
+        let t = VerdictThresholds::default();
+        let (v, stable) = verdict_from_intervals(&with_cis(1.00, [0.98, 1.32], 8.0, [7.5, 9.4]), &t);
+        assert!(!stable && v.starts_with("unstable"), "{v}");
+        assert!(v.contains("hidden tail damage") && v.contains("median and tail both degraded"), "{v}");
+        assert!(v.contains("p50 ×1.00 (0.98–1.32) straddles the ×1.10 median threshold"), "{v}");
+        let (v2, _) = verdict_from_intervals(&with_cis(1.32, [0.98, 1.33], 9.3, [7.9, 9.5]), &t);
+        assert_eq!(v2.split(':').next(), v.split(':').next(), "both runs give the same (unstable) verdict");
+        let (v, stable) = verdict_from_intervals(&with_cis(1.00, [0.97, 1.04], 8.0, [7.5, 9.4]), &t);
+        assert!(stable && v.starts_with("hidden tail damage"), "{v}");
+        let (v, stable) = verdict_from_intervals(&with_cis(1.32, [1.31, 1.33], 9.3, [9.0, 9.6]), &t);
+        assert!(stable && v.starts_with("median and tail both degraded"), "{v}");
+        let (v, stable) = verdict_from_intervals(&with_cis(1.0, [0.99, 1.01], 1.3, [1.1, 1.5]), &t);
+        assert!(!stable && v.contains("p99 ×1.30 (1.10–1.50) straddles the ×1.25 tail threshold"), "{v}");
+        assert!(v.contains("hidden tail damage") && v.contains("no material damage"), "{v}");
+    }
+
+    /// Three trials whose p50 ratios are 0.90, 0.95, 1.00: the bootstrap over trials gives
+    /// their range; the t interval is wider (0.83–1.08), and the median stays.
+    #[test]
+    fn the_interval_over_few_trials_is_widened_to_the_t_interval() {
+        let arm = |p50: f64| arm_stats(&vec![p50; 200], 1.0, vec![]);
+        let trials: Vec<(ArmStats, ArmStats)> = [0.90, 0.95, 1.00].iter().map(|r| (arm(1.0), arm(*r))).collect();
+        let mut d = trial_degradation(&trials, 500, 3);
+        let [lo, hi] = d.ci95["p50"];
+        assert!((lo - 0.90).abs() < 1e-9 && (hi - 1.00).abs() < 1e-9, "bootstrap of 3 = their range: {lo} {hi}");
+        widen_over_trials(&mut d, &trials);
+        let [lo, hi] = d.ci95["p50"];
+        assert!(lo < 0.85 && hi > 1.08, "t interval with 2 degrees of freedom: {lo}–{hi}");
+        assert!((d.p50 - 0.95).abs() < 1e-9);
+        assert!((t975(2) - 4.303).abs() < 1e-9 && (t975(100) - 1.984).abs() < 0.002);
     }
 
     #[test]

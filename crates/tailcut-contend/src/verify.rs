@@ -66,6 +66,15 @@ pub struct SeatCheck {
     pub within_expected: Option<bool>,
     /// Whether the objective was met.
     pub met: bool,
+    /// The band the plan stated for this agent, ms (absent at confidence 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub band_ms: Option<[f64; 2]>,
+    /// Whether the measured p99 fell inside that band.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inside_band: Option<bool>,
+    /// The plan's estimated probability that the objective holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_objective: Option<f64>,
 }
 
 impl SeatCheck {
@@ -92,6 +101,9 @@ pub struct VerifyReport {
     pub seats: Vec<SeatCheck>,
     /// Every objective met.
     pub all_met: bool,
+    /// The confidence the plan promised (`contend plan --confidence`).
+    #[serde(default)]
+    pub confidence: f64,
     /// Mean |prediction error| over agents sharing with one other.
     pub pair_mean_abs_error: Option<f64>,
     /// Mean |prediction error| over agents sharing with two or more others.
@@ -291,6 +303,9 @@ pub fn run(settings: &VerifySettings, progress: &dyn Fn(&str)) -> Result<VerifyR
                 expected_error: seat.expected_error,
                 within_expected: seat.expected_error.map(|e| err.abs() <= e),
                 met: p99 <= seat.objective_ms,
+                band_ms: seat.band_ms,
+                inside_band: seat.band_ms.map(|[lo, hi]| lo <= p99 && p99 <= hi),
+                p_objective: seat.p_objective,
             });
         }
     }
@@ -334,6 +349,7 @@ pub fn summarise(plan: &Plan, seats: Vec<SeatCheck>, trials: u32, duration_s: f6
         duration_s,
         run_time_s,
         all_met: seats.iter().all(|s| s.met),
+        confidence: plan.confidence,
         pair_mean_abs_error: mean(&|n| n == 2, &absolute),
         group_mean_abs_error: mean(&|n| n >= 3, &absolute),
         pair_mean_abs_factor_error: mean(&|n| n == 2, &factor),
@@ -374,6 +390,11 @@ impl VerifyReport {
                         (Some(e), _) => format!("OUTSIDE ±{:.0}%", e * 100.0),
                         _ => "-".into(),
                     },
+                    match (c.band_ms, c.inside_band) {
+                        (Some([lo, hi]), Some(inside)) => format!("{lo:.3}–{hi:.3} {}", if inside { "in" } else { "OUT" }),
+                        _ => "-".into(),
+                    },
+                    c.p_objective.map_or("-".into(), |p| format!("{:.0}%", p * 100.0)),
                 ]
             })
             .collect();
@@ -390,6 +411,8 @@ impl VerifyReport {
             "factor meas/plan",
             "factor error",
             "expected",
+            "band",
+            "P(met)",
         ];
         s.push_str(&crate::report::table(&head, &rows));
         if self.seats.iter().any(SeatCheck::few_samples) {
@@ -407,12 +430,173 @@ impl VerifyReport {
         if let Some(e) = self.group_mean_abs_factor_error {
             let _ = writeln!(s, "factor error, two or more: mean |error| {:.1}%", e * 100.0);
         }
+        if self.seats.iter().any(|c| c.band_ms.is_some()) {
+            let banded: Vec<&SeatCheck> = self.seats.iter().filter(|c| c.band_ms.is_some()).collect();
+            let inside = banded.iter().filter(|c| c.inside_band == Some(true)).count();
+            let _ = writeln!(
+                s,
+                "\nband: the plan's prediction ÷ and × its {:.0}% bound factor (the upper end is what the planner held within the objective): {inside} of {} outcomes inside",
+                self.confidence * 100.0,
+                banded.len()
+            );
+        }
         let missed: Vec<&str> = self.seats.iter().filter(|c| !c.met).map(|c| c.agent.as_str()).collect();
         if missed.is_empty() {
             s.push_str("\nevery objective met\n");
         } else {
             let _ = writeln!(s, "\nobjective MISSED: {}", missed.join(", "));
         }
+        s
+    }
+}
+
+/// One agent's outcomes over repeated verify runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentScore {
+    /// Agent.
+    pub agent: String,
+    /// Runs it was measured in.
+    pub runs: usize,
+    /// Runs whose measured p99 met the objective.
+    pub met: usize,
+    /// Runs with a stated band.
+    pub banded: usize,
+    /// Runs whose measured p99 fell inside it.
+    pub inside_band: usize,
+    /// The plan's estimated probability that the objective holds.
+    pub p_objective: Option<f64>,
+    /// Each run's measured p99, ms.
+    pub measured_p99_ms: Vec<f64>,
+    /// The objective, ms.
+    pub objective_ms: f64,
+}
+
+/// Several verify runs of one plan (`contend verify --repeat N`), scored against the
+/// plan's promise: the share of (agent, run) objectives met against the confidence the
+/// plan was made at, and the share of outcomes inside their stated bands.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RepeatReport {
+    /// Always `tailcut contend verify --repeat`.
+    pub tool: String,
+    /// The confidence the plan promised.
+    pub confidence: f64,
+    /// (agent, run) outcomes.
+    pub outcomes: usize,
+    /// Of them, objectives met.
+    pub met: usize,
+    /// met / outcomes.
+    pub share_met: f64,
+    /// Outcomes with a stated band.
+    pub banded: usize,
+    /// Of them, inside the band.
+    pub inside_band: usize,
+    /// The mean of the plan's estimated probabilities over the outcomes that state one.
+    pub mean_p_objective: Option<f64>,
+    /// Whether the promise held: at confidence C > 0, share met ≥ C; at 0, every objective met.
+    pub promise_kept: bool,
+    /// Per agent.
+    pub agents: Vec<AgentScore>,
+    /// Each run.
+    pub runs: Vec<VerifyReport>,
+}
+
+/// Scores repeated verify runs of one plan.
+pub fn score(runs: Vec<VerifyReport>) -> RepeatReport {
+    let confidence = runs.first().map_or(0.0, |r| r.confidence);
+    let mut agents: Vec<AgentScore> = Vec::new();
+    for r in &runs {
+        for c in &r.seats {
+            let a = match agents.iter().position(|a| a.agent == c.agent) {
+                Some(k) => &mut agents[k],
+                None => {
+                    agents.push(AgentScore {
+                        agent: c.agent.clone(),
+                        runs: 0,
+                        met: 0,
+                        banded: 0,
+                        inside_band: 0,
+                        p_objective: c.p_objective,
+                        measured_p99_ms: Vec::new(),
+                        objective_ms: c.objective_ms,
+                    });
+                    agents.last_mut().expect("just pushed")
+                }
+            };
+            a.runs += 1;
+            a.met += usize::from(c.met);
+            a.banded += usize::from(c.inside_band.is_some());
+            a.inside_band += usize::from(c.inside_band == Some(true));
+            a.measured_p99_ms.push(c.measured_p99_ms);
+        }
+    }
+    let outcomes: usize = agents.iter().map(|a| a.runs).sum();
+    let met: usize = agents.iter().map(|a| a.met).sum();
+    let share_met = if outcomes == 0 { f64::NAN } else { met as f64 / outcomes as f64 };
+    let probs: Vec<f64> =
+        agents.iter().filter_map(|a| a.p_objective.map(|p| (p, a.runs))).flat_map(|(p, n)| std::iter::repeat_n(p, n)).collect();
+    RepeatReport {
+        tool: "tailcut contend verify --repeat".into(),
+        confidence,
+        outcomes,
+        met,
+        share_met,
+        banded: agents.iter().map(|a| a.banded).sum(),
+        inside_band: agents.iter().map(|a| a.inside_band).sum(),
+        mean_p_objective: (!probs.is_empty()).then(|| probs.iter().sum::<f64>() / probs.len() as f64),
+        promise_kept: if confidence > 0.0 { share_met >= confidence } else { met == outcomes },
+        agents,
+        runs,
+    }
+}
+
+impl RepeatReport {
+    /// Text: each run's table, then the score per agent and overall.
+    pub fn render(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        for (k, r) in self.runs.iter().enumerate() {
+            let _ = writeln!(s, "── run {} of {} ──", k + 1, self.runs.len());
+            s.push_str(&r.render());
+            s.push('\n');
+        }
+        let _ = writeln!(s, "Score over {} runs (plan confidence {:.0}%)\n", self.runs.len(), self.confidence * 100.0);
+        let rows: Vec<Vec<String>> = self
+            .agents
+            .iter()
+            .map(|a| {
+                vec![
+                    a.agent.clone(),
+                    format!("{:.3}", a.objective_ms),
+                    a.measured_p99_ms.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join(" "),
+                    format!("{}/{}", a.met, a.runs),
+                    if a.banded > 0 { format!("{}/{}", a.inside_band, a.banded) } else { "-".into() },
+                    a.p_objective.map_or("-".into(), |p| format!("{:.0}%", p * 100.0)),
+                ]
+            })
+            .collect();
+        s.push_str(&crate::report::table(&["agent", "objective", "measured p99 ms per run", "met", "in band", "P(met) planned"], &rows));
+        let _ = writeln!(
+            s,
+            "\nobjectives met: {} of {} (agent, run) outcomes = {:.0}%{}",
+            self.met,
+            self.outcomes,
+            self.share_met * 100.0,
+            self.mean_p_objective.map_or(String::new(), |p| format!("; the plan estimated {:.0}% on average", p * 100.0))
+        );
+        if self.banded > 0 {
+            let _ = writeln!(s, "inside the stated band: {} of {}", self.inside_band, self.banded);
+        }
+        let _ = writeln!(
+            s,
+            "{}",
+            match (self.confidence > 0.0, self.promise_kept) {
+                (true, true) => format!("promise kept: {:.0}% met ≥ the promised {:.0}%", self.share_met * 100.0, self.confidence * 100.0),
+                (true, false) =>
+                    format!("promise BROKEN: {:.0}% met < the promised {:.0}%", self.share_met * 100.0, self.confidence * 100.0),
+                (false, true) => "confidence 0 (planned on the predictions): every objective met".to_string(),
+                (false, false) => "confidence 0 (planned on the predictions): objectives MISSED".to_string(),
+            }
+        );
         s
     }
 }
@@ -432,6 +616,11 @@ mod tests {
             objective_ms: objective,
             memory_gb: 0.0,
             expected_error: Some(0.1),
+            prediction_sd: Some(0.05),
+            bound_p99_ms: Some(predicted * 1.1),
+            band_ms: Some([predicted * 0.9, predicted * 1.1]),
+            margin: Some(objective / (predicted * 1.1) - 1.0),
+            p_objective: Some(0.95),
         }
     }
 
@@ -455,6 +644,9 @@ mod tests {
             expected_error: Some(0.1),
             within_expected: Some(err.abs() <= 0.1),
             met: measured <= objective,
+            band_ms: Some([predicted * 0.9, predicted * 1.1]),
+            inside_band: Some((predicted * 0.9..=predicted * 1.1).contains(&measured)),
+            p_objective: Some(0.95),
         }
     }
 
@@ -491,6 +683,47 @@ mod tests {
         assert_eq!(median_trial_ratio(&shared, &[vec![], vec![], vec![], vec![]]), None);
     }
 
+    /// Five runs of two agents: 9 of 10 objectives met against a promise of 90% keeps it;
+    /// the per-agent counts, the bands and the mean planned probability add up.
+    #[test]
+    fn repeated_runs_score_the_promise() {
+        let plan = Plan {
+            model: "h100-80gb".into(),
+            gpus_used: 1,
+            lower_bound: 1,
+            method: "exact".into(),
+            optimal: true,
+            gpus: vec![GpuPlan {
+                gpu: 0,
+                mode: GroupMode::TimeSlicing,
+                seats: vec![seat("a", 2.0, 3.0), seat("b", 2.0, 3.0)],
+                why: String::new(),
+            }],
+            explanations: vec![],
+            confidence: 0.9,
+            noise: vec![],
+        };
+        let ts = GroupMode::TimeSlicing;
+        let runs: Vec<VerifyReport> = (0..5)
+            .map(|k| {
+                let b = if k == 3 { 3.2 } else { 2.1 };
+                summarise(&plan, vec![check("a", 0, ts, 1.9, 2.0, 3.0), check("b", 0, ts, b, 2.0, 3.0)], 3, 1.0, 5.0, false)
+            })
+            .collect();
+        let r = score(runs);
+        assert_eq!((r.outcomes, r.met), (10, 9));
+        assert!((r.share_met - 0.9).abs() < 1e-12 && r.promise_kept, "{r:?}");
+        assert_eq!((r.banded, r.inside_band), (10, 9), "3.2 ms is outside 1.8–2.2");
+        let b = r.agents.iter().find(|a| a.agent == "b").unwrap();
+        assert_eq!((b.runs, b.met, b.inside_band), (5, 4, 4));
+        assert!((r.mean_p_objective.unwrap() - 0.95).abs() < 1e-12);
+        let text = r.render();
+        assert!(text.contains("objectives met: 9 of 10 (agent, run) outcomes = 90%") && text.contains("promise kept"), "{text}");
+        let mut broken = r.runs.clone();
+        broken[0].seats[0].met = false;
+        assert!(!score(broken).promise_kept, "8 of 10 breaks a 90% promise");
+    }
+
     #[test]
     fn summary_separates_pairs_from_groups_and_flags_a_miss() {
         let plan = Plan {
@@ -509,6 +742,8 @@ mod tests {
                 },
             ],
             explanations: vec![],
+            confidence: 0.9,
+            noise: vec![],
         };
         let ts = GroupMode::TimeSlicing;
         let seats = vec![

@@ -36,6 +36,7 @@ pub mod job;
 #[cfg(feature = "json")]
 pub mod json_scan;
 pub mod ledger;
+pub mod log;
 pub mod money;
 #[cfg(feature = "postgres")]
 pub mod pg;

@@ -268,7 +268,7 @@ impl PgState {
                 tokio::time::sleep(every).await;
                 let Some(s) = weak.upgrade() else { return };
                 if let Err(e) = s.heartbeat().await {
-                    eprintln!("{}", serde_json::json!({"event": "replica_heartbeat_failed", "error": e.to_string()}));
+                    crate::log::warn("replica_heartbeat_failed", || serde_json::json!({"error": e.to_string()}));
                 }
             }
         });

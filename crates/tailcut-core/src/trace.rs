@@ -45,6 +45,11 @@ pub struct Decisions {
     /// The primary was kept and a safety hedge launched later.
     #[serde(default)]
     pub safety_hedge_fired: bool,
+    /// The primary was still queued at the poll, but its replacement could not launch
+    /// (why: the hedge-load cap, the budget, the live-attempt cap, or a failed submit), so
+    /// the primary was kept running. Absent when no cutover was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cutover_refused: Option<RefusedBy>,
     /// A third provider was launched.
     #[serde(default)]
     pub escalation_fired: bool,
@@ -75,6 +80,20 @@ pub struct Decisions {
     /// What a learned policy (`adaptive`, `singler`, `auto`) chose and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learned: Option<LearnedChoice>,
+}
+
+/// What refused a launch that would have replaced a running attempt (a cutover's target).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusedBy {
+    /// The hedge-load cap (`hedge_load`, or a learned policy's own extra-load budget).
+    HedgeGate,
+    /// The ledger refused the projected charge.
+    Budget,
+    /// The live-attempt cap (`race.max_live`) was reached.
+    LiveCap,
+    /// The replacement's submit failed.
+    SubmitFailed,
 }
 
 /// A learned policy's choice for one request, so `report` can explain every hedge.

@@ -7,7 +7,7 @@
 //!   ledger: in the shared PostgreSQL state (`[state] url = "postgres://…"`: every
 //!   replica starts from what the others learned; the last save wins), in the ledger's
 //!   SQLite file (table `learned_models`), or in memory (`budget.ledger = ":memory:"`);
-//! - [`LiveModels`], every learned policy of one runtime: built from the stored models
+//! - `LiveModels`, every learned policy of one runtime: built from the stored models
 //!   (range-checked; a corrupt row is logged and the policy starts cold), saved when
 //!   changed (by the saver, about once a second, and on drain), exported on `/metrics`
 //!   and as JSON for `GET /admin/models` and `tailcut model show --from-gateway`.

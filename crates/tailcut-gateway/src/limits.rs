@@ -5,7 +5,7 @@
 //! a head at its default of 100 header fields ([`MAX_HEADERS`] is that same number, so a
 //! head hyper accepts is never over our count): such heads, heads past hyper's size
 //! limits, and heads that are not HTTP at all get hyper's status with a JSON body
-//! ([`crate::connection::GuardedStream`] rewrites them).
+//! (`connection::GuardedStream` rewrites them).
 //!
 //! hyper's default is kept rather than raised: a configured header limit makes hyper
 //! allocate and initialise two arrays of that many entries for every request head

@@ -1,28 +1,18 @@
-//! JSON log lines on stderr, one per event (`TAILCUT_LOG=off` silences them). Every
-//! module logs through here; [`crate::observe`] re-exports it beside the metrics.
+//! The gateway's log events, one per thing that happened (`request`, `draining`, ...).
+//! Every module logs through here; [`crate::observe`] re-exports it beside the metrics.
+//! Events go out through [`tailcut_core::log`] (`tracing`): the `tailcut` binary writes
+//! each as one JSON line on stderr (`TAILCUT_LOG=off` silences them), and a gateway
+//! embedded without a subscriber pays one check per event.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-/// Whether JSON logs are on (`TAILCUT_LOG=off` turns them off).
-fn logging() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TAILCUT_LOG").map_or(true, |v| v != "off"))
-}
-
-/// One JSON log line on stderr. The fields are built only when logging is on, so a
-/// silenced gateway pays nothing for them on the request path.
+/// One log event. The fields are built only when someone listens, so a silenced
+/// gateway pays nothing for them on the request path.
 pub(crate) fn log(event: &str, fields: impl FnOnce() -> Value) {
-    if !logging() {
-        return;
-    }
-    let mut v = json!({"ts": tailcut_core::trace::now_rfc3339(), "event": event});
-    if let (Some(m), Value::Object(f)) = (v.as_object_mut(), fields()) {
-        m.extend(f);
-    }
-    eprintln!("{v}");
+    tailcut_core::log::info(event, fields);
 }
 
-/// One JSON log line for an event outside a request (e.g. from the `serve` command).
+/// One log event outside a request (e.g. from the `serve` command).
 pub fn log_event(event: &str, fields: Value) {
     log(event, || fields);
 }

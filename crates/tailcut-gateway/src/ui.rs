@@ -326,19 +326,14 @@ fn routes(rt: &Runtime) -> Vec<RouteRow> {
         .routes
         .iter()
         .map(|r| {
-            let (label, providers) = match r.kind {
-                RouteKind::OpenAi => rt
-                    .models
-                    .values()
-                    .find(|m| m.cfg.name == r.name)
-                    .map(|m| (m.chat.policy.label().to_string(), m.chat.hedger.providers().iter().map(|p| p.name.clone()).collect()))
-                    .unwrap_or_default(),
-                RouteKind::Jobs => rt
-                    .jobs
-                    .get(&r.name)
-                    .map(|j| (j.policy.label().to_string(), j.hedger.providers().iter().map(|p| p.name.clone()).collect()))
-                    .unwrap_or_default(),
-            };
+            let label = match r.kind {
+                RouteKind::OpenAi => rt.models.values().find(|m| m.cfg.name == r.name).map(|m| m.chat.policy.label().to_string()),
+                RouteKind::Jobs => rt.jobs.get(&r.name).map(|j| j.policy.label().to_string()),
+            }
+            .unwrap_or_default();
+            // The providers the route's policy launches, not every provider its hedger
+            // could reach (a hedger holds all providers of the route's kind).
+            let providers = rt.config.policy(&r.policy).map(tailcut_config::spec_providers).unwrap_or_default();
             RouteRow {
                 name: r.name.clone(),
                 kind: if r.kind == RouteKind::OpenAi { "openai" } else { "jobs" },

@@ -30,14 +30,57 @@ pub struct PlotError {
 
 /// The Okabe–Ito palette (distinguishable with every common colour-vision deficiency),
 /// without its yellow, which is unreadable on white. The baseline is drawn in black.
-const PALETTE: [RGBColor; 6] = [
-    RGBColor(230, 159, 0),
+/// Ordered so that neighbours differ most: the two orange-ish hues (orange, vermillion)
+/// are far apart, and each curve also gets its own dash pattern ([`STROKES`]), so two
+/// curves never differ by hue alone.
+pub const PALETTE: [RGBColor; 6] = [
     RGBColor(0, 114, 178),
+    RGBColor(230, 159, 0),
     RGBColor(0, 158, 115),
-    RGBColor(213, 94, 0),
     RGBColor(204, 121, 167),
     RGBColor(86, 180, 233),
+    RGBColor(213, 94, 0),
 ];
+
+/// The dash pattern of each curve, in step with [`PALETTE`]: `None` is a solid line,
+/// `Some((dash, gap))` in pixels.
+pub const STROKES: [Option<(u32, u32)>; 6] = [None, Some((10, 4)), Some((2, 3)), Some((16, 5)), Some((3, 6)), Some((6, 3))];
+
+/// The colour and dash pattern of the `k`-th non-baseline curve.
+pub fn curve_style(k: usize) -> (RGBColor, Option<(u32, u32)>) {
+    (PALETTE[k % PALETTE.len()], STROKES[k % STROKES.len()])
+}
+
+/// Draws `pts` as a line in `color` with the given dash pattern (solid when `None`),
+/// with a legend sample in the same pattern.
+pub(crate) fn styled_line<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pts: Vec<(f64, f64)>,
+    color: RGBColor,
+    dash: Option<(u32, u32)>,
+    width: u32,
+    label: String,
+) -> Result<(), String>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate<From = (f64, f64)>,
+{
+    let style = ShapeStyle::from(&color).stroke_width(width);
+    // The legend's sample: four strokes, contiguous for a solid line, spaced by the
+    // dash pattern otherwise (a dotted curve shows dots).
+    let (d, g) = dash.map_or((5, 0), |(d, g)| (d.min(8) as i32, g.min(5) as i32));
+    let sample = move |(x, y): (i32, i32)| {
+        let stroke = ShapeStyle::from(&color).stroke_width(width + 1);
+        let seg = |k: i32| PathElement::new(vec![((k * (d + g)).min(20), 0), ((k * (d + g) + d).min(20), 0)], stroke);
+        EmptyElement::at((x, y)) + seg(0) + seg(1) + seg(2) + seg(3)
+    };
+    match dash {
+        None => chart.draw_series(LineSeries::new(pts, style)).map_err(|e| e.to_string())?.label(label).legend(sample),
+        Some((d, g)) => chart.draw_series(DashedLineSeries::new(pts, d, g, style)).map_err(|e| e.to_string())?.label(label).legend(sample),
+    };
+    Ok(())
+}
+
 const BASELINE: RGBColor = RGBColor(0, 0, 0);
 const GUIDE: RGBColor = RGBColor(150, 150, 150);
 const FONT: &str = "sans-serif";
@@ -80,11 +123,13 @@ pub fn frontier(points: &[PolicyPoint]) -> Vec<usize> {
     idx
 }
 
-/// The curves worth drawing: `baseline` (if any) first, then up to `n` frontier policies
-/// spread evenly along the frontier from the fastest to the cheapest (the ends always
-/// included), never repeating the baseline.
-pub fn pick_curves(points: &[PolicyPoint], baseline: Option<usize>, n: usize) -> Vec<usize> {
-    let front: Vec<usize> = frontier(points).into_iter().filter(|&i| Some(i) != baseline).collect();
+/// The curves worth drawing: `baseline` (if any) first, then up to `n` policies of
+/// `among` (the rows the tables print, so that plot and table show the same policies)
+/// on their cost/p95 frontier, spread evenly from the fastest to the cheapest (the ends
+/// always included), never repeating the baseline.
+pub fn pick_curves(points: &[PolicyPoint], among: &[usize], baseline: Option<usize>, n: usize) -> Vec<usize> {
+    let candidates: Vec<PolicyPoint> = among.iter().filter_map(|&i| points.get(i).cloned()).collect();
+    let front: Vec<usize> = frontier(&candidates).into_iter().map(|k| among[k]).filter(|&i| Some(i) != baseline).collect();
     let mut out: Vec<usize> = baseline.into_iter().collect();
     if n == 0 || front.is_empty() {
         return out;
@@ -217,24 +262,23 @@ fn draw_tails(area: &DrawingArea<SVGBackend, Shift>, title: &str, curves: &[Curv
         let style = TextStyle::from((FONT, 12).into_font()).color(&RGBColor(60, 60, 60)).pos(Pos::new(h, VPos::Bottom));
         chart.draw_series(std::iter::once(Text::new(format!("{d} s deadline"), (x, floor * 1.15), style))).map_err(|e| err(&e))?;
     }
-    let mut colour = PALETTE.iter().cycle();
-    for c in &curves {
+    // The baseline is drawn last, on top: dashed, it hides nothing, and no coloured
+    // curve can hide it.
+    let mut order: Vec<&Curve> = curves.iter().filter(|c| !c.baseline).collect();
+    order.extend(curves.iter().filter(|c| c.baseline));
+    let mut k = 0;
+    for c in order {
         let (pts, failed) = ccdf_points(&c.latencies, x_max, floor);
         let name = if c.baseline { format!("{} (baseline)", c.label) } else { c.label.clone() };
         let label = if failed > 0 { format!("{name}  ({failed}/{} no valid result)", c.latencies.len()) } else { name };
-        let color = if c.baseline { BASELINE } else { *colour.next().unwrap_or(&PALETTE[0]) };
-        let style = ShapeStyle::from(&color).stroke_width(2);
-        let legend = move |(x, y): (i32, i32)| PathElement::new(vec![(x, y), (x + 20, y)], ShapeStyle::from(&color).stroke_width(3));
-        if c.baseline {
-            // The legend's sample dashed like the curve: two strokes with a gap.
-            let dashed = move |(x, y): (i32, i32)| {
-                let stroke = ShapeStyle::from(&color).stroke_width(3);
-                EmptyElement::at((x, y)) + PathElement::new(vec![(0, 0), (8, 0)], stroke) + PathElement::new(vec![(12, 0), (20, 0)], stroke)
-            };
-            chart.draw_series(DashedLineSeries::new(pts, 7, 4, style)).map_err(|e| err(&e))?.label(label).legend(dashed);
+        let (color, dash, width) = if c.baseline {
+            (BASELINE, Some((7, 4)), 2)
         } else {
-            chart.draw_series(LineSeries::new(pts, style)).map_err(|e| err(&e))?.label(label).legend(legend);
-        }
+            let (color, dash) = curve_style(k);
+            k += 1;
+            (color, dash, 2)
+        };
+        styled_line(&mut chart, pts, color, dash, width, label).map_err(|e| err(&e))?;
     }
     draw_legend(&mut chart).map_err(|e| err(&e))
 }
@@ -363,10 +407,15 @@ pub fn policy_svg(
     draw_tails(&left, title, &only, deadlines, &err)?;
     // The same colours as the tail panel: merged curves share their first member's colour.
     let merged = merge_identical(&only);
-    let mut colour = PALETTE.iter().cycle();
+    let mut k = 0;
     let mut colours: Vec<RGBColor> = Vec::new();
     for m in &merged {
-        colours.push(if m.baseline { BASELINE } else { *colour.next().unwrap_or(&PALETTE[0]) });
+        colours.push(if m.baseline {
+            BASELINE
+        } else {
+            k += 1;
+            curve_style(k - 1).0
+        });
     }
     let highlighted: Vec<(usize, RGBColor)> = curves
         .iter()
@@ -407,12 +456,24 @@ mod tests {
     fn picked_curves_are_the_baseline_and_both_ends_of_the_frontier() {
         let pts: Vec<PolicyPoint> = (0..10).map(|k| pt(&format!("p{k}"), 10.0 + k as f64, 0.1 - 0.01 * k as f64)).collect();
         let base = Some(9);
-        let picked = pick_curves(&pts, base, 4);
+        let all: Vec<usize> = (0..pts.len()).collect();
+        let picked = pick_curves(&pts, &all, base, 4);
         assert_eq!(picked[0], 9);
         assert_eq!(picked.len(), 5);
         assert_eq!(picked[1], 0, "the fastest frontier policy is drawn");
         assert_eq!(picked[4], 8, "the cheapest frontier policy other than the baseline is drawn");
-        assert_eq!(pick_curves(&pts, None, 20).len(), 10);
+        assert_eq!(pick_curves(&pts, &all, None, 20).len(), 10);
+    }
+
+    #[test]
+    fn picked_curves_come_only_from_the_printed_rows() {
+        // p0 is the fastest of all, but the table does not print it: the plot must not
+        // draw a policy the reader cannot find in the table.
+        let pts: Vec<PolicyPoint> = (0..6).map(|k| pt(&format!("p{k}"), 10.0 + k as f64, 0.1 - 0.01 * k as f64)).collect();
+        let printed = [2, 3, 5];
+        let picked = pick_curves(&pts, &printed, None, 4);
+        assert_eq!(picked, vec![2, 3, 5]);
+        assert!(pick_curves(&pts, &printed, Some(5), 1).iter().all(|i| printed.contains(i)));
     }
 
     #[test]

@@ -38,7 +38,10 @@ pub struct ContendRunArgs {
     /// same-core, separate-cores or solo (CPU); time-slicing, mps, mig or dedicated (CUDA).
     #[arg(long, default_value = "same-core")]
     pub mode: String,
-    /// Trials; each runs every agent solo and all together, arm order alternating.
+    /// Trials; each runs every agent solo and all together, arm order alternating. Each
+    /// factor is the median of the trials' own shared/solo ratios and its 95% interval is
+    /// over trials (a bootstrap widened to the t interval), so it shows how much a factor
+    /// moves from run to run; with one trial the interval only resamples that run's samples.
     #[arg(long, default_value_t = 3)]
     pub trials: u32,
     /// Warm-up per run (samples discarded).
@@ -55,10 +58,11 @@ pub struct ContendRunArgs {
     pub devices: Vec<String>,
     #[command(flatten)]
     pub http: HttpAgentArgs,
-    /// Bootstrap resamples for the degradation intervals.
+    /// Bootstrap resamples for the degradation intervals (over trials).
     #[arg(long, default_value_t = 300)]
     pub bootstrap: usize,
-    /// "Median barely moves" tolerance for the verdict (0.10 = ±10%).
+    /// "Median barely moves" tolerance for the verdict (0.10 = ±10%). The verdict reads the
+    /// intervals: when one straddles a threshold it says "unstable".
     #[arg(long, default_value_t = 0.10, value_parser = non_negative)]
     pub median_tolerance: f64,
     /// "Tail moves" threshold on the p99 factor for the verdict.
@@ -151,6 +155,12 @@ pub struct ContendVerifyArgs {
     /// measured p99 is the median of the trials' own p99s.
     #[arg(long, default_value_t = 3)]
     pub trials: u32,
+    /// Run the whole check N times and score the plan's promise: the share of (agent, run)
+    /// objectives met against the confidence the plan was made at, and how many outcomes
+    /// fell inside their stated bands. With N > 1 it exits 1 when the share met is below
+    /// that confidence (at confidence 0: when any objective is missed).
+    #[arg(long, default_value_t = 1, value_parser = count::<u32>)]
+    pub repeat: u32,
     /// Skip the solo runs: by default each trial also runs every sharing agent alone,
     /// back to back with its group, and reports the measured interference factor against
     /// the plan's (the prediction rebased on today's solo p99). Without them the run is
@@ -341,10 +351,27 @@ pub struct ContendPlanArgs {
     /// composition model and expected errors, and solo p99 for agents that give none (repeatable).
     #[arg(long)]
     pub table: Vec<PathBuf>,
+    /// Admit a placement only when the prediction's upper bound at this confidence — from
+    /// the table's measured errors: the factors' bootstrap intervals, the composition
+    /// model's error on triples and the solo runs' spread — is within the objective. 0
+    /// plans on the predictions alone; predictions without a measured error are admitted
+    /// on the prediction and the plan says so.
+    #[arg(long, default_value_t = 0.9, value_parser = confidence)]
+    pub confidence: f64,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
     /// Write the plan's Kubernetes configuration here.
     #[arg(long, value_name = "FILE")]
     pub k8s: Option<PathBuf>,
+}
+
+/// A confidence in [0, 1) (1 would need an infinite bound).
+fn confidence(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if (0.0..1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err("expected a confidence of at least 0 and below 1 (e.g. 0.9)".to_string())
+    }
 }

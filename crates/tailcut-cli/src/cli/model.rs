@@ -79,9 +79,14 @@ pub struct ScenarioRunArgs {
     /// Write an SVG: latency ECDFs, or for `straggler` p99 against extra load.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
-    /// Show every row (default: the best fixed rows by p95, tuned and learned).
+    /// Show every row (default: the best single provider, the best fixed rows by p95, the
+    /// cheapest within the miss target, tuned and learned).
     #[arg(long)]
     pub all: bool,
+    /// With `--plot` on `straggler`: also print, per learned family and load, its p99
+    /// against the fixed-delay envelope (stderr).
+    #[arg(short, long)]
+    pub verbose: bool,
 }
 
 /// Which cost `auto` minimises.

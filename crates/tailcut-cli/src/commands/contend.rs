@@ -364,7 +364,7 @@ fn plan(a: &ContendPlanArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let mut planner = Planner::new(agents, gpus).map_err(|e| BadInput(e.to_string()))?;
+    let mut planner = Planner::new(agents, gpus).and_then(|p| p.with_confidence(a.confidence)).map_err(|e| BadInput(e.to_string()))?;
     let plan = planner.plan().map_err(|e| BadInput(e.to_string()))?;
     if let Some(path) = &a.k8s {
         std::fs::write(path, plan_k8s(&plan).map_err(|e| BadInput(e.to_string()))?)
@@ -376,23 +376,27 @@ fn plan(a: &ContendPlanArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "Plan: {} GPU(s) of {} ({}; memory lower bound {}{})",
+        "Plan: {} GPU(s) of {} ({}; memory lower bound {}{}), at {:.0}% confidence",
         plan.gpus_used,
         plan.model,
         plan.method,
         plan.lower_bound,
-        if plan.optimal { ", optimal" } else { "" }
+        if plan.optimal { ", optimal" } else { "" },
+        plan.confidence * 100.0
     );
     for g in &plan.gpus {
         println!("\nGPU {} — {}", g.gpu, g.mode.name());
         for s in &g.seats {
             println!(
-                "  {:<20} {:<10} p99 {:>8.2} ms{} ≤ {:>8.2} ms   {:>6.1} GB",
+                "  {:<20} {:<10} p99 {:>8.2} ms{} bound {:>8.2} ms ≤ {:>8.2} ms  margin {:>7}  P(met) {:>4}  {:>6.1} GB",
                 s.agent,
                 s.profile.clone().unwrap_or_default(),
                 s.predicted_p99_ms,
                 s.expected_error.map_or("      ".to_string(), |e| format!(" ±{:>3.0}%", e * 100.0)),
+                s.bound_p99_ms.unwrap_or(s.predicted_p99_ms),
                 s.objective_ms,
+                s.margin.map_or("-".to_string(), |m| format!("{:+.1}%", m * 100.0)),
+                s.p_objective.map_or("-".to_string(), |p| format!("{:.0}%", p * 100.0)),
                 s.memory_gb
             );
         }
@@ -400,6 +404,12 @@ fn plan(a: &ContendPlanArgs) -> anyhow::Result<ExitCode> {
     println!("\nWhy");
     for e in &plan.explanations {
         println!("  {e}");
+    }
+    if !plan.noise.is_empty() {
+        println!("\nNoise: the table's error bars are wide");
+        for n in &plan.noise {
+            println!("  {n}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -512,10 +522,19 @@ fn verify(a: &ContendVerifyArgs) -> anyhow::Result<ExitCode> {
     let settings =
         tailcut_contend::verify::VerifySettings { plan, run: template, gpu: a.gpu, think_ms: a.window.think_ms, solo: !a.no_solo };
     let solo_runs: usize = if settings.solo { settings.plan.gpus.iter().map(|g| g.seats.len()).filter(|&n| n > 1).sum() } else { 0 };
-    let runs = u64::from(a.trials) * (settings.plan.gpus.len() + solo_runs) as u64;
+    let runs = u64::from(a.trials) * (settings.plan.gpus.len() + solo_runs) as u64 * u64::from(a.repeat);
     let bar = crate::commands::progress(runs, "verifying the plan", a.output.json);
-    let report = tailcut_contend::verify::run(&settings, &step_reporter(&bar, a.output.json)).map_err(protocol_error)?;
+    let mut reports = Vec::new();
+    for _ in 0..a.repeat {
+        reports.push(tailcut_contend::verify::run(&settings, &step_reporter(&bar, a.output.json)).map_err(protocol_error)?);
+    }
     bar.finish_and_clear();
-    emit(a.output.json, a.output.json_out.as_deref(), &report, || report.render())?;
-    Ok(if report.all_met { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    if a.repeat == 1 {
+        let report = &reports[0];
+        emit(a.output.json, a.output.json_out.as_deref(), report, || report.render())?;
+        return Ok(if report.all_met { ExitCode::SUCCESS } else { ExitCode::from(1) });
+    }
+    let scored = tailcut_contend::verify::score(reports);
+    emit(a.output.json, a.output.json_out.as_deref(), &scored, || scored.render())?;
+    Ok(if scored.promise_kept { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

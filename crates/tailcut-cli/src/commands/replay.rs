@@ -70,12 +70,13 @@ const PLOT_CURVES: usize = 4;
 
 /// The `--plot` figure of one split: the tails of the baseline (the single provider with
 /// the lowest p95, then the lowest bill: the best one can do without hedging) and of up to
-/// `--top` (default 4) policies spread along the billed-cost/p95 frontier, beside every
-/// policy's cost against p95.
+/// `--top` (default 4) of the `printed` policies (the split's table rows) spread along
+/// their billed-cost/p95 frontier, beside every policy's cost against p95.
 fn plot_policies(
     path: &std::path::Path,
     split: &Split,
     rows: &Rows,
+    printed: &[usize],
     rates: &[ProviderRates],
     settings: &SweepSettings,
     args: &ReplayArgs,
@@ -87,7 +88,7 @@ fn plot_policies(
         .filter(|&i| rows[i].1.policy.starts_with("single:"))
         .min_by(|&a, &b| points[a].p95_s.total_cmp(&points[b].p95_s).then(points[a].usd_per_req.total_cmp(&points[b].usd_per_req)));
     let n = args.top.unwrap_or(PLOT_CURVES).min(6);
-    let curves: Vec<(usize, Curve)> = pick_curves(&points, baseline, n)
+    let curves: Vec<(usize, Curve)> = pick_curves(&points, printed, baseline, n)
         .into_iter()
         .map(|i| {
             let latencies = evaluate(&split.set, rates, &rows[i].0.family, settings.cap_s).lats;
@@ -322,8 +323,8 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     bar.finish();
 
     if let Some(path) = &args.plot {
-        if let Some((split, rows)) = evaluated.last() {
-            plot_policies(path, split, rows, &rates, &settings, args)?;
+        if let (Some((split, rows)), Some(printed)) = (evaluated.last(), picks(&evaluated, args).last()) {
+            plot_policies(path, split, rows, printed, &rates, &settings, args)?;
             eprintln!("tailcut: wrote {}", path.display());
         }
     }
@@ -410,8 +411,9 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         "\nactive $ = execution seconds × rate, the loser treated as cancelled when the winner finishes; billed $ adds each started worker's idle window; a primary cancelled while still queued is assumed unbilled. `-` = no valid result at that rank; p99 only from 100 rounds.",
     );
     if let Some(html) = &args.html {
-        if let Some((split, rows)) = evaluated.last() {
-            let svg = crate::html::svg_via_file(html, args.plot.as_deref(), |p| plot_policies(p, split, rows, &rates, &settings, args))?;
+        if let (Some((split, rows)), Some(printed)) = (evaluated.last(), picks(&evaluated, args).last()) {
+            let svg =
+                crate::html::svg_via_file(html, args.plot.as_deref(), |p| plot_policies(p, split, rows, printed, &rates, &settings, args))?;
             out.figure(&format!("Tail latency and cost — {} split", split.key), &svg);
         }
         out.write("tailcut replay", &format!("{} rounds from {}", all.len(), config.source), html)?;

@@ -114,8 +114,18 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 println!("{}", serde_json::to_string(&record)?);
                 continue;
             }
+            // "projected" is what the budget reserved before each submit; when no submit
+            // got through, say so rather than print a cost as if work had been done.
+            let submitted = record.attempts.iter().filter(|a| a.submit_error.is_none()).count();
+            let cost = if !record.attempts.is_empty() && submitted == 0 {
+                format!("nothing submitted (every submit failed; {} was reserved against the budget)", record.projected_cost_micro_usd)
+            } else if record.winner.is_none() {
+                format!("no result; {} reserved against the budget before the submits", record.projected_cost_micro_usd)
+            } else {
+                format!("projected {}", record.projected_cost_micro_usd)
+            };
             let mut text = format!(
-                "{} {}: winner {} in {} s ({} attempt(s){}), projected {}",
+                "{} {}: winner {} in {} s ({} attempt(s){}), {}",
                 record.request_id,
                 record.policy,
                 record.winner.as_deref().unwrap_or("none"),
@@ -130,7 +140,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     ""
                 },
-                record.projected_cost_micro_usd
+                cost
             );
             if let Some(c) = &record.decisions.learned {
                 text.push_str(&format!("\n  learned: {} ({})", c.plan, c.reason));

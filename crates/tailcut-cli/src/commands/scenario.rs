@@ -33,8 +33,11 @@ fn shown(rows: &[ScenarioRow], all: bool) -> Vec<&ScenarioRow> {
     let mut cheap = fixed;
     cheap.retain(|r| r.miss_rate <= 0.05);
     cheap.sort_by(|a, b| a.active_usd_per_req.total_cmp(&b.active_usd_per_req));
+    // The best single provider comes first: the row every hedging figure is read against
+    // ("p99 cut by 84 %" needs the p99 it was cut from).
+    let single = best.iter().copied().find(|r| r.policy.starts_with("single:"));
     let mut out: Vec<&ScenarioRow> = Vec::new();
-    for r in best.into_iter().take(5).chain(cheap.into_iter().take(3)) {
+    for r in single.into_iter().chain(best.into_iter().take(5)).chain(cheap.into_iter().take(3)) {
         if !out.iter().any(|o| o.policy == r.policy) {
             out.push(r);
         }
@@ -63,7 +66,7 @@ fn run_one(a: &ScenarioRunArgs) -> anyhow::Result<ExitCode> {
             &curves,
         )?;
         eprintln!("tailcut: wrote {}", path.display());
-        for (name, pts) in &curves[1..] {
+        for (name, pts) in curves[1..].iter().filter(|_| a.verbose) {
             let worst = pts.iter().map(|(x, y)| y - fixed_envelope(&curves[0].1, *x)).fold(f64::NEG_INFINITY, f64::max);
             eprintln!("tailcut: {name}: worst p99 minus the fixed-delay envelope at the same or lower load: {worst:+.3} s");
             for (x, y) in pts {

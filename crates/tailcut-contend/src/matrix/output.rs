@@ -8,27 +8,48 @@ impl MatrixReport {
     /// agents): solo p99 per class, `victim<-aggressor` factors (copies of one agent
     /// averaged into `x<-x`), and the composition with its errors.
     pub fn table(&self) -> AgentsFile {
-        let mut sums: BTreeMap<String, (f64, u32)> = BTreeMap::new();
+        // Per key: (factor sum, relative half-width sum, widths counted, cells).
+        let mut sums: BTreeMap<String, (f64, f64, u32, u32)> = BTreeMap::new();
         for c in &self.pairs {
             let key = format!("{}<-{}", class(&c.victim), class(&c.aggressors[0]));
-            let e = sums.entry(key).or_insert((0.0, 0));
+            let e = sums.entry(key).or_insert((0.0, 0.0, 0, 0));
             e.0 += c.factor;
-            e.1 += 1;
+            e.3 += 1;
+            if c.ci95[0].is_finite() && c.ci95[1].is_finite() && c.factor > 0.0 {
+                e.1 += (c.ci95[1] - c.ci95[0]) / 2.0 / c.factor;
+                e.2 += 1;
+            }
         }
-        let factors: BTreeMap<String, f64> = sums.into_iter().map(|(k, (s, n))| (k, round4(s / f64::from(n)))).collect();
+        let factors: BTreeMap<String, f64> = sums.iter().map(|(k, (s, _, _, n))| (k.clone(), round4(s / f64::from(*n)))).collect();
+        let errors: BTreeMap<String, f64> =
+            sums.into_iter().filter(|(_, (_, _, w, _))| *w > 0).map(|(k, (_, h, w, _))| (k, round4(h / f64::from(w)))).collect();
         let mut modes = BTreeMap::new();
         modes.insert(self.table_mode.clone(), factors);
+        let mut error_modes = BTreeMap::new();
+        if !errors.is_empty() {
+            error_modes.insert(self.table_mode.clone(), errors);
+        }
         let mut composition = BTreeMap::new();
         let mut c = self.composition.clone();
         c.pair_error = c.pair_error.map(round4);
         c.group_error = c.group_error.map(round4);
+        c.trials = self.trials;
         composition.insert(self.table_mode.clone(), c);
         let mut solo_p99_ms = BTreeMap::new();
+        let mut solo_p99_spread = BTreeMap::new();
         for (name, st) in &self.solo {
             let tail = self.solo_tail_ms.get(name).copied().unwrap_or(st.p99_ms.unwrap_or(st.p95_ms));
             solo_p99_ms.entry(class(name).to_string()).or_insert(round4(tail));
+            if let Some(sp) = self.solo_spread.get(name) {
+                solo_p99_spread.entry(class(name).to_string()).or_insert(SoloSpread { runs: sp.runs, log_sd: round4(sp.log_sd) });
+            }
         }
-        AgentsFile { agents: Vec::new(), interference: Interference { modes, composition }, solo_p99_ms }
+        AgentsFile {
+            agents: Vec::new(),
+            interference: Interference { modes, composition, errors: error_modes },
+            solo_p99_ms,
+            solo_p99_spread,
+        }
     }
 
     /// The table as TOML with a header saying how it was measured.
@@ -65,10 +86,14 @@ impl MatrixReport {
                     self.solo_tail_ms.get(a).map_or("-".into(), |x| {
                         format!("{x:.3}{}", if self.solo_tail_quantile.get(a).is_some_and(|q| q != "p99") { " p95" } else { "" })
                     }),
+                    self.solo_spread.get(a).map_or("-".into(), |sp| format!("±{:.1}% ({} runs)", sp.log_sd * 100.0, sp.runs)),
                 ]
             })
             .collect();
-        s.push_str(&crate::report::table(&["solo", "n", "p50 ms", "p99 ms (pooled)", "table tail ms (median of runs)"], &rows));
+        s.push_str(&crate::report::table(
+            &["solo", "n", "p50 ms", "p99 ms (pooled)", "table tail ms (median of runs)", "run-to-run spread"],
+            &rows,
+        ));
         s.push_str(
             "\np99 factor of the victim (row) next to the aggressor (column): median over trials of each trial's shared / solo,\n\
              bootstrap 95% interval over trials\n",

@@ -19,17 +19,27 @@
 //! set partitions; larger ones by first-fit decreasing plus a pass that tries to empty
 //! GPUs, reporting the memory lower bound so the gap is visible.
 //!
+//! **Confidence.** A placement is admitted when the prediction's upper bound at the
+//! planner's confidence (default 0.9) is within the objective, not the prediction alone:
+//! [`bound`] turns the table's measured errors (the cells' bootstrap intervals, the
+//! composition model's error on triples, the solo runs' spread) into that bound, the
+//! probability that each objective holds, and — when the matrix was measured under load —
+//! how many more trials would make the bound useful. Confidence 0 plans on the prediction.
+//!
 //! The parts: `types` (what a plan takes and gives, and why it can fail), `planner`
-//! (predictions, the exact search and the heuristic) and `hints` (the Kubernetes
-//! configuration a plan needs).
+//! (predictions, the exact search and the heuristic), `bound` (the error bar) and `hints`
+//! (the Kubernetes configuration a plan needs).
 
+pub mod bound;
 mod hints;
 mod planner;
 mod types;
 
 pub use hints::plan_k8s;
 pub use planner::Planner;
-pub use types::{AgentNeed, AgentsFile, Composition, CompositionModel, GpuPlan, GpuPool, GroupMode, Interference, Plan, PlanError, Seat};
+pub use types::{
+    AgentNeed, AgentsFile, Composition, CompositionModel, GpuPlan, GpuPool, GroupMode, Interference, Plan, PlanError, Seat, SoloSpread,
+};
 
 #[cfg(test)]
 mod tests;

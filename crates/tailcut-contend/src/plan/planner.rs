@@ -2,9 +2,10 @@
 //! bound over set partitions for small instances and first-fit decreasing with a
 //! GPU-emptying pass for larger ones.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-use super::types::{AgentNeed, AgentsFile, GpuPlan, GpuPool, GroupMode, Interference, Plan, PlanError, Seat};
+use super::bound::{self, Spread};
+use super::types::{AgentNeed, AgentsFile, GpuPlan, GpuPool, GroupMode, Interference, Plan, PlanError, Seat, SoloSpread};
 use crate::mig::{self, GpuModel, Profile};
 
 /// The planner.
@@ -12,12 +13,17 @@ use crate::mig::{self, GpuModel, Profile};
 pub struct Planner {
     agents: Vec<AgentNeed>,
     interference: Interference,
+    spreads: BTreeMap<String, SoloSpread>,
     pool: GpuPool,
     model: GpuModel,
     profiles: Vec<Profile>,
     cache: HashMap<u128, Option<(GroupMode, Vec<Seat>)>>,
     /// Largest instance solved exactly.
     pub exact_limit: usize,
+    /// Confidence at which each admitted prediction's upper bound must be within its
+    /// objective (0: the prediction itself, as before bounds existed). Set it before
+    /// planning: group decisions are cached.
+    pub confidence: f64,
 }
 
 fn bits(set: &[usize]) -> u128 {
@@ -66,7 +72,27 @@ impl Planner {
             return Err(PlanError::Invalid(format!("agent name `{}` appears twice", w[0])));
         }
         let profiles = model.profiles.iter().filter(|p| !p.name.contains("+me") && p.compute < 7).cloned().collect();
-        Ok(Planner { agents: file.agents, interference: file.interference, pool, model, profiles, cache: HashMap::new(), exact_limit: 10 })
+        Ok(Planner {
+            agents: file.agents,
+            interference: file.interference,
+            spreads: file.solo_p99_spread,
+            pool,
+            model,
+            profiles,
+            cache: HashMap::new(),
+            exact_limit: 10,
+            confidence: 0.9,
+        })
+    }
+
+    /// Sets the confidence (see [`Planner::confidence`]); it must be in [0, 1).
+    pub fn with_confidence(mut self, confidence: f64) -> Result<Planner, PlanError> {
+        if !(0.0..1.0).contains(&confidence) {
+            return Err(PlanError::Invalid(format!("confidence must be at least 0 and below 1, got {confidence}")));
+        }
+        self.confidence = confidence;
+        self.cache.clear();
+        Ok(self)
     }
 
     fn allowed(&self, m: GroupMode) -> bool {
@@ -99,19 +125,64 @@ impl Planner {
             solo_p99_ms: Some(a.solo_p99_ms),
             objective_ms: a.p99_objective_ms,
             memory_gb: a.memory_gb,
+            prediction_sd: None,
+            bound_p99_ms: None,
+            band_ms: None,
+            margin: None,
+            p_objective: None,
         }
     }
 
+    /// The spread of agent `i`'s prediction: alone (`mode` None, or dedicated / MIG) from
+    /// its solo spread; sharing `mode` with `group` from the factor errors as well.
+    fn spread(&self, i: usize, mode: Option<GroupMode>, group: &[usize]) -> Option<Spread> {
+        let a = &self.agents[i];
+        let solo = self.spreads.get(&a.kind);
+        match mode {
+            Some(m @ (GroupMode::Mps | GroupMode::TimeSlicing)) => {
+                let cells: Vec<Option<f64>> =
+                    group.iter().filter(|&&j| j != i).map(|&j| self.interference.error(m, &a.kind, &self.agents[j].kind)).collect();
+                bound::spread(solo, Some(bound::factor_term(&self.interference.composition(m), &cells)))
+            }
+            _ => bound::spread(solo, None),
+        }
+    }
+
+    /// `seat` with its error bar at `z` filled in.
+    fn bounded(mut seat: Seat, spread: Option<Spread>, z: f64) -> Seat {
+        let p = seat.predicted_p99_ms;
+        let sd = spread.map(|s| s.sd());
+        let upper = sd.map_or(p, |sd| bound::upper(p, sd, z));
+        seat.prediction_sd = sd;
+        seat.bound_p99_ms = Some(upper);
+        seat.band_ms = sd.filter(|_| z > 0.0).map(|sd| [p / (z * sd).exp(), upper]);
+        seat.margin = Some(seat.objective_ms / upper - 1.0);
+        seat.p_objective = sd.map(|sd| bound::probability(p, sd, seat.objective_ms));
+        seat
+    }
+
+    /// Whether a seat's bound (its prediction, without an error bar) is within its objective.
+    fn admits(seat: &Seat) -> bool {
+        seat.bound_p99_ms.unwrap_or(seat.predicted_p99_ms) <= seat.objective_ms
+    }
+
     fn compute_group(&self, group: &[usize]) -> Option<(GroupMode, Vec<Seat>)> {
+        self.compute_group_at(group, bound::z(self.confidence))
+    }
+
+    /// The best way to run `group` on one GPU with bounds at `z` (0: on the predictions).
+    fn compute_group_at(&self, group: &[usize], z: f64) -> Option<(GroupMode, Vec<Seat>)> {
         let gpu_mem = self.model.memory_gb;
         if group.len() == 1 && self.allowed(GroupMode::Dedicated) {
-            let a = &self.agents[group[0]];
-            if a.memory_gb <= gpu_mem && a.solo_p99_ms <= a.p99_objective_ms {
-                return Some((GroupMode::Dedicated, vec![self.seat(group[0], None, a.solo_p99_ms)]));
+            let i = group[0];
+            let a = &self.agents[i];
+            let seat = Self::bounded(self.seat(i, None, a.solo_p99_ms), self.spread(i, None, group), z);
+            if a.memory_gb <= gpu_mem && Self::admits(&seat) {
+                return Some((GroupMode::Dedicated, vec![seat]));
             }
         }
         if self.allowed(GroupMode::Mig) && group.len() <= 7 {
-            if let Some(seats) = self.mig_assignment(group) {
+            if let Some(seats) = self.mig_assignment(group, z) {
                 return Some((GroupMode::Mig, seats));
             }
         }
@@ -138,10 +209,12 @@ impl Planner {
                         }
                     }
                     let p99 = a.solo_p99_ms * composition.model.combine(&factors);
-                    if p99 > a.p99_objective_ms {
+                    let seat =
+                        Self::bounded(Seat { expected_error: error, ..self.seat(i, None, p99) }, self.spread(i, Some(mode), group), z);
+                    if !Self::admits(&seat) {
                         ok = false;
                     }
-                    seats.push(Seat { expected_error: error, ..self.seat(i, None, p99) });
+                    seats.push(seat);
                 }
                 if ok {
                     return Some((mode, seats));
@@ -151,13 +224,15 @@ impl Planner {
         None
     }
 
-    fn mig_assignment(&self, group: &[usize]) -> Option<Vec<Seat>> {
+    fn mig_assignment(&self, group: &[usize], z: f64) -> Option<Vec<Seat>> {
+        let seat = |i: usize, p: &Profile| {
+            Self::bounded(self.seat(i, Some(p.name), self.mig_p99(&self.agents[i], p)), self.spread(i, None, group), z)
+        };
         // Candidate profiles per agent, smallest first.
         let mut cands: Vec<Vec<&Profile>> = Vec::new();
         for &i in group {
             let a = &self.agents[i];
-            let mut c: Vec<&Profile> =
-                self.profiles.iter().filter(|p| a.memory_gb <= p.memory_gb && self.mig_p99(a, p) <= a.p99_objective_ms).collect();
+            let mut c: Vec<&Profile> = self.profiles.iter().filter(|p| a.memory_gb <= p.memory_gb && Self::admits(&seat(i, p))).collect();
             c.sort_by_key(|p| (p.compute, p.memory));
             if c.is_empty() {
                 return None;
@@ -166,7 +241,7 @@ impl Planner {
         }
         let mut chosen: Vec<&Profile> = Vec::new();
         if self.mig_search(&cands, 0, 0, 0, &mut chosen) {
-            return Some(group.iter().zip(&chosen).map(|(&i, p)| self.seat(i, Some(p.name), self.mig_p99(&self.agents[i], p))).collect());
+            return Some(group.iter().zip(&chosen).map(|(&i, p)| seat(i, p)).collect());
         }
         None
     }
@@ -210,10 +285,19 @@ impl Planner {
                 let why = if a.memory_gb > self.model.memory_gb {
                     format!("needs {} GB, the {} has {} GB", a.memory_gb, self.model.name, self.model.memory_gb)
                 } else {
-                    format!(
-                        "solo p99 {:.2} ms already exceeds the {:.2} ms objective (or dedicated GPUs are not allowed)",
-                        a.solo_p99_ms, a.p99_objective_ms
-                    )
+                    let alone = Self::bounded(self.seat(i, None, a.solo_p99_ms), self.spread(i, None, &[i]), bound::z(self.confidence));
+                    match alone.bound_p99_ms.filter(|b| *b > a.solo_p99_ms && a.solo_p99_ms <= a.p99_objective_ms) {
+                        Some(b) => format!(
+                            "alone its solo p99 {:.2} ms is within the {:.2} ms objective, but the {:.0}% bound {b:.2} ms is not (the solo runs spread too much: see `contend matrix`, or plan with a lower --confidence)",
+                            a.solo_p99_ms,
+                            a.p99_objective_ms,
+                            self.confidence * 100.0
+                        ),
+                        None => format!(
+                            "solo p99 {:.2} ms already exceeds the {:.2} ms objective (or dedicated GPUs are not allowed)",
+                            a.solo_p99_ms, a.p99_objective_ms
+                        ),
+                    }
                 };
                 return Err(PlanError::Infeasible { agent: a.name.clone(), why });
             }
@@ -244,19 +328,22 @@ impl Planner {
                     _ => String::new(),
                 };
                 explanations.push(format!(
-                    "{}: GPU {} ({}{}){with} — predicted p99 {:.2} ms{error} ≤ objective {:.2} ms; {}",
+                    "{}: GPU {} ({}{}){with} — predicted p99 {:.2} ms{error}{}; {}",
                     s.agent,
                     g,
                     mode.name(),
                     s.profile.as_ref().map_or(String::new(), |p| format!(" {p}")),
                     s.predicted_p99_ms,
-                    s.objective_ms,
+                    self.promise(s),
                     why
                 ));
             }
             gpus.push(GpuPlan { gpu: g, mode, seats, why });
         }
+        let noise = self.noise(&groups);
         Ok(Plan {
+            confidence: self.confidence,
+            noise,
             model: self.model.key.to_string(),
             gpus_used: groups.len(),
             lower_bound,
@@ -267,6 +354,77 @@ impl Planner {
         })
     }
 
+    /// What the plan promises for a seat: its bound against the objective, the margin and
+    /// the probability that the objective holds.
+    fn promise(&self, s: &Seat) -> String {
+        let pct = |x: f64| format!("{:.0}%", x * 100.0);
+        let margin = s.margin.map_or(String::new(), |m| format!("margin {:+.1}%", m * 100.0));
+        let odds = s.p_objective.map_or("P(objective holds) unknown".to_string(), |p| format!("P(objective holds) ≈ {}", pct(p)));
+        match (s.prediction_sd, bound::z(self.confidence) > 0.0) {
+            (Some(_), true) => format!(
+                ", bound {:.2} ms at {} confidence ≤ objective {:.2} ms ({margin}, {odds})",
+                s.bound_p99_ms.unwrap_or(s.predicted_p99_ms),
+                pct(self.confidence),
+                s.objective_ms
+            ),
+            (Some(_), false) => {
+                format!(" ≤ objective {:.2} ms (confidence 0: admitted on the prediction; {margin}, {odds})", s.objective_ms)
+            }
+            (None, _) => format!(" ≤ objective {:.2} ms (no error bar: admitted on the prediction; {margin}, {odds})", s.objective_ms),
+        }
+    }
+
+    /// Notes on what makes the plan's error bars wide: per agent whose bound adds more than
+    /// [`bound::USEFUL_WIDTH`] to its prediction, the solo spread and factor error behind
+    /// it and how many matrix trials would narrow it (or that none would); and the agents
+    /// admitted without an error bar.
+    fn noise(&self, groups: &[Vec<usize>]) -> Vec<String> {
+        let z = bound::z(self.confidence.max(0.9));
+        let trials = self.interference.composition.values().map(|c| c.trials).max().unwrap_or(0);
+        let mut notes = Vec::new();
+        let mut unknown = Vec::new();
+        for group in groups {
+            let Some((mode, _)) = self.cache.get(&bits(group)).cloned().flatten() else { continue };
+            for &i in group {
+                let a = &self.agents[i];
+                let shared = matches!(mode, GroupMode::Mps | GroupMode::TimeSlicing);
+                let Some(sp) = self.spread(i, shared.then_some(mode), group) else {
+                    unknown.push(a.name.clone());
+                    continue;
+                };
+                let width = (z * sp.sd()).exp() - 1.0;
+                if width <= bound::USEFUL_WIDTH {
+                    continue;
+                }
+                let solo = self.spreads.get(&a.kind).map_or("solo spread not measured".to_string(), |s| {
+                    format!("solo p99 of `{}` spreads ±{:.1}% from run to run over {} runs", a.kind, s.log_sd * 100.0, s.runs)
+                });
+                let advice = match bound::trials_for_useful_bound(&sp, z, trials.max(1)) {
+                    Ok(None) => String::new(),
+                    Ok(Some(n)) if trials > 0 => format!("about {n} matrix trials (this table: {trials}) would bring it within +{:.0}%", bound::USEFUL_WIDTH * 100.0),
+                    Ok(Some(n)) => format!("about {n}× the matrix's trials would bring it within +{:.0}%", bound::USEFUL_WIDTH * 100.0),
+                    Err(floor) => format!(
+                        "more trials will not: the runs' own spread alone leaves +{:.0}% — the matrix was measured under load; re-measure when the machine is quiet (`uptime`)",
+                        floor * 100.0
+                    ),
+                };
+                notes.push(format!(
+                    "{}: the {:.0}% bound adds +{:.0}% to the prediction ({solo}); {advice}",
+                    a.name,
+                    self.confidence.max(0.9) * 100.0,
+                    width * 100.0
+                ));
+            }
+        }
+        if !unknown.is_empty() && self.confidence > 0.0 {
+            notes.push(format!(
+                "no error bar for {}: admitted on the prediction alone (factors without measured errors, or a matrix of one trial); measure them with `contend matrix --trials 3`",
+                unknown.join(", ")
+            ));
+        }
+        notes
+    }
+
     fn explain_group(&mut self, mode: GroupMode, group: &[usize]) -> String {
         match mode {
             GroupMode::Dedicated => {
@@ -274,8 +432,33 @@ impl Planner {
                 let a = self.agents[i].clone();
                 let others: Vec<usize> = (0..self.agents.len()).filter(|&j| j != i).collect();
                 let sharable = others.iter().any(|&j| self.compute_group(&[i.min(j), i.max(j)]).is_some());
+                // A partner the prediction alone would admit but the bound refuses.
+                let z = bound::z(self.confidence);
+                let refused_by_bound = (z > 0.0).then(|| {
+                    others.iter().find_map(|&j| {
+                        let pair = [i.min(j), i.max(j)];
+                        if self.compute_group(&pair).is_some() {
+                            return None;
+                        }
+                        let (m, seats) = self.compute_group_at(&pair, 0.0)?;
+                        let bounded: Vec<Seat> =
+                            pair.iter().zip(seats).map(|(&k, s)| Self::bounded(s, self.spread(k, Some(m), &pair), z)).collect();
+                        let worst = bounded.iter().find(|s| !Self::admits(s))?;
+                        Some(format!(
+                            "alone: sharing with {} predicts {} p99 {:.2} ms ≤ {:.2} ms, but its {:.0}% bound {:.2} ms is over the objective",
+                            self.agents[j].name,
+                            worst.agent,
+                            worst.predicted_p99_ms,
+                            worst.objective_ms,
+                            self.confidence * 100.0,
+                            worst.bound_p99_ms.unwrap_or(worst.predicted_p99_ms)
+                        ))
+                    })
+                });
                 if sharable {
                     "alone because every partner it could share with is needed elsewhere".to_string()
+                } else if let Some(Some(line)) = refused_by_bound {
+                    line
                 } else {
                     format!("alone: sharing with any other agent would break an objective or memory limit (solo p99 {:.2} ms, objective {:.2} ms)", a.solo_p99_ms, a.p99_objective_ms)
                 }

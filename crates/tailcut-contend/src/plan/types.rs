@@ -137,15 +137,24 @@ pub struct Composition {
     /// How many (victim, two aggressors) cells the model was checked on.
     #[serde(default)]
     pub groups_checked: usize,
+    /// Trials of the matrix that measured these errors (0: not stated). A one-trial
+    /// matrix has no error bar: its bootstrap resamples one value.
+    #[serde(default)]
+    pub trials: u32,
 }
 
-/// Interference factors per mode: `victim<-aggressor` → p99 factor, plus `default`; and
-/// per mode, how factors compose (`[interference.composition.<mode>]`).
+/// Interference factors per mode: `victim<-aggressor` → p99 factor, plus `default`; per
+/// mode, how factors compose (`[interference.composition.<mode>]`); and per mode and
+/// cell, the factor's measured error (`[interference.errors.<mode>]`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Interference {
     /// Composition per mode name; absent: multiplicative, errors unknown.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub composition: BTreeMap<String, Composition>,
+    /// Per mode name, `victim<-aggressor` → the factor's bootstrap 95% half-width over
+    /// trials, relative to the factor (0.05 = ±5%), as `contend matrix` measured it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, BTreeMap<String, f64>>,
     /// Per mode name (`time-slicing`, `mps`).
     #[serde(flatten)]
     pub modes: BTreeMap<String, BTreeMap<String, f64>>,
@@ -159,6 +168,11 @@ impl Interference {
         m.get(&format!("{victim}<-{aggressor}")).or_else(|| m.get("default")).copied()
     }
 
+    /// The relative 95% half-width of `victim<-aggressor`'s factor, if measured.
+    pub fn error(&self, mode: GroupMode, victim: &str, aggressor: &str) -> Option<f64> {
+        self.errors.get(mode.name())?.get(&format!("{victim}<-{aggressor}")).copied()
+    }
+
     /// The mode's composition (multiplicative, errors unknown, when none was given).
     pub fn composition(&self, mode: GroupMode) -> Composition {
         self.composition.get(mode.name()).cloned().unwrap_or_default()
@@ -170,6 +184,9 @@ impl Interference {
             self.modes.entry(mode.clone()).or_default().extend(table.iter().map(|(k, v)| (k.clone(), *v)));
         }
         self.composition.extend(other.composition.iter().map(|(k, v)| (k.clone(), v.clone())));
+        for (mode, table) in &other.errors {
+            self.errors.entry(mode.clone()).or_default().extend(table.iter().map(|(k, v)| (k.clone(), *v)));
+        }
     }
 }
 
@@ -186,6 +203,21 @@ pub struct AgentsFile {
     /// Solo p99 per kind, ms, for agents that give none (written by `contend matrix`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub solo_p99_ms: BTreeMap<String, f64>,
+    /// Per kind, how much the solo runs' p99 spread from run to run (written by `contend
+    /// matrix`): the solo part of every prediction's error bar, and the sign of a matrix
+    /// measured under load.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub solo_p99_spread: BTreeMap<String, SoloSpread>,
+}
+
+/// The run-to-run spread of one kind's solo p99 in a matrix.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SoloSpread {
+    /// Solo runs measured.
+    pub runs: u32,
+    /// Standard deviation of ln(p99) over those runs (0.05 ≈ ±5%).
+    pub log_sd: f64,
 }
 
 impl AgentsFile {
@@ -194,6 +226,7 @@ impl AgentsFile {
     pub fn apply_table(&mut self, table: &AgentsFile) {
         self.interference.merge(&table.interference);
         self.solo_p99_ms.extend(table.solo_p99_ms.iter().map(|(k, v)| (k.clone(), *v)));
+        self.solo_p99_spread.extend(table.solo_p99_spread.iter().map(|(k, v)| (k.clone(), v.clone())));
         for a in &mut self.agents {
             if a.solo_p99_ms <= 0.0 {
                 if let Some(v) = self.solo_p99_ms.get(&a.kind) {
@@ -228,6 +261,24 @@ pub struct Seat {
     /// one for this group size.
     #[serde(default)]
     pub expected_error: Option<f64>,
+    /// Log-SD of the prediction (solo spread, factor error and the outcome's own spread in
+    /// quadrature; `plan::bound`); absent when a part is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction_sd: Option<f64>,
+    /// The prediction's upper bound at the plan's confidence, ms: what the planner held
+    /// within the objective (the prediction itself at confidence 0 or without an error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_p99_ms: Option<f64>,
+    /// The stated band, ms: prediction ÷ and × the bound's factor; `contend verify` checks
+    /// the outcome against it. Absent at confidence 0 or without an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub band_ms: Option<[f64; 2]>,
+    /// Headroom at the bound: objective / bound − 1 (≥ 0 for every admitted seat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub margin: Option<f64>,
+    /// Estimated probability that the measured p99 meets the objective.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_objective: Option<f64>,
 }
 
 /// One GPU of the plan.
@@ -260,6 +311,14 @@ pub struct Plan {
     pub gpus: Vec<GpuPlan>,
     /// One line per agent explaining its placement.
     pub explanations: Vec<String>,
+    /// The confidence the plan was made at (`--confidence`): each admitted prediction's
+    /// upper bound at it is within the objective.
+    #[serde(default)]
+    pub confidence: f64,
+    /// What makes the error bars wide (a matrix measured under load), and how many more
+    /// trials would make the bound useful; empty when nothing does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub noise: Vec<String>,
 }
 
 /// Why planning failed.

@@ -9,7 +9,7 @@ use super::launch::Launch;
 use super::{RaceError, Shared};
 use crate::job::{JobRequest, JobResult, JobState};
 use crate::receipt::{offset_ms, Receipt};
-use crate::trace::{Decisions, LearnedChoice, StatePoll};
+use crate::trace::{Decisions, LearnedChoice, RefusedBy, StatePoll};
 use crate::validate::judge;
 use attempt::{cancel_future, Attempt, CancelFuture, Resolved, ResultFuture};
 use futures::future::BoxFuture;
@@ -19,6 +19,32 @@ use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use tokio::time::{sleep_until, Instant};
+
+/// A launch every limit allowed, its projected cost charged: what remains is the submit.
+struct Reserved {
+    provider: usize,
+    projected: crate::money::MicroUsd,
+}
+
+/// Why a launch was refused before anything was submitted.
+enum Refused {
+    /// Stopped, at the live cap, or the budget.
+    Race(RaceError),
+    /// The hedge-load cap.
+    HedgeGate,
+}
+
+impl Refused {
+    /// The trace's name for it (none for a stopped race).
+    fn by(&self) -> Option<RefusedBy> {
+        match self {
+            Refused::HedgeGate => Some(RefusedBy::HedgeGate),
+            Refused::Race(RaceError::Budget(_)) => Some(RefusedBy::Budget),
+            Refused::Race(RaceError::AtCapacity(_)) => Some(RefusedBy::LiveCap),
+            Refused::Race(RaceError::Stopped) => None,
+        }
+    }
+}
 
 /// Index of an attempt within its race, in launch order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -39,8 +65,8 @@ pub enum Wake {
     Stopped,
 }
 
-/// The state of one request's race. Policies drive it through `launch`, `poll_status`,
-/// `cancel` and the waits; the engine enforces the invariants.
+/// The state of one request's race. Policies drive it through `launch`, `launch_extra`,
+/// `poll_status`, `cut_over` and the waits; the engine enforces the invariants.
 pub struct Race {
     shared: Arc<Shared>,
     request: JobRequest,
@@ -158,14 +184,124 @@ impl Race {
     /// a refusal submits nothing. A failed submit is not an error: the attempt is
     /// recorded as resolved and invalid, so policies move on at once.
     pub async fn launch(&mut self, provider: usize, launch: Launch) -> Result<AttemptId, RaceError> {
+        match self.reserve(provider, false).await {
+            Ok(reserved) => Ok(self.submit(reserved, launch).await),
+            Err(Refused::Race(e)) => Err(e),
+            // Not asked for a first launch.
+            Err(Refused::HedgeGate) => Err(RaceError::Stopped),
+        }
+    }
+
+    /// Like [`Race::launch`] for a hedge, fallback or extra racer: a refusal is recorded
+    /// in the decisions (`hedges_denied`, `budget_refusals`, and for an escalation
+    /// `escalation_skipped_at_capacity`) and the race carries on with what it has.
+    pub async fn launch_extra(&mut self, provider: usize, launch: Launch) -> Option<AttemptId> {
+        match self.reserve(provider, true).await {
+            Ok(reserved) => Some(self.submit(reserved, launch).await),
+            Err(refused) => {
+                self.record_refused(&refused, launch);
+                None
+            }
+        }
+    }
+
+    /// Records an extra attempt that the policy's own load budget refused (a learned
+    /// policy's token bucket); counted in `hedges_denied` like the hedger's own gate.
+    pub fn deny_extra(&mut self) {
+        self.decisions.hedges_denied += 1;
+    }
+
+    /// Records a cutover that the policy's own load budget refused (a learned policy's
+    /// token bucket): `hedges_denied`, and `cutover_refused` = hedge gate. The primary
+    /// is kept.
+    pub fn deny_cutover(&mut self) {
+        self.decisions.hedges_denied += 1;
+        self.decisions.cutover_refused = Some(RefusedBy::HedgeGate);
+    }
+
+    /// Records why a learned policy chose this request's plan (`decisions.learned`).
+    pub fn explain(&mut self, choice: LearnedChoice) {
+        self.decisions.learned = Some(choice);
+    }
+
+    /// Cuts attempt `from` (a primary still queued at the cutover poll) over to provider
+    /// `to`, in the only order that cannot lose the race its last chance: the
+    /// replacement is reserved first (live cap, hedge-load cap, budget), then submitted,
+    /// and only once its submit went through is `from` cancelled (it stays in the race
+    /// until the cancel is confirmed). Records `cutover_fired` and returns the
+    /// replacement's id.
+    ///
+    /// When anything refuses the replacement, or its submit fails, nothing is given up:
+    /// `from` keeps running, the refusal is counted as for [`Race::launch_extra`] and
+    /// `cutover_refused` says why; returns `None`. A result `from` delivered meanwhile
+    /// is taken before the cancel (a finished attempt is never cancelled).
+    ///
+    /// This is the engine's only way for a policy to cancel an attempt before the race
+    /// ends, so no policy can cancel first and ask for its replacement afterwards.
+    pub async fn cut_over(&mut self, from: AttemptId, to: usize) -> Option<AttemptId> {
+        let reserved = match self.reserve(to, true).await {
+            Ok(r) => r,
+            Err(refused) => {
+                self.record_refused(&refused, Launch::CutoverTarget);
+                if let Some(by) = refused.by() {
+                    self.decisions.cutover_refused = Some(by);
+                }
+                return None;
+            }
+        };
+        let id = self.submit(reserved, Launch::CutoverTarget).await;
+        if self.attempts[id.0].submit_error.is_some() {
+            self.decisions.cutover_refused = Some(RefusedBy::SubmitFailed);
+            return None;
+        }
+        self.decisions.cutover_fired = true;
+        self.take_ready_results();
+        if self.winner.is_none() {
+            self.cancel(from, "still queued at cutover poll");
+        }
+        Some(id)
+    }
+
+    /// Asks every limit for one launch to `provider`, in order: the caller's stop, the
+    /// live cap, the hedge-load cap (for an `extra` launch once the race has an
+    /// attempt), then the budget, which charges the projected cost. Nothing is submitted
+    /// and nothing given up here; what passes is submitted by [`Race::submit`].
+    async fn reserve(&mut self, provider: usize, extra: bool) -> Result<Reserved, Refused> {
         if self.is_stopped() {
-            return Err(RaceError::Stopped);
+            return Err(Refused::Race(RaceError::Stopped));
         }
-        let live = self.live_count();
-        if live >= self.shared.settings.max_live {
-            return Err(RaceError::AtCapacity(self.shared.settings.max_live));
+        if self.live_count() >= self.shared.settings.max_live {
+            return Err(Refused::Race(RaceError::AtCapacity(self.shared.settings.max_live)));
         }
-        let projected = self.shared.charge_launch(provider, &self.request.request_id, self.attempts.is_empty()).await?;
+        if extra && !self.attempts.is_empty() {
+            if let Some(g) = &self.shared.hedge_gate {
+                if !g.try_extra() {
+                    return Err(Refused::HedgeGate);
+                }
+            }
+        }
+        let projected = self
+            .shared
+            .charge_launch(provider, &self.request.request_id, self.attempts.is_empty())
+            .await
+            .map_err(|e| Refused::Race(RaceError::Budget(e)))?;
+        Ok(Reserved { provider, projected })
+    }
+
+    /// Counts a refused extra launch in the decisions.
+    fn record_refused(&mut self, refused: &Refused, launch: Launch) {
+        match refused {
+            Refused::HedgeGate => self.decisions.hedges_denied += 1,
+            Refused::Race(RaceError::Budget(_)) => self.decisions.budget_refusals += 1,
+            Refused::Race(RaceError::AtCapacity(_)) => launch.record_at_capacity(&mut self.decisions),
+            Refused::Race(RaceError::Stopped) => {}
+        }
+    }
+
+    /// Submits a reserved launch. A failed submit is recorded as a resolved, invalid
+    /// attempt.
+    async fn submit(&mut self, reserved: Reserved, launch: Launch) -> AttemptId {
+        let Reserved { provider, projected } = reserved;
         let backend = self.shared.providers[provider].api.clone();
         let submit_started = Instant::now();
         let submitted = AssertUnwindSafe(backend.submit(&self.request)).catch_unwind().await;
@@ -212,52 +348,14 @@ impl Race {
         }
         self.attempts.push(attempt);
         launch.record_launched(&mut self.decisions, index == 0);
-        Ok(AttemptId(index))
+        AttemptId(index)
     }
 
-    /// Like [`Race::launch`] for a hedge, fallback or extra racer: a refusal is recorded
-    /// in the decisions (`hedges_denied`, `budget_refusals`, and for an escalation
-    /// `escalation_skipped_at_capacity`) and the race carries on with what it has.
-    pub async fn launch_extra(&mut self, provider: usize, launch: Launch) -> Option<AttemptId> {
-        if !self.attempts.is_empty() {
-            if let Some(g) = &self.shared.hedge_gate {
-                if self.live_count() < self.shared.settings.max_live && !g.try_extra() {
-                    self.decisions.hedges_denied += 1;
-                    return None;
-                }
-            }
+    /// Records the results that are already in, without waiting.
+    fn take_ready_results(&mut self) {
+        while let Some(Some((i, result))) = self.results.next().now_or_never() {
+            self.on_result(i, result);
         }
-        match self.launch(provider, launch).await {
-            Ok(id) => Some(id),
-            Err(RaceError::Budget(_)) => {
-                self.decisions.budget_refusals += 1;
-                None
-            }
-            Err(RaceError::AtCapacity(_)) => {
-                launch.record_at_capacity(&mut self.decisions);
-                None
-            }
-            Err(RaceError::Stopped) => None,
-        }
-    }
-
-    /// Records an extra attempt that the policy's own load budget refused (a learned
-    /// policy's token bucket); counted in `hedges_denied` like the hedger's own gate.
-    pub fn deny_extra(&mut self) {
-        self.decisions.hedges_denied += 1;
-    }
-
-    /// Records why a learned policy chose this request's plan (`decisions.learned`).
-    pub fn explain(&mut self, choice: LearnedChoice) {
-        self.decisions.learned = Some(choice);
-    }
-
-    /// Fires a cutover: records `cutover_fired` and starts cancelling the attempt (a
-    /// primary still queued at the cutover poll). Launch the provider switched to with
-    /// [`Launch::CutoverTarget`].
-    pub fn cut_over(&mut self, id: AttemptId) {
-        self.decisions.cutover_fired = true;
-        self.cancel(id, "still queued at cutover poll");
     }
 
     /// Polls an attempt's status and records it. A failed poll reads as `UNKNOWN`.
@@ -286,7 +384,10 @@ impl Race {
 
     /// Starts cancelling an attempt in the background. It stays in the race (and counts
     /// as live) until its result arrives or a confirmed-terminal receipt comes back.
-    pub fn cancel(&mut self, id: AttemptId, reason: &str) {
+    /// Private to the engine: a policy gives an attempt up only through
+    /// [`Race::cut_over`], which has its replacement submitted first; the rest are
+    /// cancelled when the race ends.
+    fn cancel(&mut self, id: AttemptId, reason: &str) {
         let Some(a) = self.attempts.get_mut(id.0) else { return };
         if !a.pending() || a.cancelling || a.receipt.is_some() {
             return;

@@ -273,7 +273,7 @@ impl PgLedger {
     pub async fn return_leases(&self) -> Result<MicroUsd, LedgerError> {
         if !self.flush(std::time::Duration::from_secs(30)).await {
             let left = self.state.leases.lock().map_or(0, |l| l.in_flight.values().sum::<usize>());
-            eprintln!("{}", serde_json::json!({"event": "charge_rows_unwritten_at_drain", "rows": left}));
+            crate::log::warn("charge_rows_unwritten_at_drain", || serde_json::json!({"rows": left}));
         }
         let _one = self.state.refill.lock().await;
         if let Ok(mut l) = self.state.leases.lock() {

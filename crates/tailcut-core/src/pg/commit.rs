@@ -99,7 +99,7 @@ impl Drop for InFlight {
                 };
                 if let Err(e) = closed.await {
                     // It stays open until the drain returns it (or a survivor reclaims it).
-                    eprintln!("{}", serde_json::json!({"event": "budget_lease_not_returned", "lease": id, "error": e.to_string()}));
+                    crate::log::warn("budget_lease_not_returned", || serde_json::json!({"lease": id, "error": e.to_string()}));
                 }
             });
         }

@@ -6,9 +6,10 @@ use crate::engine::{Race, RaceError};
 use crate::provider::Provider;
 use async_trait::async_trait;
 
-/// Queue-state cutover: poll the primary at `poll_after`; if it is still queued, cancel
-/// it (it stays in the race until the cancel is confirmed) and switch to the hedge at
-/// once; otherwise keep it and arm a safety hedge at `safety_at`.
+/// Queue-state cutover: poll the primary at `poll_after`; if it is still queued, switch
+/// to the hedge at once and cancel the primary (it stays in the race until the cancel is
+/// confirmed); otherwise, or when the hedge may not launch (hedge-load cap, budget, live
+/// cap), keep it and arm a safety hedge at `safety_at`.
 #[derive(Debug, Clone)]
 pub struct Cutover {
     primary: usize,

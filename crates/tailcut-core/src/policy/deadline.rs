@@ -1,16 +1,16 @@
 //! [`DeadlineTier`]: the critical tier, racing hedge and fallback after the opening.
 
-use super::queue::{open, three_tiers, QueueTimers};
+use super::queue::{open, three_tiers, Opening, QueueTimers};
 use super::{secs_label, Policy, PolicyError};
 use crate::engine::{Launch, Race, RaceError, Wake};
 use crate::provider::Provider;
 use async_trait::async_trait;
 
-/// The critical tier: poll the primary at `poll_after`; if it is still queued, cancel it
-/// and race the hedge and the fallback at once (the fallback as soon as the live cap
-/// allows, i.e. when the queued cancel is confirmed or with `max_live` ≥ 3). A running
-/// primary is kept, and at `safety_at` the hedge and then the fallback join it as
-/// capacity allows.
+/// The critical tier: poll the primary at `poll_after`; if it is still queued, cut over
+/// to the hedge (submitted before the primary is cancelled) and race the fallback beside
+/// it as soon as the live cap allows (when the queued cancel is confirmed, or with
+/// `max_live` ≥ 3). A running primary is kept, as is a queued one whose cutover was
+/// refused, and at `safety_at` the hedge and then the fallback join it as capacity allows.
 #[derive(Debug, Clone)]
 pub struct DeadlineTier {
     primary: usize,
@@ -43,8 +43,13 @@ impl Policy for DeadlineTier {
     }
 
     async fn drive(&self, race: &mut Race) -> Result<(), RaceError> {
-        let Some(hedge) = open(race, self.primary, self.timers).await?.hedge() else { return Ok(()) };
-        race_with_waiting(race, &[(self.hedge, hedge), (self.fallback, Launch::Escalation)]).await;
+        match open(race, self.primary, self.hedge, self.timers).await? {
+            Opening::Won => {}
+            Opening::CutOver => race_with_waiting(race, &[(self.fallback, Launch::Escalation)]).await,
+            Opening::SafetyDue => {
+                race_with_waiting(race, &[(self.hedge, Launch::SafetyHedge), (self.fallback, Launch::Escalation)]).await;
+            }
+        }
         Ok(())
     }
 }

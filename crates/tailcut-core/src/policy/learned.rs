@@ -403,12 +403,12 @@ impl LearnedPolicy {
                 }
                 let mut switched = false;
                 if !race.is_resolved(a) && race.poll_status(a).await == JobState::Queued {
+                    // The token first, then the race's own limits; the primary is given
+                    // up only once the hedge is submitted, and kept otherwise.
                     if self.take_token() {
-                        race.cut_over(a);
-                        race.launch_extra(h, Launch::CutoverTarget).await;
-                        switched = true;
+                        switched = race.cut_over(a, h).await.is_some();
                     } else {
-                        race.deny_extra();
+                        race.deny_cutover();
                     }
                 }
                 if !switched {

@@ -1,7 +1,7 @@
 //! What the queue-state policies ([`Cutover`](super::Cutover), [`Cascade`](super::Cascade),
 //! [`DeadlineTier`](super::DeadlineTier)) share: their timers, and their opening, written
-//! once: launch the primary, poll it at the cutover time, cut over if it is still queued,
-//! else keep it until the safety time.
+//! once: launch the primary, poll it at the cutover time, cut over if it is still queued
+//! and the hedge may launch, else keep it until the safety time.
 
 use super::{distinct, require_queue_signal, resolve, PolicyError};
 use crate::engine::{Launch, Race, RaceError, Wake};
@@ -61,36 +61,26 @@ pub(super) fn three_tiers(providers: &[Provider], primary: &str, hedge: &str, fa
 pub(super) enum Opening {
     /// A valid result already won.
     Won,
-    /// The primary was still queued at the poll: the race cut over (it is being
-    /// cancelled, and stays in the race until the cancel is confirmed).
+    /// The primary was still queued at the poll and the race cut over: the hedge is
+    /// submitted, and the primary is being cancelled (it stays in the race until the
+    /// cancel is confirmed).
     CutOver,
-    /// The primary was kept (running, unknown, or already finished invalid) and the
-    /// safety time came with no winner.
+    /// The primary was kept (running, unknown, already finished invalid, or queued but
+    /// the cutover was refused) and the safety time came with no winner.
     SafetyDue,
 }
 
-impl Opening {
-    /// How the hedge launches after this opening: the cutover target or the safety
-    /// hedge; `None` once the race is won.
-    pub(super) fn hedge(self) -> Option<Launch> {
-        match self {
-            Opening::Won => None,
-            Opening::CutOver => Some(Launch::CutoverTarget),
-            Opening::SafetyDue => Some(Launch::SafetyHedge),
-        }
-    }
-}
-
 /// Launches the primary and polls it `poll_after` after its submit returned: still
-/// queued, it is cut over; otherwise it is kept until t0 + `safety_at`.
-pub(super) async fn open(race: &mut Race, primary: usize, timers: QueueTimers) -> Result<Opening, RaceError> {
+/// queued, it is cut over to `hedge` ([`Race::cut_over`]: the hedge is asked for and
+/// submitted before the primary is given up); otherwise, or when the cutover is
+/// refused, it is kept until t0 + `safety_at`.
+pub(super) async fn open(race: &mut Race, primary: usize, hedge: usize, timers: QueueTimers) -> Result<Opening, RaceError> {
     let p = race.launch(primary, Launch::Primary).await?;
     let poll_at = race.submit_returned(p) + timers.poll_after;
     if race.wait_until(Some(poll_at)).await == Wake::Winner {
         return Ok(Opening::Won);
     }
-    if !race.is_resolved(p) && race.poll_status(p).await == JobState::Queued {
-        race.cut_over(p);
+    if !race.is_resolved(p) && race.poll_status(p).await == JobState::Queued && race.cut_over(p, hedge).await.is_some() {
         return Ok(Opening::CutOver);
     }
     let safety = race.t0() + timers.safety_at;
@@ -100,10 +90,15 @@ pub(super) async fn open(race: &mut Race, primary: usize, timers: QueueTimers) -
     Ok(Opening::SafetyDue)
 }
 
-/// The opening, then the hedge at once (cutover target or safety hedge, as the live cap,
+/// The opening, then, if the primary was kept, the safety hedge (as the live cap,
 /// budget and hedge gate allow). Returns whether the race is already won.
 pub(super) async fn cutover_then_safety(race: &mut Race, primary: usize, hedge: usize, timers: QueueTimers) -> Result<bool, RaceError> {
-    let Some(launch) = open(race, primary, timers).await?.hedge() else { return Ok(true) };
-    race.launch_extra(hedge, launch).await;
+    match open(race, primary, hedge, timers).await? {
+        Opening::Won => return Ok(true),
+        Opening::CutOver => {}
+        Opening::SafetyDue => {
+            race.launch_extra(hedge, Launch::SafetyHedge).await;
+        }
+    }
     Ok(false)
 }

@@ -6,6 +6,7 @@
 mod jobs;
 mod openai;
 mod ops;
+mod race;
 mod stream;
 
 use crate::admission::RequestBody;

@@ -2,6 +2,7 @@
 //! model to a route and raced by the route's hedger; a whole reply is the winner's body
 //! with the route's headers, a stream is [`super::stream`]'s. Plus `/v1/models`.
 
+use super::race::race;
 use super::stream;
 use crate::admission::admit;
 use crate::auth::{authenticate, authorize, may_use};
@@ -9,8 +10,7 @@ use crate::error::ApiError;
 use crate::hangup::Hangup;
 use crate::observe::{hedge_reason, log, names, record_refusal, record_when_settled, with_request_id};
 use crate::probe::Field;
-use crate::state::{AppState, OpenAiRoute, Raced};
-use crate::tenancy::TENANT_LEDGER;
+use crate::state::{AppState, OpenAiRoute};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -57,20 +57,6 @@ pub(crate) struct RequestContext<'a> {
     pub started: std::time::Instant,
     /// Where the client's going away is watched, if it is.
     pub hangup: Option<Arc<Hangup>>,
-}
-
-/// Runs `raced`'s race on `request` in the scope of the tenant's account `ledger`,
-/// stopped (every live attempt cancelled with receipts) at `stop_at` or when the client
-/// goes away, whichever comes first.
-pub(crate) async fn race(
-    raced: &Raced,
-    ledger: Option<Arc<tailcut_core::ledger::Account>>,
-    request: JobRequest,
-    stop_at: Option<tokio::time::Instant>,
-    hangup: Option<&Arc<Hangup>>,
-) -> Result<Outcome, tailcut_core::RaceError> {
-    let stop = hangup.map(|h| -> futures::future::BoxFuture<'static, ()> { Box::pin(h.clone().wait()) });
-    TENANT_LEDGER.scope(ledger, raced.hedger.run_stopping(raced.policy.as_ref(), request, stop_at, stop)).await
 }
 
 /// Serves one OpenAI-style request; the route that served it comes back with the response.

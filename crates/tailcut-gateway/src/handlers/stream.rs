@@ -49,7 +49,7 @@ pub(crate) async fn serve(
     let handoff = StreamHandoff::new();
     let request = JobRequest::from_raw(rid, body).with_extension(handoff.clone());
     let started = Instant::now();
-    let mut outcome = super::openai::race(raced, ledger, request, stop_at, hangup)
+    let mut outcome = super::race::race(raced, ledger, request, stop_at, hangup)
         .await
         .inspect_err(|e| record_refusal(&st.metrics, &route.cfg.name, e))?;
     let ttft = started.elapsed();

@@ -58,7 +58,7 @@ pub struct ProviderModel {
     /// Attempts observed, censored ones included.
     #[serde(default)]
     pub attempts: u64,
-    /// [`Model::requests`] when an attempt of this provider was last observed (0: never).
+    /// [`crate::Model::requests`] when an attempt of this provider was last observed (0: never).
     #[serde(default)]
     pub last_request: u64,
     /// When the provider last served a valid result, in seconds since the Unix epoch, as
@@ -180,7 +180,7 @@ impl ProviderModel {
 
     /// Ages what was learned about this provider's rates (failed, invalid, queued at the
     /// poll, P(warm | gap)) to `factor` of its weight against the next observation (see
-    /// [`Model::observe_request`]). Each rate reads as its weak prior once its evidence
+    /// [`crate::Model::observe_request`]). Each rate reads as its weak prior once its evidence
     /// is gone, so the first new attempts decide it: a provider that failed, was avoided
     /// and recovered is trusted again after one good probe, not after as many as it
     /// failed. The latency shapes are kept (they still move with every new attempt at the

@@ -37,6 +37,9 @@ pub struct LiveRow {
     /// Never sent to any provider: a `tailcut_request` with no attempt (the budget or
     /// the live-attempt cap refused its first submission).
     pub refused: bool,
+    /// The provider of the attempt launched as the primary (`role = "primary"`), when the
+    /// record lists its attempts.
+    pub primary: Option<String>,
 }
 
 /// What a receipt says, read loosely.
@@ -152,7 +155,28 @@ pub fn live_row(rec: &Value) -> Result<Option<LiveRow>, String> {
         receipts.push(receipt_facts(r));
     }
     let refused = matches!(rec.get("attempts"), Some(Value::Array(a)) if a.is_empty());
-    Ok(Some(LiveRow { arm: policy, latency_s, latency_estimated, winner, hedge_launched, cutover, safety, escalation, receipts, refused }))
+    let primary = match rec.get("attempts") {
+        Some(Value::Array(list)) => list
+            .iter()
+            .find(|a| a.get("role").and_then(Value::as_str) == Some("primary"))
+            .and_then(|a| a.get("provider"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        _ => None,
+    };
+    Ok(Some(LiveRow {
+        arm: policy,
+        latency_s,
+        latency_estimated,
+        winner,
+        hedge_launched,
+        cutover,
+        safety,
+        escalation,
+        receipts,
+        refused,
+        primary,
+    }))
 }
 
 /// A cancel-audit record.

@@ -6,7 +6,7 @@ use super::{AttemptId, Race};
 use crate::receipt::offset_ms;
 use crate::trace::{now_rfc3339, AttemptTrace, RequestTrace, REQUEST_KIND, SCHEMA_VERSION};
 use futures::stream::FuturesUnordered;
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 
 impl Race {
     /// Ends the race: returns the outcome at once; losers are cancelled and the trace
@@ -14,9 +14,7 @@ impl Race {
     pub(crate) fn finish(mut self) -> Outcome {
         self.stop = None;
         // Results that are already in are recorded, so finished attempts are never cancelled.
-        while let Some(Some((i, result))) = self.results.next().now_or_never() {
-            self.on_result(i, result);
-        }
+        self.take_ready_results();
         for i in 0..self.attempts.len() {
             if Some(i) != self.winner {
                 self.cancel(AttemptId(i), "lost the race");
@@ -103,7 +101,7 @@ impl Race {
     }
 }
 
-/// Trace-write failures must never fail a request; they are reported on stderr.
+/// Trace-write failures must never fail a request; they are logged (`trace_write_failed`).
 fn tracing_fallback(message: &str) {
-    eprintln!("tailcut: could not write trace record: {message}");
+    crate::log::warn("trace_write_failed", || serde_json::json!({"error": message}));
 }

@@ -18,9 +18,10 @@ impl PgLedger {
         let limited = account.as_ref().and_then(|a| a.limit.map(|l| (account_scope(&a.name), l)));
         let mut failures = 0u32;
         let unrecorded = |row: &ChargeRow, why: String| {
-            let r = serde_json::json!({"event": "charge_row_unrecorded", "request_id": row.request_id, "provider": row.provider,
-                "micro_usd": row.micro_usd, "account": row.account, "lease": row.lease, "error": why});
-            eprintln!("{r}");
+            crate::log::warn("charge_row_unrecorded", || {
+                serde_json::json!({"request_id": row.request_id, "provider": row.provider,
+                    "micro_usd": row.micro_usd, "account": row.account, "lease": row.lease, "error": why})
+            });
         };
         loop {
             match self.state.charges.write(row.clone()).await {

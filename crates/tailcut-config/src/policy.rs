@@ -105,7 +105,7 @@ impl LearnedSpec {
             LearnedKind::Auto(a) => LearnedKind::Auto(AutoSettings { max_live: max_live.max(1), ..a }),
             k => k,
         };
-        let config = ModelConfig { half_life: self.half_life, ..ModelConfig::default() };
+        let config = ModelConfig { half_life: self.half_life, ..ModelConfig::live() };
         Ok(LearnedPolicy::try_new_over(providers, &names, &self.label(), kind, model, config, 1)?.with_burst(self.extra_burst))
     }
 }

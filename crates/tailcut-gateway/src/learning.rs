@@ -304,8 +304,9 @@ impl LiveModels {
     /// latency quantiles (`tailcut_learned_latency_seconds{quantile}`), the samples
     /// (`tailcut_learned_samples`), the share of attempts known only through cancels long
     /// past every latency seen, which plans count as never ending
-    /// (`tailcut_learned_unseen_tail`), and P(warm) per idle-gap bucket
-    /// (`tailcut_learned_p_warm{gap}`, only buckets with observations).
+    /// (`tailcut_learned_unseen_tail`), the shifts its detector found (each restarted the
+    /// provider's learned shape: `tailcut_learned_shifts`), and P(warm) per idle-gap
+    /// bucket (`tailcut_learned_p_warm{gap}`, only buckets with observations).
     pub(crate) fn write_gauges(&self, out: &mut String) {
         if self.models.is_empty() {
             return;
@@ -314,12 +315,14 @@ impl LiveModels {
         let mut samples: Vec<(Vec<(&str, String)>, f64)> = Vec::new();
         let mut warm: Vec<(Vec<(&str, String)>, f64)> = Vec::new();
         let mut unseen: Vec<(Vec<(&str, String)>, f64)> = Vec::new();
+        let mut shifts: Vec<(Vec<(&str, String)>, f64)> = Vec::new();
         let models: Vec<(&LiveModel, Model)> = self.models.iter().filter_map(|m| Some((m.as_ref(), m.policy.model()?))).collect();
         for (live, model) in &models {
             for p in &model.providers {
                 let base = vec![("route", live.route.clone()), ("slot", live.slot.to_string()), ("provider", p.name.clone())];
                 samples.push((base.clone(), p.samples() as f64));
                 unseen.push((base.clone(), p.latency.masses_known().1));
+                shifts.push((base.clone(), p.shift.shifts as f64));
                 for (q, label) in [(0.5, "0.5"), (0.95, "0.95"), (0.99, "0.99")] {
                     if let Some(x) = p.latency.quantile_reached(q).filter(|x| x.is_finite()) {
                         let mut l = base.clone();
@@ -340,6 +343,7 @@ impl LiveModels {
             ("tailcut_learned_samples", &samples),
             ("tailcut_learned_latency_seconds", &lat),
             ("tailcut_learned_unseen_tail", &unseen),
+            ("tailcut_learned_shifts", &shifts),
             ("tailcut_learned_p_warm", &warm),
         ] {
             let labels: Vec<Vec<(&str, &str)>> = rows.iter().map(|(l, _)| l.iter().map(|(k, v)| (*k, v.as_str())).collect()).collect();

@@ -140,6 +140,7 @@ async fn an_auto_route_learns_the_slow_provider_whole_and_streamed_within_the_he
         "tailcut_learned_samples{route=\"chat\",slot=\"chat_stream\",provider=\"stally\"}",
         "tailcut_learned_latency_seconds{route=\"chat\",slot=\"chat_stream\",provider=\"fast\",quantile=\"0.5\"}",
         "tailcut_learned_unseen_tail{route=\"chat\",slot=\"chat\",provider=\"stally\"}",
+        "tailcut_learned_shifts{route=\"chat\",slot=\"chat_stream\",provider=\"fast\"}",
     ] {
         assert!(metrics.contains(want), "{want} missing from:\n{metrics}");
     }

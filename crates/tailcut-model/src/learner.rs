@@ -125,6 +125,9 @@ pub struct PolicyState {
     controller: MissController,
     /// `auto` with full information: Hedge over fixed plans, the model and the record.
     experts: Option<Box<ExpertSet>>,
+    /// [`Model::shifts`] as of the last refresh: a detected shift rebuilds the tables at
+    /// once, not at the next scheduled refresh.
+    shifts_seen: u64,
 }
 
 impl PolicyState {
@@ -158,6 +161,7 @@ impl PolicyState {
                 CONTROLLER_GAMMA,
             ),
             experts: None,
+            shifts_seen: model.shifts,
         };
         st.refresh(model);
         st
@@ -270,6 +274,7 @@ impl PolicyState {
     /// Rebuilds tables and fits from `model` now.
     pub fn refresh(&mut self, model: &Model) {
         self.since_refresh = 0;
+        self.shifts_seen = model.shifts;
         match self.kind {
             LearnedKind::Auto(a) => match &mut self.predictor {
                 Some(p) => p.refresh(model),
@@ -300,6 +305,8 @@ impl PolicyState {
         let due = match self.kind {
             // Until it hedges, adaptive re-reads the sample count at every request.
             LearnedKind::Adaptive(_) if self.adaptive_delay.is_none() => true,
+            // A provider's shapes restarted after a detected shift: decide from them now.
+            _ if model.shifts != self.shifts_seen => true,
             _ => self.since_refresh >= every,
         };
         if due {
@@ -535,10 +542,13 @@ pub struct Learner {
 impl Learner {
     /// A learner over `providers` `(name, rate $/s, idle window s)`, starting from
     /// `model` when given and it lists the same providers.
+    /// A stored model keeps its own settings except the shift detector's threshold, which
+    /// is the caller's (a policy's, not a file's).
     pub fn new(kind: LearnedKind, providers: &[(String, f64, f64)], model: Option<Model>, config: ModelConfig, seed: u64) -> Learner {
-        let model = model
+        let mut model = model
             .filter(|m| m.providers.len() == providers.len() && m.providers.iter().zip(providers).all(|(a, b)| a.name == b.0))
             .unwrap_or_else(|| Model::new(providers, config));
+        model.config.shift_threshold = config.shift_threshold;
         let state = PolicyState::new(kind, &model, seed);
         Learner { model, state }
     }

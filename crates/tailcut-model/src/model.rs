@@ -15,6 +15,7 @@ pub use crate::pair::{joint_survival, PairStat, PAIR_PRIOR};
 use crate::sketch::DecayedRate;
 pub use provider::{ProviderModel, TAIL_MEMORY};
 use serde::{Deserialize, Serialize};
+pub use shift::{Kept, ShiftDetector, SHIFT_LLR_CROSS, SHIFT_MIN_ATTEMPTS, SHIFT_THRESHOLD_LIVE};
 use std::path::Path;
 
 /// Format tag of a saved model.
@@ -128,6 +129,13 @@ pub struct ModelConfig {
     /// ([`ModelConfig::reprobe_after`]). Absent in files saved before it existed.
     #[serde(default = "default_stale_after")]
     pub stale_after: u64,
+    /// The threshold of each provider's shift detector ([`ShiftDetector`], a CUSUM in
+    /// log-likelihood units; 0: off). When a provider's attempts cross its own p95 (or
+    /// p05) often enough to reach it, its short-memory shapes restart from the attempts
+    /// since the change. Off by default and in files saved before it existed; the live
+    /// policies set [`SHIFT_THRESHOLD_LIVE`] ([`ModelConfig::live`]).
+    #[serde(default)]
+    pub shift_threshold: f64,
 }
 
 fn default_stale_after() -> u64 {
@@ -140,6 +148,12 @@ fn default_stale_after() -> u64 {
 pub const STALE_AGE_DIVISOR: u64 = 16;
 
 impl ModelConfig {
+    /// The settings of the live policies (`tailcut run`, the gateway): the defaults with
+    /// the shift detector on ([`SHIFT_THRESHOLD_LIVE`]).
+    pub fn live() -> ModelConfig {
+        ModelConfig { shift_threshold: SHIFT_THRESHOLD_LIVE, ..ModelConfig::default() }
+    }
+
     /// Requests without an attempt of a provider after which `auto` re-probes it:
     /// twice [`ModelConfig::stale_after`] (0: never).
     pub fn reprobe_after(&self) -> u64 {
@@ -160,7 +174,7 @@ impl ModelConfig {
 
 impl Default for ModelConfig {
     fn default() -> Self {
-        ModelConfig { half_life: 64.0, slow_quantile: 0.8, cutover_poll_s: 2.5, stale_after: default_stale_after() }
+        ModelConfig { half_life: 64.0, slow_quantile: 0.8, cutover_poll_s: 2.5, stale_after: default_stale_after(), shift_threshold: 0.0 }
     }
 }
 
@@ -184,6 +198,10 @@ pub struct Model {
     /// existed.
     #[serde(default)]
     pub requests: u64,
+    /// Shifts detected over all providers ([`ShiftDetector`]): a policy rebuilds its
+    /// tables when this moves. Absent in files saved before it existed.
+    #[serde(default)]
+    pub shifts: u64,
 }
 
 /// Why a model could not be loaded or saved.
@@ -227,7 +245,7 @@ impl Model {
                 });
             }
         }
-        Model { format: MODEL_FORMAT.into(), version: MODEL_VERSION, config, providers: ps, pairs, updates: 0, requests: 0 }
+        Model { format: MODEL_FORMAT.into(), version: MODEL_VERSION, config, providers: ps, pairs, updates: 0, requests: 0, shifts: 0 }
     }
 
     /// Index of a provider by name.
@@ -311,7 +329,9 @@ impl Model {
         }
         for o in attempts {
             if let Some(p) = self.providers.get_mut(o.provider) {
-                p.observe(o, &cfg);
+                if p.observe(o, &cfg) {
+                    self.shifts += 1;
+                }
                 self.updates += 1;
             }
         }
@@ -338,6 +358,10 @@ impl Model {
             if let Some(p) = self.providers.get_mut(o.provider) {
                 if p.slow_threshold_s.is_none() || p.attempts <= THRESHOLD_EXACT_UNTIL || p.attempts.is_multiple_of(THRESHOLD_EVERY) {
                     p.slow_threshold_s = p.latency.quantile(cfg.slow_quantile);
+                    if cfg.shift_threshold > 0.0 {
+                        let [lo, hi] = p.latency.quantiles_reached([0.05, 0.95]);
+                        p.shift.set_bars(lo, hi);
+                    }
                 }
             }
         }
@@ -447,6 +471,7 @@ fn too_big(len: u64) -> String {
 }
 
 mod provider;
+mod shift;
 
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,8 @@
 //! [`ProviderModel`]: what is known about one provider, and how one attempt updates it.
 
+use super::shift::{Kept, ShiftDetector};
 use super::{gap_bucket, ModelConfig, Observation, Outcome, GAP_EDGES_S};
-use crate::sketch::{DecayedRate, DecayedSketch};
+use crate::sketch::{DecayedRate, DecayedSketch, MIN_AGE};
 use serde::{Deserialize, Serialize};
 
 /// What is known about one provider.
@@ -66,6 +67,11 @@ pub struct ProviderModel {
     /// when they save; absent in models fitted offline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_served_unix_s: Option<f64>,
+    /// When its latencies leave the shape held for them ([`ShiftDetector`]; runs when
+    /// [`ModelConfig::shift_threshold`] is positive). Absent in files saved before it
+    /// existed.
+    #[serde(default)]
+    pub shift: ShiftDetector,
 }
 
 fn empty_sketch() -> DecayedSketch {
@@ -130,6 +136,7 @@ impl ProviderModel {
             attempts: 0,
             last_request: 0,
             last_served_unix_s: None,
+            shift: ShiftDetector::default(),
         }
     }
 
@@ -242,7 +249,9 @@ impl ProviderModel {
         }
     }
 
-    pub(super) fn observe(&mut self, o: &Observation, cfg: &ModelConfig) {
+    /// Files one attempt; returns whether it completed a detected shift (the short-memory
+    /// shapes then restarted from the attempts since the change, see [`ShiftDetector`]).
+    pub(super) fn observe(&mut self, o: &Observation, cfg: &ModelConfig) -> bool {
         self.attempts += 1;
         // Warmth is reported with results only, so a cancelled attempt's is unknown; file
         // it by the likelier state for its idle gap, or the warm/cold sketches would only
@@ -295,5 +304,41 @@ impl ProviderModel {
             let k = gap_bucket(gap).min(self.warm_by_gap.len() - 1);
             self.warm_by_gap[k].record(w);
         }
+        let kept = match o.outcome {
+            Outcome::Valid { latency_s } => Kept { value_s: latency_s, censored: false, warm: label, started },
+            Outcome::Censored { after_s } => Kept { value_s: after_s, censored: true, warm: label, started },
+            Outcome::Invalid { .. } | Outcome::Failed { .. } => return false,
+        };
+        match self.shift.observe(kept, cfg.shift_threshold) {
+            Some(run) => {
+                self.restart_shapes(&run);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// After a detected shift: the short-memory latency shapes (all, warm, cold, started)
+    /// keep what they knew at [`MIN_AGE`] of its weight and are filed again with the
+    /// attempts since the change, so the next plans read the new regime from them. The
+    /// tail memory, the queued shape, the rates and the pairs are left to their own
+    /// half-lives; the slow threshold is re-read.
+    fn restart_shapes(&mut self, run: &[Kept]) {
+        for s in [&mut self.latency, &mut self.latency_warm, &mut self.latency_cold, &mut self.latency_started] {
+            s.age(MIN_AGE);
+        }
+        for k in run {
+            let put = |s: &mut DecayedSketch| if k.censored { s.insert_censored(k.value_s) } else { s.insert(k.value_s) };
+            put(&mut self.latency);
+            match k.warm {
+                Some(true) => put(&mut self.latency_warm),
+                Some(false) => put(&mut self.latency_cold),
+                None => {}
+            }
+            if k.started {
+                put(&mut self.latency_started);
+            }
+        }
+        self.slow_threshold_s = None;
     }
 }

@@ -45,6 +45,9 @@ pub struct GatewayConfig {
     pub idle_timeout: Duration,
     /// Most client connections at once; None derives it from the open-file limit at start.
     pub max_connections: Option<usize>,
+    /// How long a drain (SIGTERM) waits for in-flight races, their loser cancels and
+    /// receipts before it writes the trace and saves models regardless.
+    pub drain_timeout: Duration,
 }
 
 /// Who may call the gateway.
@@ -207,6 +210,7 @@ pub(crate) fn gateway(cx: &Ctx<'_>, raw: Option<toml::Table>) -> Result<GatewayC
         body_read_timeout: cx.seconds(&k("body_read_timeout_s"), g.body_read_timeout_s, 30.0, Lo::Excl(0.0), 3600.0)?,
         idle_timeout: cx.seconds(&k("idle_timeout_s"), g.idle_timeout_s, 60.0, Lo::Excl(0.0), 86_400.0)?,
         max_connections,
+        drain_timeout: cx.seconds(&k("drain_timeout_s"), g.drain_timeout_s, 30.0, Lo::Excl(0.0), 3600.0)?,
     })
 }
 

@@ -59,6 +59,7 @@ pub(crate) struct RawGateway {
     pub body_read_timeout_s: Option<f64>,
     pub idle_timeout_s: Option<f64>,
     pub max_connections: Option<i64>,
+    pub drain_timeout_s: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

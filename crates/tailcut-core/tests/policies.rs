@@ -388,6 +388,7 @@ async fn hedge_gate_can_refuse_extra_attempts() {
         RaceSettings::default(),
         None,
         Some(Arc::new(NoHedges)),
+        Default::default(),
     );
     let policy = FixedHedge::try_new(hedger.providers(), "p", "h", s(5.0)).unwrap();
     let out = hedger.run(&policy, req()).await.unwrap();

@@ -62,7 +62,8 @@ pub(crate) fn cancel_startup_orphans(state: &Arc<AppState>) {
         return;
     }
     let st = state.clone();
-    tokio::spawn(async move {
+    // On the tracker: the drain waits for these cancels and their receipts too.
+    state.tasks.spawn(async move {
         cancel_orphans(&st, orphans).await;
     });
 }
@@ -74,13 +75,14 @@ const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 /// On PostgreSQL: every 200 ms, stops the races whose jobs were deleted on another
 /// replica; every `lease_ttl / 3`, reclaims the budget leases of replicas dead for the
 /// lease TTL and takes over their running jobs (interrupted, provider jobs cancelled).
-pub(crate) fn spawn_replica_loop(state: &Arc<AppState>) -> Option<tokio::task::JoinHandle<()>> {
+pub(crate) fn spawn_replica_loop(state: &Arc<AppState>) {
     #[cfg(feature = "postgres")]
     {
-        let pg = state.pg.clone()?;
+        let Some(pg) = state.pg.clone() else { return };
         let st = state.clone();
         let takeover_every = pg.settings().lease_ttl / 3;
-        Some(tokio::spawn(async move {
+        // Ends when the drain starts (the tasks' stop token).
+        state.tasks.spawn_loop(async move {
             let mut last_takeover = tokio::time::Instant::now();
             loop {
                 tokio::time::sleep(CANCEL_POLL).await;
@@ -101,13 +103,10 @@ pub(crate) fn spawn_replica_loop(state: &Arc<AppState>) -> Option<tokio::task::J
                     take_over_dead(&st, &pg).await;
                 }
             }
-        }))
+        });
     }
     #[cfg(not(feature = "postgres"))]
-    {
-        let _ = state;
-        None
-    }
+    let _ = state;
 }
 
 #[cfg(feature = "postgres")]

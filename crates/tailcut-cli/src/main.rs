@@ -3,6 +3,8 @@
 //! 141 when standard output (or error) was closed by its reader (`tailcut … | head -1`),
 //! the status a shell reports for a Unix tool stopped by SIGPIPE; nothing is printed
 //! (the servers, `serve` and `sim-provider`, keep serving instead).
+// Unit tests spawn and read the wall clock freely (clippy.toml).
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 mod cli;
 mod commands;

@@ -5,6 +5,9 @@
 //! The property: for any gate answers, budget, live cap, policy and provider behaviour,
 //! a race whose primary would deliver a valid result never ends without a winner because
 //! the primary was cancelled for a replacement that was never submitted.
+// Tests spawn and read the wall clock freely (clippy.toml's bans are for the gateway's
+// own code).
+#![allow(clippy::disallowed_methods)]
 
 use proptest::prelude::*;
 use std::collections::VecDeque;

@@ -12,6 +12,8 @@
 //!   quantiles (used for degradation factors).
 
 #![warn(missing_docs)]
+// Unit tests spawn and read the wall clock freely (clippy.toml).
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 /// Rounds half to even, as Python's `round` does on binary doubles.
 pub fn round_half_even(x: f64) -> f64 {

@@ -142,6 +142,8 @@ fn race_policy(
             sleep_until(t0 + *offset).await;
             let (hedger, policy) = (hedger.clone(), policy.clone());
             let request = JobRequest::new(format!("demo-{i}"), serde_json::json!({"text": "hello", "n": i}));
+            // Joined below, before the demo returns.
+            #[allow(clippy::disallowed_methods)]
             tasks.push(tokio::spawn(async move {
                 let outcome = hedger.run(policy.as_ref(), request).await?;
                 let latency_s = outcome.latency.map_or(f64::INFINITY, |d| d.as_secs_f64());

@@ -28,7 +28,7 @@ use tailcut_providers::openai::Endpoint;
 /// stops the race when the client goes away.
 pub(crate) async fn serve(st: Arc<AppState>, headers: HeaderMap, body: Bytes, ep: Endpoint, hangup: Option<Arc<Hangup>>) -> Response {
     let rid = st.request_id(&headers);
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let cx = RequestContext { rid: &rid, started, hangup };
     let result = serve_inner(&st, &headers, body, ep, &cx).await;
     let (status, route) = match &result {
@@ -54,7 +54,7 @@ pub(crate) struct RequestContext<'a> {
     /// The request id.
     pub rid: &'a str,
     /// When the request was read.
-    pub started: std::time::Instant,
+    pub started: tokio::time::Instant,
     /// Where the client's going away is watched, if it is.
     pub hangup: Option<Arc<Hangup>>,
 }
@@ -95,7 +95,7 @@ async fn serve_inner(
     drop(fields);
     // The total timeout stops the race itself (its live attempts are cancelled with
     // receipts), on the same timer as the policy's own waits.
-    let stop_at = tokio::time::Instant::from_std(started).checked_add(rt.config.gateway.total_timeout);
+    let stop_at = started.checked_add(rt.config.gateway.total_timeout);
     let ledger = tenant.ledger.clone();
     if streamed {
         let req = stream::StreamRequest { body, rid, permit, stop_at, ledger, hangup: cx.hangup.as_ref() };

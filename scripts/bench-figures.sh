@@ -35,12 +35,12 @@ for w in "${which[@]}"; do
       echo "== cargo bench -p tailcut-core --bench engine" >&2
       cargo bench -q -p tailcut-core --bench engine -- --output-format bencher 2>/dev/null | tee "$work/engine.txt"
       # One iteration is a batch of 1,000 races (benches/engine.rs: BATCH).
-      rate() { awk -v ns="$(ns_of "$work/engine.txt" "engine/$1")" 'BEGIN { printf "%\047d", 1000 / (ns / 1e9) }'; }
+      rate() { python3 -c 'import sys; print(f"{1000 / (float(sys.argv[1]) / 1e9):,.0f}")' "$(ns_of "$work/engine.txt" "engine/$1")"; }
       single=$(rate single)
       hedged=$(rate hedged_race_invalid_primary)
       raced=$(rate race_with_loser_cancel)
       python3 scripts/figures.py record --id engine-overhead --what "engine overhead" \
-        --value "$single single / $hedged hedged / $raced raced-and-cancelled races/s" \
+        --value "$single single / $hedged hedged / $raced raced-and-cancelled races/s (load average $(cut -d' ' -f1 /proc/loadavg) at the end of the run)" \
         --command "cargo bench -p tailcut-core --bench engine" --script scripts/bench-figures.sh
       ;;
     learn)
@@ -52,7 +52,7 @@ for w in "${which[@]}"; do
       censored=$(us "update (3 attempts, 2 censored) + auto decision")
       worst=$(us "auto decision with a table refresh (worst case)")
       python3 scripts/figures.py record --id learning-cost --after learned-policies --what "cost of learning (model update + \`auto\` decision, per request)" \
-        --value "${one} µs with 1 attempt, ${three} µs with 3 attempts, ${censored} µs with two cancelled (censored) losers; ${worst} µs for a decision that refreshes its tables (worst case)" \
+        --value "${one} µs with 1 attempt, ${three} µs with 3 attempts, ${censored} µs with two cancelled (censored) losers; ${worst} µs for a decision that refreshes its tables (worst case; load average $(cut -d' ' -f1 /proc/loadavg) at the end of the run)" \
         --command "cargo bench -p tailcut-model --bench learn" --script scripts/bench-figures.sh
       ;;
     *) echo "unknown benchmark group '$w' (expected engine or learn)" >&2; exit 2 ;;

@@ -50,8 +50,12 @@ $bin replay "$work/r20k.jsonl" --calibration-rounds 18 --json >"$work/tc20k.json
 "$venv/bin/python" scripts/compare_gpuhedge.py "$work/r20k.jsonl" "$work/tc20k.json" 18
 
 echo "== recording the README's figure (docs/figures.json)"
-python3 scripts/figures.py record --id replay-speed --what "replay speed" \
-  --value "$(printf "1,000,000 rounds, full sweep: %.2f s, %d MB peak RSS (~%'d rounds/s); %.0f× faster than \`gpuhedge replay\` on 20,000 rounds" \
-    "$secs" "$((rss / 1024))" "$(awk -v s="$secs" 'BEGIN { printf "%.0f", 1000000 / s }')" "$(echo "$gh / $tc" | bc -l)")" \
+# The load average goes with the figure: wall times on a busy 2-core machine are not
+# those of an idle one (peak RSS is).
+load=$(cut -d' ' -f1 /proc/loadavg)
+value=$(python3 -c 'import sys; s, rss, ratio, load = float(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+print(f"1,000,000 rounds, full sweep: {s:.2f} s, {rss // 1024} MB peak RSS (~{1e6 / s:,.0f} rounds/s); {ratio:.0f}x faster than `gpuhedge replay` on 20,000 rounds (load average {load} at the end of the run)")' \
+  "$secs" "$rss" "$(echo "$gh / $tc" | bc -l)" "$load")
+python3 scripts/figures.py record --id replay-speed --what "replay speed" --value "$value" \
   --command "bash scripts/bench-replay.sh" --script scripts/bench-replay.sh
 python3 scripts/figures.py render

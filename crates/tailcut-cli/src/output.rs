@@ -82,6 +82,47 @@ pub fn chain_message(e: &anyhow::Error) -> String {
     out
 }
 
+thread_local! {
+    /// A command's `--json` document as the embedded API captures it instead of printing
+    /// it (see [`capture_json`]): `None` while nothing is captured on this thread.
+    static CAPTURED: std::cell::RefCell<Option<Option<String>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Prints a command's `--json` document (pretty-printed, one trailing newline), or,
+/// inside [`capture_json`], keeps exactly that text for its caller: the Python API's
+/// records are the CLI's own bytes, so the two cannot disagree.
+pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    let kept = CAPTURED.with(|c| match c.borrow_mut().as_mut() {
+        Some(slot) => {
+            *slot = Some(text.clone());
+            true
+        }
+        None => false,
+    });
+    if !kept {
+        println!("{text}");
+    }
+    Ok(())
+}
+
+/// Runs `f` with [`print_json`] capturing on this thread; returns `f`'s value and the
+/// document it would have printed.
+pub fn capture_json<R>(f: impl FnOnce() -> R) -> (R, Option<String>) {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CAPTURED.with(|c| *c.borrow_mut() = None);
+        }
+    }
+    CAPTURED.with(|c| *c.borrow_mut() = Some(None));
+    let reset = Reset;
+    let r = f();
+    let text = CAPTURED.with(|c| c.borrow_mut().take().flatten());
+    drop(reset);
+    (r, text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

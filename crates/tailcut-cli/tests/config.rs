@@ -5,6 +5,8 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
+use std::time::Duration;
+use tailcut_mockproviders::{Behaviour, Flavor, MockServer};
 use tailcut_testkit::config::{openai_provider, single_chat_route};
 
 fn tailcut(args: &[&str]) -> std::process::Output {
@@ -125,10 +127,61 @@ fn gateway_footguns_are_refused_by_check() {
 #[test]
 fn the_example_configs_the_readme_points_at_pass_check() {
     let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
-    for name in ["sim-walkthrough.toml", "serve-sim.toml"] {
+    for name in ["sim-walkthrough.toml", "serve-sim.toml", "python-sims.toml", "lambda.toml"] {
         let path = format!("{examples}/{name}");
         let out = tailcut(&["config", "check", &path]);
         assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
         assert!(String::from_utf8_lossy(&out.stdout).contains(": ok"), "{name}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lambda_example_checks_and_runs_through_the_openai_module() {
+    // Lambda's inference API is OpenAI-compatible, with no documented difference besides
+    // its base URL: the example passes `config check` as written, and, pointed at local
+    // OpenAI-compatible mocks, its hedge runs with a receipt for the loser.
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/lambda.toml");
+    let out = tailcut(&["config", "check", example]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(example).unwrap();
+    assert!(text.contains("base_url = \"https://api.lambda.ai/v1\"") && text.contains("api_key_env = \"LAMBDA_API_KEY\""));
+
+    let slow = Behaviour::timed(Duration::from_secs(20), Duration::from_secs(1));
+    let (lambda, vllm) =
+        (MockServer::start(Flavor::OpenAi, slow).await.unwrap(), MockServer::start(Flavor::OpenAi, Behaviour::default()).await.unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let local = text
+        .replace("https://api.lambda.ai/v1", &format!("{}/v1", lambda.url()))
+        .replace("http://127.0.0.1:8000/v1", &format!("{}/v1", vllm.url()))
+        .replace("delay_ms = 4000", "delay_ms = 200")
+        .replace("ledger = \"tailcut-ledger.sqlite\"", "ledger = \":memory:\"");
+    let f = write(&dir, &local);
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_tailcut"))
+            .args([
+                "run",
+                "--config",
+                &f,
+                "--policy",
+                "chat",
+                "--json",
+                "--input",
+                r#"{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}"#,
+            ])
+            .env("LAMBDA_API_KEY", "test-lambda-key")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!stdout.contains("test-lambda-key"));
+    let record: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(record["winner"], "vllm", "{record}");
+    let receipts = record["receipts"].as_array().unwrap();
+    assert_eq!(receipts.len(), 1);
+    assert_eq!((receipts[0]["provider"].as_str(), receipts[0]["evidence"].as_str()), (Some("lambda"), Some("request_channel_closed")));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(lambda.disconnects(), 1, "the losing request to Lambda was closed");
 }

@@ -101,8 +101,8 @@ fn report_prints_the_deadline_as_given_explains_its_columns_and_plots_tails() {
     assert!(text.contains("p95 s (nearest / linear)") && text.contains("p95 by two estimators"), "{text}");
     let svg_text = std::fs::read_to_string(&svg).unwrap();
     assert!(svg_text.contains("45.5 s deadline") && svg_text.contains("(baseline)") && svg_text.contains("slower than x"));
-    // The slower single-provider arms are left out: the baseline and five hedging arms.
-    assert!(svg_text.contains("2 slower single-provider arm(s) not drawn"));
+    // The other single-provider arms are left out: the baseline (the hedged arms' primary) and five hedging arms.
+    assert!(svg_text.contains("against single:runpod (2 other single-provider arm(s) not drawn)"));
 }
 
 #[test]

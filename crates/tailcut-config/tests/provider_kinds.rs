@@ -15,6 +15,7 @@ fn minimal(kind: ProviderKind) -> &'static str {
         ProviderKind::Modal => "url = \"https://ws--app.modal.run\"",
         ProviderKind::Cerebrium => "url = \"https://api.aws.us-east-1.cerebrium.ai/v4/p-1/app/predict\"",
         ProviderKind::OpenAi => "base_url = \"http://127.0.0.1:8000/v1\"",
+        ProviderKind::Vast => "endpoint = \"my-endpoint\"\nworker_path = \"/v1/completions\"",
         ProviderKind::Generic => "http = { submit = { url = \"https://x/jobs\" } }",
         ProviderKind::Sim => "",
     }

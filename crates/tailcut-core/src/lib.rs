@@ -22,7 +22,8 @@
 //!
 //! All off by default, so that the engine alone pulls no database, parser or codec:
 //!
-//! - `sqlite`: `ledger::SqliteLedger`, the durable ledger (rusqlite);
+//! - `sqlite`: `ledger::SqliteLedger`, the durable ledger (rusqlite), and [`sqlite_schema`],
+//!   how a SQLite file several processes share is opened and migrated;
 //! - `postgres`: `ledger::PgLedger` and [`pg`], the state gateway replicas share on PostgreSQL;
 //! - `json`: the `json` validator and `json_scan`, the one-pass check of a reply's
 //!   top-level fields;
@@ -45,6 +46,8 @@ pub mod pg;
 pub mod policy;
 pub mod provider;
 pub mod receipt;
+#[cfg(feature = "sqlite")]
+pub mod sqlite_schema;
 pub mod stream;
 pub mod trace;
 pub mod validate;

@@ -62,10 +62,11 @@ pub struct Migration {
 }
 
 /// Every migration, in order. Never edit one that has shipped: add the next.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "replicas, budget scopes and leases, ledger entries, jobs and their attempts, learned models",
-    sql: "
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "replicas, budget scopes and leases, ledger entries, jobs and their attempts, learned models",
+        sql: "
 CREATE TABLE replicas (
     id TEXT PRIMARY KEY,
     started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
@@ -146,7 +147,71 @@ CREATE TABLE learned_models (
 );
 INSERT INTO budget_scopes (scope) VALUES ('global');
 ",
-}];
+    },
+    Migration {
+        version: 2,
+        name: "announce each job's end on channel tailcut_job_done (payload: the job id)",
+        sql: "
+CREATE FUNCTION tailcut_job_ended() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('tailcut_job_done', NEW.id);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER jobs_ended AFTER UPDATE OF state ON jobs FOR EACH ROW
+    WHEN (OLD.state = 'running' AND NEW.state <> 'running') EXECUTE FUNCTION tailcut_job_ended();
+",
+    },
+];
+
+/// What a listener ([`PgState::listen`]) tells its callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listening<'a> {
+    /// `LISTEN` is in place (again): notifications sent while it was not were lost.
+    Connected,
+    /// A notification, with its payload.
+    Notification(&'a str),
+    /// The connection was lost; it is being reopened.
+    Lost,
+}
+
+/// One listening connection on `channel` until it fails: `Connected` once `LISTEN` is
+/// in place, then each notification. Returns why it stopped.
+async fn listen_once(url: &str, channel: &'static str, on: Arc<impl Fn(Listening<'_>) + Send + Sync + 'static>) -> PgError {
+    let (client, mut conn) = match tokio_postgres::connect(url, tokio_postgres::NoTls).await {
+        Ok(c) => c,
+        Err(e) => return e.into(),
+    };
+    // The connection delivers notifications only while it is polled: a task of its own
+    // drives it and hands them over.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    // Owned by this listener (`driver`), which aborts it when it returns.
+    #[allow(clippy::disallowed_methods)]
+    let driver = tokio::spawn(async move {
+        loop {
+            match std::future::poll_fn(|cx| conn.poll_message(cx)).await {
+                Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => {
+                    if tx.send(n.payload().to_string()).is_err() {
+                        return PgError::Closed;
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return e.into(),
+                None => return PgError::Db("the listening connection closed".into()),
+            }
+        }
+    });
+    if let Err(e) = client.batch_execute(&format!("LISTEN {channel}")).await {
+        driver.abort();
+        return e.into();
+    }
+    on(Listening::Connected);
+    while let Some(payload) = rx.recv().await {
+        on(Listening::Notification(&payload));
+    }
+    drop(client);
+    driver.await.unwrap_or(PgError::Closed)
+}
 
 /// The advisory lock key migrations run under ("tailcut" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0074_6169_6c63_7574;
@@ -327,6 +392,24 @@ impl PgState {
     /// Spawns a background task on the state's runtime.
     pub fn spawn(&self, fut: impl Future<Output = ()> + Send + 'static) {
         self.handle.spawn(fut);
+    }
+
+    /// Listens on `channel` (an SQL identifier) on a connection of its own, outside the
+    /// pool, for as long as the state lives, telling `on` what happens
+    /// ([`Listening`]). A lost connection is reopened with a backoff of up to 5 s.
+    pub fn listen(&self, channel: &'static str, on: impl Fn(Listening<'_>) + Send + Sync + 'static) {
+        let url = self.settings.url.clone();
+        let on = Arc::new(on);
+        self.handle.spawn(async move {
+            let mut backoff = Duration::from_millis(100);
+            loop {
+                let err = listen_once(&url, channel, on.clone()).await;
+                on(Listening::Lost);
+                crate::log::warn("state_listener_lost", || serde_json::json!({"channel": channel, "error": err.to_string()}));
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        });
     }
 
     async fn migrate(&self) -> Result<(), PgError> {

@@ -23,8 +23,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tailcut_core::policy::learned::LearnedPolicy;
+use tailcut_core::sqlite_schema::{self, Migration, Step};
 use tailcut_model::model::{gap_label, GAP_EDGES_S};
 use tailcut_model::Model;
 
@@ -49,6 +49,15 @@ pub trait ModelStore: Send + Sync + std::fmt::Debug {
     fn save(&self, key: &str, json: &str) -> Result<(), StoreError>;
 }
 
+/// The learned-model table's migrations in a SQLite file (component `learned_models`).
+const MODEL_MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "learned_models",
+    steps: &[Step::Sql(
+        "CREATE TABLE IF NOT EXISTS learned_models (route TEXT PRIMARY KEY, model_json TEXT NOT NULL, saved_at_ms INTEGER NOT NULL)",
+    )],
+}];
+
 /// Models in a SQLite file (the ledger's): table `learned_models(route TEXT PRIMARY KEY,
 /// model_json TEXT NOT NULL, saved_at_ms INTEGER NOT NULL)`.
 #[derive(Debug)]
@@ -62,13 +71,8 @@ impl SqliteModelStore {
         if let Some(parent) = path.parent().filter(|x| !x.as_os_str().is_empty()) {
             let _ = std::fs::create_dir_all(parent);
         }
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(10))?;
-        let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
-        conn.execute_batch(
-            "CREATE TABLE IF NOT EXISTS learned_models (
-                route TEXT PRIMARY KEY, model_json TEXT NOT NULL, saved_at_ms INTEGER NOT NULL)",
-        )?;
+        let mut conn = sqlite_schema::open(path)?;
+        sqlite_schema::migrate(&mut conn, "learned_models", MODEL_MIGRATIONS)?;
         Ok(SqliteModelStore { conn: Mutex::new(conn) })
     }
 }

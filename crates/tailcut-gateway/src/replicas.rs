@@ -1,10 +1,11 @@
 //! What a gateway does so that its jobs outlive it, and so that replicas on one
 //! PostgreSQL share them: each job attempt's provider job id is stored when its submit
 //! returns ([`crate::recorded::Recorded`]); the jobs a dead gateway left running are marked `interrupted`
-//! and their provider jobs cancelled by id, with receipts ([`cancel_orphans`]); on
-//! PostgreSQL, a loop ([`spawn_replica_loop`]) passes on `DELETE`s made on other replicas
-//! to the races this one runs, reclaims dead replicas' budget leases and takes over their
-//! jobs; and a drain gives this replica's leases back ([`release`]).
+//! and their provider jobs cancelled by id, with receipts ([`cancel_orphans`]); a loop
+//! ([`spawn_replica_loop`]) takes over the jobs of dead gateways: on SQLite, of dead
+//! processes sharing the file; on PostgreSQL, it also passes on `DELETE`s made on other
+//! replicas to the races this one runs and reclaims dead replicas' budget leases; and a
+//! drain gives this replica's leases back and marks it stopped ([`release`]).
 
 use crate::observe::log;
 use crate::state::AppState;
@@ -68,36 +69,27 @@ pub(crate) fn cancel_startup_orphans(state: &Arc<AppState>) {
     });
 }
 
-/// How often a replica looks for `DELETE`s of its jobs made on other replicas.
-#[cfg(feature = "postgres")]
+/// How often a replica looks for `DELETE`s of its jobs made on other replicas (or
+/// processes sharing its SQLite file).
 const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// On PostgreSQL: every 200 ms, stops the races whose jobs were deleted on another
 /// replica; every `lease_ttl / 3`, reclaims the budget leases of replicas dead for the
 /// lease TTL and takes over their running jobs (interrupted, provider jobs cancelled).
+/// On SQLite: the same for processes sharing the store's file (`DELETE`s every 200 ms,
+/// dead processes' jobs every `lease_ttl / 3`: [`crate::store::JobStore::take_over_dead`]).
+/// Both loops run on the gateway's tracker and end when the drain starts.
 pub(crate) fn spawn_replica_loop(state: &Arc<AppState>) {
     #[cfg(feature = "postgres")]
     {
-        let Some(pg) = state.pg.clone() else { return };
+        let Some(pg) = state.pg.clone() else { return spawn_sqlite_takeover(state) };
         let st = state.clone();
         let takeover_every = pg.settings().lease_ttl / 3;
-        // Ends when the drain starts (the tasks' stop token).
         state.tasks.spawn_loop(async move {
             let mut last_takeover = tokio::time::Instant::now();
             loop {
                 tokio::time::sleep(CANCEL_POLL).await;
-                match st.store.cancel_requests().await {
-                    Ok(ids) => {
-                        for id in ids {
-                            let stop = st.running.lock().ok().and_then(|mut r| r.remove(&id));
-                            if let Some(tx) = stop {
-                                log("job_cancel_from_another_replica", || json!({"job": id}));
-                                let _ = tx.send(());
-                            }
-                        }
-                    }
-                    Err(e) => log("job_cancel_poll_failed", || json!({"error": e.to_string()})),
-                }
+                forward_cancels(&st).await;
                 if last_takeover.elapsed() >= takeover_every {
                     last_takeover = tokio::time::Instant::now();
                     take_over_dead(&st, &pg).await;
@@ -106,7 +98,52 @@ pub(crate) fn spawn_replica_loop(state: &Arc<AppState>) {
         });
     }
     #[cfg(not(feature = "postgres"))]
-    let _ = state;
+    spawn_sqlite_takeover(state)
+}
+
+/// Stops the races of this gateway's jobs that a `DELETE` elsewhere asked to stop.
+async fn forward_cancels(st: &AppState) {
+    match st.store.cancel_requests().await {
+        Ok(ids) => {
+            for id in ids {
+                let stop = st.running.lock().ok().and_then(|mut r| r.remove(&id));
+                if let Some(tx) = stop {
+                    log("job_cancel_from_another_replica", || json!({"job": id}));
+                    let _ = tx.send(());
+                }
+            }
+        }
+        Err(e) => log("job_cancel_poll_failed", || json!({"error": e.to_string()})),
+    }
+}
+
+/// On SQLite: every 200 ms, stops the races whose jobs were deleted on another process
+/// sharing the file; every `lease_ttl / 3`, takes over the jobs of dead processes on
+/// the file (off the serving threads: the claim waits for the file's write lock).
+fn spawn_sqlite_takeover(state: &Arc<AppState>) {
+    let st = state.clone();
+    let every = st.rt().config.state.lease_ttl / 3;
+    state.tasks.spawn_loop(async move {
+        let mut last_takeover = tokio::time::Instant::now();
+        loop {
+            tokio::time::sleep(CANCEL_POLL).await;
+            forward_cancels(&st).await;
+            if last_takeover.elapsed() < every {
+                continue;
+            }
+            last_takeover = tokio::time::Instant::now();
+            let s = st.clone();
+            match tokio::task::spawn_blocking(move || s.store.take_over_dead()).await {
+                Ok(Ok((0, _))) => {}
+                Ok(Ok((jobs, orphans))) => {
+                    log("jobs_interrupted", || json!({"count": jobs, "provider_jobs_to_cancel": orphans.len()}));
+                    cancel_orphans(&st, orphans).await;
+                }
+                Ok(Err(e)) => log("process_takeover_failed", || json!({"error": e.to_string()})),
+                Err(_) => {}
+            }
+        }
+    });
 }
 
 #[cfg(feature = "postgres")]
@@ -134,9 +171,12 @@ async fn take_over_dead(st: &Arc<AppState>, pg: &Arc<tailcut_core::pg::PgState>)
     }
 }
 
-/// At the end of a drain, on PostgreSQL: gives back this replica's budget leases and
-/// marks it stopped (so nobody takes it over).
+/// At the end of a drain: on PostgreSQL, gives back this replica's budget leases; on
+/// either, marks it stopped (so nobody waits to take it over).
 pub(crate) async fn release(state: &AppState) {
+    if let Err(e) = state.store.mark_stopped() {
+        log("process_not_marked_stopped", || json!({"error": e.to_string()}));
+    }
     #[cfg(feature = "postgres")]
     if let Some(pg) = &state.pg {
         let ledger = tailcut_core::ledger::PgLedger::new(pg.clone(), state.rt().config.budget.limits);
@@ -152,3 +192,6 @@ pub(crate) async fn release(state: &AppState) {
     #[cfg(not(feature = "postgres"))]
     let _ = state;
 }
+
+#[cfg(test)]
+mod tests;

@@ -253,7 +253,7 @@ pub async fn serve_per_core(
     let addr = listener.local_addr()?;
     let first = listener.into_std()?;
     // Phase 1: stop accepting and finish in-flight requests. Phase 2: release the
-    // runtimes, which first keep running the job tasks that `drain_jobs` cancels.
+    // runtimes, which first keep running the tasks that `drain_in_flight_races` waits for.
     let (phase_tx, phase_rx) = tokio::sync::watch::channel(0u8);
     // Each worker drops its sender once its accept loop has returned (no connection
     // left): the drain starts after all have, so no request starts behind its back.

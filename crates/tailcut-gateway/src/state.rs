@@ -318,11 +318,11 @@ impl AppState {
         let store = Arc::new(match &pg {
             #[cfg(feature = "postgres")]
             Some(pg) => JobStore::postgres(pg.clone()),
-            _ => JobStore::open(config.gateway.store.as_deref()).map_err(|e| format!("job store: {e}"))?,
+            _ => JobStore::open(config.gateway.store.as_deref(), config.state.lease_ttl).map_err(|e| format!("job store: {e}"))?,
         });
-        // One gateway on SQLite: the jobs its previous process left running, whose
-        // provider jobs are cancelled by id once the state is built (below).
-        let (interrupted, orphans) = store.mark_interrupted().map_err(|e| e.to_string())?;
+        // On SQLite: the jobs of dead processes on the same file (this gateway's previous
+        // process, say), whose provider jobs are cancelled by id once serving starts.
+        let (interrupted, orphans) = store.take_over_dead().map_err(|e| format!("job store: {e}"))?;
         if interrupted > 0 {
             log("jobs_interrupted", || json!({"count": interrupted, "provider_jobs_to_cancel": orphans.len()}));
         }
@@ -438,15 +438,9 @@ impl AppState {
             .map_or_else(|| self.new_id("req"), str::to_string)
     }
 
-    /// Job `id` once it is no longer running, or as it is after `max`.
+    /// Job `id` once it is no longer running, or as it is after `max` (woken by the
+    /// job's end: [`JobStore::wait_ended`]).
     pub(crate) async fn wait_for_job(&self, id: &str, max: Duration) -> Option<crate::store::JobRow> {
-        let until = tokio::time::Instant::now() + max;
-        loop {
-            let row = self.store.get(id).await.ok().flatten();
-            if row.as_ref().is_some_and(|r| r.state != "running") || tokio::time::Instant::now() >= until {
-                return row;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        self.store.wait_ended(id, max).await
     }
 }

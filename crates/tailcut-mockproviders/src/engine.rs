@@ -159,6 +159,9 @@ pub(crate) struct State {
     pub submits: AtomicU32,
     pub vanished: std::sync::atomic::AtomicBool,
     pub vanish: tokio::sync::Notify,
+    /// When the first worker is ready (Vast.ai: `queue` after the first route call; no
+    /// ready worker before).
+    pub ready_at: Mutex<Option<Instant>>,
 }
 
 impl State {

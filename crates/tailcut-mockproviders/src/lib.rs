@@ -4,8 +4,8 @@
 //! quirks included, one per provider kind ([`ProviderKind::HTTP`]), for provider-module tests: RunPod's queue API, Replicate predictions, fal's
 //! queue (no cancelled state), Baseten async (cancel only while queued, outputs only via
 //! webhook — the mock doubles as the webhook collector), a Modal web-endpoint wrapper,
-//! Cerebrium's synchronous REST call, OpenAI-compatible chat/completions (streaming too)
-//! and a generic JSON job API.
+//! Cerebrium's synchronous REST call, OpenAI-compatible chat/completions (streaming too),
+//! Vast.ai serverless (route, then a signed worker call) and a generic JSON job API.
 //!
 //! Every server shares one job engine whose [`Behaviour`] sets queue and run times,
 //! failures, malformed bodies, status-call 5xx and 429 (with `Retry-After`), hangs,

@@ -35,6 +35,7 @@ impl MockServer {
             submits: AtomicU32::new(0),
             vanished: std::sync::atomic::AtomicBool::new(false),
             vanish: tokio::sync::Notify::new(),
+            ready_at: Mutex::new(None),
         });
         let app = crate::routes::router(state.clone());
         let task = tokio::spawn(async move {

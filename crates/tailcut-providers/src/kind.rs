@@ -137,6 +137,8 @@ provider_kinds! {
     Cerebrium = "cerebrium" => cerebrium,
     /// An OpenAI-compatible server.
     OpenAi = "openai" => openai,
+    /// Vast.ai serverless: route, then call the worker.
+    Vast = "vast" => vast,
     /// A JSON job API described in the config (`[providers.NAME.http]`).
     Generic = "http" => generic,
 }
@@ -240,6 +242,6 @@ mod tests {
             assert!(!k.fields().is_empty(), "{k}");
         }
         assert_eq!(ProviderKind::parse("generic"), None, "the generic job API is spelled `http` in config");
-        assert_eq!(ProviderKind::expected(), "sim, runpod, replicate, fal, baseten, modal, cerebrium, openai or http");
+        assert_eq!(ProviderKind::expected(), "sim, runpod, replicate, fal, baseten, modal, cerebrium, openai, vast or http");
     }
 }

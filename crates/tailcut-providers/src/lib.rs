@@ -1,7 +1,7 @@
 //! # tailcut-providers
 //!
 //! One provider module per provider kind (`runpod`, `replicate`, `fal`, `baseten`,
-//! `modal`, `cerebrium`, `openai`, `generic`), each behind the core provider contract
+//! `modal`, `cerebrium`, `openai`, `vast`, `generic`), each behind the core provider contract
 //! and each owning its configuration: its keys (`Config`), their checks and defaults
 //! (`Settings`), its factory and its read-only credential check ([`ProviderModule`]).
 //! [`kind`] holds the one list of kinds ([`ProviderKind`]) that configuration, the
@@ -15,7 +15,7 @@
 //! Job-queue providers (RunPod, Replicate, fal, Baseten, the Modal web-endpoint pattern,
 //! and any JSON job API described in config) are one [`polling::PollingProvider`] over a
 //! small per-provider [`polling::PollingApi`]; request-channel providers (Cerebrium,
-//! OpenAI-compatible servers) run the request in a task and cancel by closing it
+//! OpenAI-compatible servers, Vast.ai's worker call after its route) run the request in a task and cancel by closing it
 //! ([`channel`]). Receipts record exactly what was observed: a cancel is confirmed only
 //! by a terminal state polled afterwards. Every reply is read off the wire through
 //! [`redact`], which removes every configured credential before anything parses it.
@@ -44,6 +44,7 @@ pub mod replicate;
 pub mod runpod;
 pub mod secret;
 pub mod sse;
+pub mod vast;
 
 pub use client::HttpClient;
 pub use config::{Invalid, ProviderModule};

@@ -20,12 +20,13 @@ use tailcut_providers::modal::Modal;
 use tailcut_providers::openai::{Endpoint, OpenAi};
 use tailcut_providers::replicate::{Replicate, Target};
 use tailcut_providers::runpod::RunPod;
+use tailcut_providers::vast::Vast;
 use tailcut_providers::{PollSettings, PollingProvider, ProviderKind, Secret};
 use tokio::time::Instant;
 
 /// Request-channel kinds: the job is the request, cancelled by closing it.
 fn is_channel(kind: ProviderKind) -> bool {
-    matches!(kind, ProviderKind::Cerebrium | ProviderKind::OpenAi)
+    matches!(kind, ProviderKind::Cerebrium | ProviderKind::OpenAi | ProviderKind::Vast)
 }
 
 fn http() -> HttpClient {
@@ -97,6 +98,16 @@ async fn setup(kind: ProviderKind, b: Behaviour) -> (MockServer, Arc<dyn Provide
             check_json: true,
             http: http(),
             prepared: Default::default(),
+        }),
+        ProviderKind::Vast => Arc::new(Vast {
+            name: "vast".into(),
+            route_url: format!("{url}/route/"),
+            endpoint: "mock-endpoint".into(),
+            worker_path: "/generate".into(),
+            cost: 100.0,
+            key,
+            poll: poll().interval,
+            http: http(),
         }),
         ProviderKind::Generic => {
             let spec: GenericSpec = serde_json::from_value(serde_json::json!({
@@ -175,6 +186,8 @@ async fn state_transitions(kind: ProviderKind) {
         }
         ProviderKind::Replicate => &[JobState::Pending, JobState::Running, JobState::Completed],
         ProviderKind::Modal | ProviderKind::Cerebrium | ProviderKind::OpenAi => &[JobState::Pending, JobState::Completed],
+        // Routing while no worker is ready, then the worker call.
+        ProviderKind::Vast => &[JobState::Queued, JobState::Pending, JobState::Completed],
         ProviderKind::Sim => unreachable!("no mock server speaks the simulator"),
     };
     assert_eq!(seen, expected, "{kind:?}");
@@ -187,7 +200,14 @@ async fn cancel_while_queued(kind: ProviderKind) {
     tokio::time::sleep(Duration::from_millis(60)).await;
     let r = cancel(&job).await.unwrap();
     assert!(!r.leaked, "{kind:?}: {r:?}");
-    if is_channel(kind) {
+    if kind == ProviderKind::Vast {
+        // Still routing (no ready worker): nothing reached a worker.
+        assert_eq!(r.evidence, Evidence::RequestChannelClosed, "{r:?}");
+        assert_eq!(r.cancel_scope, tailcut_core::CancelScope::QueuedJob);
+        assert!(!r.was_running && r.note.contains("nothing reached a worker"), "{r:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!((mock.submits(), mock.disconnects()), (0, 0), "no worker call was made");
+    } else if is_channel(kind) {
         assert_eq!(r.evidence, Evidence::RequestChannelClosed, "{kind:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(mock.disconnects(), 1, "{kind:?}: the server saw the request closed");
@@ -261,8 +281,9 @@ async fn status_5xx(kind: ProviderKind) {
     let (mock, api) = setup(kind, b).await;
     let job = api.submit(&request(kind)).await.unwrap();
     let r = job.result(far()).await;
-    if is_channel(kind) {
+    if is_channel(kind) && kind != ProviderKind::Vast {
         // The request itself got a 503: not retried (not idempotent), recorded as failed.
+        // (Vast.ai's 503 comes from its route call, which starts no work: retried.)
         assert_eq!(r.state, JobState::Failed, "{kind:?}");
         assert!(r.error.unwrap_or_default().contains("503"));
     } else {
@@ -277,7 +298,7 @@ async fn status_429(kind: ProviderKind) {
     let t = Instant::now();
     let job = api.submit(&request(kind)).await.unwrap();
     let r = job.result(far()).await;
-    if is_channel(kind) {
+    if is_channel(kind) && kind != ProviderKind::Vast {
         assert_eq!(r.state, JobState::Failed, "{kind:?}");
         assert!(r.error.unwrap_or_default().contains("429"));
     } else {
@@ -353,6 +374,7 @@ conformance! {
     modal => ProviderKind::Modal,
     cerebrium => ProviderKind::Cerebrium,
     openai => ProviderKind::OpenAi,
+    vast => ProviderKind::Vast,
     generic => ProviderKind::Generic,
 }
 
@@ -392,4 +414,45 @@ async fn expired_results_and_hung_status_are_reported_not_hung() {
     let job = api.submit(&request(ProviderKind::RunPod)).await.unwrap();
     let r = job.result(Instant::now() + Duration::from_millis(500)).await;
     assert_eq!(r.state, JobState::TimedOut, "a hung status poll is cut at the deadline");
+}
+
+#[tokio::test]
+async fn vast_route_reply_fields_and_the_signed_worker_call() {
+    // The mock's route follows the documented fields: `status` while no worker is ready,
+    // then `url`, `reqnum`, `signature`, `endpoint` and `cost`; its worker refuses
+    // `auth_data` the route did not sign.
+    let mock =
+        MockServer::start(ProviderKind::Vast, Behaviour::timed(Duration::from_millis(300), Duration::from_millis(50))).await.unwrap();
+    let c = reqwest::Client::new();
+    let route = || c.post(format!("{}/route/", mock.url())).bearer_auth("k").json(&serde_json::json!({"endpoint": "ep", "cost": 242.0}));
+    let queued: serde_json::Value = route().send().await.unwrap().json().await.unwrap();
+    assert!(queued["status"].is_object() && queued.get("url").is_none(), "{queued}");
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let worker: serde_json::Value = route().send().await.unwrap().json().await.unwrap();
+    for key in ["url", "reqnum", "signature", "endpoint", "cost"] {
+        assert!(worker.get(key).is_some(), "{key} missing: {worker}");
+    }
+    assert_eq!((worker["endpoint"].as_str(), worker["cost"].as_f64()), (Some("ep"), Some(242.0)));
+    let call = |auth: serde_json::Value| {
+        c.post(format!("{}/generate", mock.url())).json(&serde_json::json!({"auth_data": auth, "payload": {"x": 1}}))
+    };
+    let mut forged = worker.clone();
+    forged["cost"] = serde_json::json!(1.0);
+    assert_eq!(call(forged).send().await.unwrap().status(), 401, "a changed cost breaks the signature");
+    assert_eq!(call(worker).send().await.unwrap().status(), 200);
+    assert_eq!(
+        c.post(format!("{}/route/", mock.url())).json(&serde_json::json!({"endpoint": "ep", "cost": 1})).send().await.unwrap().status(),
+        401
+    );
+
+    // Through the provider module: the job reports QUEUED while the route has no worker.
+    let (mock, api) = setup(ProviderKind::Vast, Behaviour::timed(Duration::from_millis(300), Duration::from_millis(50))).await;
+    let job = api.submit(&request(ProviderKind::Vast)).await.unwrap();
+    assert!(api.capabilities().reports_queued, "a cutover may use Vast.ai as its primary");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(job.status().await.unwrap(), JobState::Queued);
+    let r = job.result(far()).await;
+    assert_eq!(r.state, JobState::Completed, "{:?}", r.error);
+    assert!(r.metrics.contains_key("vast_reqnum") && r.metrics["vast_no_ready_worker_routes"].as_u64() >= Some(1), "{:?}", r.metrics);
+    assert!(mock.status_calls() >= 2, "the route was asked again while no worker was ready");
 }

@@ -21,7 +21,7 @@ use tailcut_providers::client::Reply;
 use tailcut_providers::generic::{Generic, GenericSpec};
 use tailcut_providers::openai::{Endpoint, StreamAssembly};
 use tailcut_providers::polling::{CancelReply, Observation, Remote, MAX_ERROR_CHARS};
-use tailcut_providers::{baseten, cerebrium, fal, modal, openai, replicate, runpod};
+use tailcut_providers::{baseten, cerebrium, fal, modal, openai, replicate, runpod, vast};
 use tailcut_testkit::fuzz::{mutate, mutation};
 
 const CASES: u32 = 3000;
@@ -301,6 +301,15 @@ fn all_parsers(status: u16, body: &[u8]) -> Result<(), String> {
     check("modal status", obs_ok(&modal::read_status(&r), status))?;
     check("modal result", clear_result(&modal::read_result(&r), status))?;
     check("cerebrium", result_ok(&cerebrium::read_reply(&r, "cerebrium")))?;
+    check("vast worker", result_ok(&vast::read_worker(&r)))?;
+    check(
+        "vast route",
+        match vast::read_route(&r) {
+            Ok(_) => Ok(()),
+            Err(e) if !e.trim().is_empty() && e.len() <= MAX_ERROR_BYTES => Ok(()),
+            Err(e) => Err(format!("unclear route error: {e:.300}")),
+        },
+    )?;
     for audio in [false, true] {
         let g = generic(audio);
         check("generic submit", clear_result(&g.read_submit(&r), status))?;

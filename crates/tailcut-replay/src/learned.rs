@@ -18,8 +18,10 @@ use crate::summary::PolicySummary;
 use crate::sweep::{evaluate_round, Evaluated, Family, ProviderRates};
 use serde::Serialize;
 use tailcut_model::{
-    AdaptiveSettings, AutoSettings, LearnedKind, Model, ModelConfig, Observation, Outcome, Plan, PolicyState, SingleRSettings,
+    AdaptiveSettings, AutoSettings, CostBasis, LearnedKind, Model, ModelConfig, Observation, Outcome, Plan, PolicyState, SingleRSettings,
+    Why,
 };
+use tailcut_stats::reliability::{reliability, Forecast, Reliability};
 use tailcut_stats::Estimator;
 
 /// A learned policy to replay.
@@ -203,6 +205,9 @@ pub struct LearnedRun {
     pub denied: u64,
     /// Extra attempts launched in each round.
     pub extra: Vec<u8>,
+    /// `auto`: every decision the model predicted (not explorations or re-probes), its
+    /// predicted miss and cost (on `auto`'s cost basis) against the round's outcome.
+    pub forecasts: Vec<Forecast>,
 }
 
 /// Replays `defs` causally over `set` after feeding `warmup` to the shared model.
@@ -229,10 +234,21 @@ pub fn evaluate_learned(
     let mut obs = Vec::with_capacity(set.width());
     for r in 0..set.len() {
         for (state, run) in states.iter_mut().zip(runs.iter_mut()) {
-            let (plan, _) = state.decide_plan(&gaps);
+            let (plan, why) = state.decide_plan(&gaps);
             let (family, extra) = gate_plan(set, r, &plan, state);
             let denied = !matches!(plan, Plan::Single { .. }) && matches!(family, Family::Single { .. });
             let (lat, act, bill, hedged) = evaluate_round(set, rates, &family, s.auto.cap_s, r);
+            if let (Why::Predicted(pr), LearnedKind::Auto(a)) = (why, state.kind()) {
+                run.forecasts.push(Forecast {
+                    p: pr.miss,
+                    missed: lat > a.deadline_s,
+                    cost_predicted: Some(pr.cost_on(a.cost)),
+                    cost_realized: Some(match a.cost {
+                        CostBasis::Active => act,
+                        CostBasis::Billed => bill,
+                    }),
+                });
+            }
             let ev = &mut run.evaluated;
             ev.lats.push(lat);
             ev.active_sum += act;
@@ -268,6 +284,9 @@ pub struct LearnedRow {
     pub plans: Vec<(String, u64)>,
     /// Hedges the extra-load budget refused.
     pub budget_denied: u64,
+    /// `auto`: its predictions against what happened (None for the other policies).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reliability: Option<Reliability>,
 }
 
 /// Summarises learned runs like fixed policies.
@@ -285,6 +304,7 @@ pub fn learned_rows(
             learned: true,
             plans: run.plans.iter().map(|(p, k)| (p.label(names), *k)).collect(),
             budget_denied: run.denied,
+            reliability: matches!(d.kind, LearnedKind::Auto(_)).then(|| reliability(&run.forecasts)),
         })
         .collect()
 }

@@ -12,6 +12,8 @@
 //!   Wilson intervals, $/request, hedge rate);
 //! - [`learned`]: causal replay of the learned policies (`auto`, `adaptive`, `singler`):
 //!   round *i* decided by a model that saw only the warm-up rounds and rounds before *i*;
+//! - [`calibration`]: the reliability of learned decisions recorded in live traces
+//!   (predicted miss and cost against what happened);
 //! - [`traces`]: summaries of live request traces (reference `hedged_request`,
 //!   `state_aware_request`, ... and tailcut's `tailcut_request`) and cancel audits;
 //! - [`scenario`]: simulated request streams (cadence, degradation, correlation, outage,
@@ -23,6 +25,7 @@
 // Unit tests spawn and read the wall clock freely (clippy.toml).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
+pub mod calibration;
 pub mod learned;
 pub mod plot;
 pub mod rounds;

@@ -12,6 +12,13 @@
 //! p95 with the frontier (no other policy both cheaper and faster) joined and labelled:
 //! the picture a user choosing a policy wants. [`frontier`] and [`pick_curves`] are the
 //! selection rules, kept apart from the drawing so they can be tested.
+//!
+//! [`reliability_svg`] (in `plot/reliability.rs`) draws a learned policy's predictions
+//! against what happened: its reliability diagram.
+
+mod reliability;
+
+pub use reliability::reliability_svg;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;

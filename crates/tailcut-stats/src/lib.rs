@@ -9,11 +9,15 @@
 //!   (+∞ if either neighbour is +∞);
 //! - [`wilson`]: the Wilson score interval for a binomial proportion (z = 1.96);
 //! - [`bootstrap_ratio_ci`]: a seeded percentile-bootstrap interval for a ratio of
-//!   quantiles (used for degradation factors).
+//!   quantiles (used for degradation factors);
+//! - [`reliability`]: how predicted miss probabilities and costs compare with what
+//!   happened (deciles, Wilson intervals, Brier score, expected calibration error).
 
 #![warn(missing_docs)]
 // Unit tests spawn and read the wall clock freely (clippy.toml).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
+
+pub mod reliability;
 
 /// Rounds half to even, as Python's `round` does on binary doubles.
 pub fn round_half_even(x: f64) -> f64 {

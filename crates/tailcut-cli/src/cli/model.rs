@@ -7,12 +7,47 @@ use std::path::PathBuf;
 /// `tailcut model ...`
 #[derive(Debug, Subcommand)]
 pub enum ModelCommand {
-    /// Build a model from paired-round traces (reference `round`, `tailcut_round`) and
-    /// tailcut request traces (`tailcut_request`), in file order.
+    /// Build a model from paired-round traces (reference `round`, `tailcut_round`),
+    /// tailcut request traces (`tailcut_request`) and the reference tool's live request
+    /// records (`hedged_request`, `state_aware_request`, `single_request`: winners exact,
+    /// cancelled losers right-censored), in file order.
     Fit(ModelFitArgs),
     /// Print a saved model: per-provider quantiles, failure rates, P(warm) against idle
     /// gap, and the pairs' slow-together lift.
     Show(ModelShowArgs),
+    /// How well a learned policy's predictions held: its recorded decisions grouped by
+    /// predicted miss into deciles against the realized miss rate (Wilson intervals),
+    /// the Brier score and the expected calibration error, and predicted against
+    /// realized cost. Reads request traces whose `learned` objects carry predictions
+    /// (`auto` policies, via `run`, `demo` or the gateway); exits 2 when there are none.
+    Calibration(ModelCalibrationArgs),
+}
+
+/// Options of `tailcut model calibration`.
+#[derive(Debug, Args)]
+pub struct ModelCalibrationArgs {
+    /// Request trace files (`tailcut_request` records).
+    #[arg(required = true)]
+    pub traces: Vec<PathBuf>,
+    /// Count misses over this many seconds instead of the deadline in each `auto`
+    /// policy's label (`auto:a,b@250ms/...`); needed for labels that name none.
+    #[arg(long, value_name = "S")]
+    pub deadline: Option<f64>,
+    /// Configuration whose provider rates and idle windows price the realized cost
+    /// (default: built-in).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the reliability diagram (SVG) of the policy with the most predictions:
+    /// predicted against realized miss per decile with the diagonal, interval whiskers
+    /// and counts, and predicted against realized cost.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Skip malformed lines instead of failing.
+    #[arg(long)]
+    pub skip_bad_lines: bool,
 }
 
 /// Options of `tailcut model fit`.
@@ -35,7 +70,8 @@ pub struct ModelFitArgs {
 /// Options of `tailcut model show`.
 #[derive(Debug, Args)]
 pub struct ModelShowArgs {
-    /// The saved model (ignored with --from-gateway).
+    /// The saved model (ignored with --from-gateway); when it does not exist, the error
+    /// says how to fit one or read a running gateway's.
     #[arg(default_value = "model.json")]
     pub model: PathBuf,
     /// Print JSON instead of tables.

@@ -118,6 +118,10 @@ pub struct ReportArgs {
     /// Skip malformed lines instead of failing.
     #[arg(long)]
     pub skip_bad_lines: bool,
+    /// Configuration whose provider rates and idle windows price the realized cost of
+    /// learned decisions in the calibration table (default: built-in).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }
 
 /// Options of `tailcut synth`.

@@ -4,6 +4,8 @@
 //! Each policy sees the same provider draws (fresh simulators with the same seeds), so
 //! rows differ only by policy. Costs come from the simulators' own meters: *active* is
 //! execution seconds × rate, *billed* is per-second worker sessions plus idle windows.
+//! A learned policy (`adaptive`, `singler`, `auto`) learns as it would live: each
+//! request's settled trace is fed to its model before later requests decide.
 
 use crate::cli::{Arrivals, DemoArgs};
 use crate::commands::{load_config, BadInput};
@@ -130,7 +132,13 @@ fn race_policy(
     let (entries, sims) = build_sims(config, args)?;
     let validator = ValidatorRegistry::default().build(&config.validator)?;
     let hedger = Hedger::new(entries, validator, Arc::new(MemoryLedger::new(BudgetLimits::UNLIMITED)), config.race, trace);
-    let policy = spec.build(hedger.providers())?;
+    let (policy, learned): (Arc<dyn tailcut_core::policy::Policy>, _) = match spec.learned() {
+        Some(l) => {
+            let p = Arc::new(l.build(hedger.providers(), config.race.max_live, None)?);
+            (p.clone(), Some(p))
+        }
+        None => (spec.build(hedger.providers())?, None),
+    };
     let label = policy.label().to_string();
     bar.set_message(label.clone());
     let offsets = arrivals(args);
@@ -140,15 +148,19 @@ fn race_policy(
         let mut tasks = Vec::with_capacity(offsets.len());
         for (i, offset) in offsets.iter().enumerate() {
             sleep_until(t0 + *offset).await;
-            let (hedger, policy) = (hedger.clone(), policy.clone());
+            let (hedger, policy, learned) = (hedger.clone(), policy.clone(), learned.clone());
             let request = JobRequest::new(format!("demo-{i}"), serde_json::json!({"text": "hello", "n": i}));
             // Joined below, before the demo returns.
             #[allow(clippy::disallowed_methods)]
             tasks.push(tokio::spawn(async move {
+                let started = Instant::now();
                 let outcome = hedger.run(policy.as_ref(), request).await?;
                 let latency_s = outcome.latency.map_or(f64::INFINITY, |d| d.as_secs_f64());
                 let (hedged, attempts) = (outcome.decisions.hedged(), outcome.attempts);
                 let trace = outcome.settled.wait().await;
+                if let (Some(l), Some(t)) = (&learned, &trace) {
+                    l.observe_trace(t, started);
+                }
                 let receipts = trace.as_ref().map_or(0, |t| t.receipts.len() as u64);
                 let leaked = trace.as_ref().map_or(0, |t| t.receipts.iter().filter(|r| r.leaked).count() as u64);
                 anyhow::Ok(RequestOutcome { latency_s, hedged, attempts, receipts, leaked })
@@ -244,7 +256,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
 
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        crate::output::print_json(&rows)?;
         return Ok(ExitCode::SUCCESS);
     }
     println!(

@@ -1,5 +1,6 @@
 //! One module per subcommand; `dispatch` routes to them.
 
+mod calibration;
 mod config;
 mod contend;
 mod demo;
@@ -7,7 +8,7 @@ mod model;
 mod provider_checks;
 mod replay;
 mod report;
-mod run;
+pub(crate) mod run;
 mod scenario;
 mod serve;
 mod sim_provider;

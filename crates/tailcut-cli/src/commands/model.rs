@@ -1,4 +1,5 @@
-//! `tailcut model fit|show`: build the online provider model from traces, and print one.
+//! `tailcut model fit|show`: build the online provider model from traces, and print one
+//! (`model calibration` is in `calibration.rs`).
 
 use crate::cli::{ModelCommand, ModelFitArgs, ModelShowArgs};
 use crate::commands::{load_config, BadInput};
@@ -12,11 +13,13 @@ use tailcut_model::model::{gap_label, GAP_EDGES_S};
 use tailcut_model::{Model, ModelConfig};
 use tailcut_replay::learned::fit_rounds;
 use tailcut_replay::rounds::{load, LoadOptions};
+use tailcut_replay::traces::{reference_observations, EVIDENCE_KINDS};
 
 pub fn run(cmd: &ModelCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         ModelCommand::Fit(a) => fit(a),
         ModelCommand::Show(a) => show(a),
+        ModelCommand::Calibration(a) => crate::commands::calibration::run(a),
     }
 }
 
@@ -63,6 +66,62 @@ fn feed_requests(model: &mut Model, path: &std::path::Path) -> anyhow::Result<u6
     Ok(n)
 }
 
+/// Feeds the reference tool's request records of `path` (`hedged_request`,
+/// `state_aware_request`, `single_request`) to the model: winners exactly, losers
+/// right-censored where they were cancelled. Returns (records used, records naming a
+/// provider the configuration lacks).
+fn feed_reference(model: &mut Model, path: &std::path::Path) -> anyhow::Result<(u64, u64)> {
+    let names: Vec<String> = model.providers.iter().map(|p| p.name.clone()).collect();
+    let file = std::fs::File::open(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+    let (mut used, mut foreign) = (0u64, 0u64);
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| BadInput(format!("{}:{}: {e}", path.display(), i + 1)))?;
+        if !EVIDENCE_KINDS.iter().any(|k| line.contains(k)) {
+            continue;
+        }
+        let Ok(rec) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+        match reference_observations(&rec, &names).map_err(|e| BadInput(format!("{}:{}: {e}", path.display(), i + 1)))? {
+            Some(obs) => {
+                model.observe_request(&obs);
+                used += 1;
+            }
+            None if rec.get("kind").and_then(|k| k.as_str()).is_some_and(|k| EVIDENCE_KINDS.contains(&k)) => foreign += 1,
+            None => {}
+        }
+    }
+    Ok((used, foreign))
+}
+
+/// What to say when `path` taught the model nothing, by what it holds instead.
+fn nothing_usable(paths: &[std::path::PathBuf], foreign: u64, names: &[String]) -> String {
+    let files = paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+    let kinds: std::collections::BTreeSet<String> = paths
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .flat_map(|text| {
+            text.lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?.get("kind")?.as_str().map(str::to_string))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let mut msg = format!(
+        "{files}: nothing to learn from: no paired rounds (`round`, `tailcut_round`), tailcut request records (`tailcut_request`) or the reference tool's request records (`hedged_request`, `state_aware_request`, `single_request`)"
+    );
+    if foreign > 0 {
+        msg.push_str(&format!(
+            "; {foreign} request record(s) name providers outside the configuration's {names:?} (pass --config with them)"
+        ));
+    }
+    if !kinds.is_empty() {
+        msg.push_str(&format!("; it holds {}", kinds.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")));
+    }
+    if kinds.contains("forced_cancel") {
+        msg.push_str(". Cancel audits (`forced_cancel`) record cancels, not latencies");
+    }
+    msg.push_str(". Fit from paired rounds (e.g. fixtures/gpuhedge-2026-07/moss_rounds.jsonl, or `tailcut bench` output), live requests (fixtures/gpuhedge-2026-07/live_hedge.jsonl, state_aware.jsonl) or a trace that `tailcut run`/`serve` wrote");
+    msg
+}
+
 fn fit(a: &ModelFitArgs) -> anyhow::Result<ExitCode> {
     if !(a.half_life.is_finite() && a.half_life >= 1.0) {
         return Err(BadInput("--half-life: expected at least 1 observation".into()).into());
@@ -74,19 +133,23 @@ fn fit(a: &ModelFitArgs) -> anyhow::Result<ExitCode> {
     }
     let mut model = Model::new(&providers, ModelConfig { half_life: a.half_life, ..ModelConfig::default() });
     let names: Vec<String> = providers.iter().map(|p| p.0.clone()).collect();
-    let (mut rounds, mut requests) = (0usize, 0u64);
+    let (mut rounds, mut requests, mut reference, mut foreign) = (0usize, 0u64, 0u64, 0u64);
     for path in &a.traces {
         let loaded =
             load(std::slice::from_ref(path), &names, LoadOptions { skip_bad_lines: false, threads: 1, ..LoadOptions::default() }, &|_| {})?;
         rounds += loaded.rounds.len();
         fit_rounds(&mut model, &loaded.rounds);
         requests += feed_requests(&mut model, path)?;
+        let (used, other) = feed_reference(&mut model, path)?;
+        reference += used;
+        foreign += other;
     }
-    if rounds == 0 && requests == 0 {
-        return Err(BadInput("no `round`, `tailcut_round` or `tailcut_request` records in the traces".into()).into());
+    if rounds == 0 && requests == 0 && reference == 0 {
+        return Err(BadInput(nothing_usable(&a.traces, foreign, &names)).into());
     }
     model.save(&a.out)?;
-    eprintln!("tailcut: fitted {} from {rounds} paired rounds and {requests} requests", a.out.display());
+    let live = if reference > 0 { format!(", {reference} reference request records (losers right-censored)") } else { String::new() };
+    eprintln!("tailcut: fitted {} from {rounds} paired rounds, {requests} requests{live}", a.out.display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -148,6 +211,16 @@ fn opt(v: Option<f64>) -> String {
 fn show(a: &ModelShowArgs) -> anyhow::Result<ExitCode> {
     if let Some(url) = &a.from_gateway {
         return show_live(a, url);
+    }
+    if !a.model.exists() {
+        return Err(BadInput(format!(
+            "{path}: no such model file. Fit one from traces: `tailcut model fit TRACE... -o {path}` (paired rounds such as \
+             fixtures/gpuhedge-2026-07/moss_rounds.jsonl, live request records, or a trace `tailcut run`/`serve` wrote); or show the live \
+             models of a running gateway's learned routes: `tailcut model show --from-gateway http://127.0.0.1:8080` (its GET /admin/models; \
+             an admin key via --key or TAILCUT_ADMIN_KEY unless auth = \"none\")",
+            path = a.model.display()
+        ))
+        .into());
     }
     let m = Model::load(&a.model).map_err(|e| BadInput(e.to_string()))?;
     if a.json {

@@ -337,7 +337,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
             list.extend(lrows.iter().map(|r| json!(r)));
             out.insert(split.key.to_string(), serde_json::Value::Array(list));
         }
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        crate::output::print_json(&out)?;
         return Ok(ExitCode::SUCCESS);
     }
     if args.csv {
@@ -404,8 +404,22 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
                 plans.sort_by_key(|p| std::cmp::Reverse(p.1));
                 let top: Vec<String> = plans.iter().take(4).map(|(p, k)| format!("{p} ×{k}")).collect();
                 out.note(&format!("{} chose: {}", auto.summary.policy, top.join(", ")));
+                if let (Some(r), Some(ls)) = (&auto.reliability, &learned) {
+                    out.note(&format!(
+                        "Calibration of {}: its predicted miss and {} cost against the round's outcome",
+                        auto.summary.policy,
+                        match ls.auto.cost {
+                            tailcut_model::CostBasis::Active => "active",
+                            tailcut_model::CostBasis::Billed => "billed",
+                        }
+                    ));
+                    crate::commands::calibration::print_reliability(&mut out, r, ls.auto.deadline_s);
+                }
             }
         }
+    }
+    if learned.is_some() {
+        out.note(&format!("\n{}", crate::commands::calibration::RELIABILITY_NOTE));
     }
     out.note(
         "\nactive $ = execution seconds × rate, the loser treated as cancelled when the winner finishes; billed $ adds each started worker's idle window; a primary cancelled while still queued is assumed unbilled. `-` = no valid result at that rank; p99 only from 100 rounds.",

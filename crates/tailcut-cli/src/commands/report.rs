@@ -1,10 +1,12 @@
 //! `tailcut report`: live request traces summarised per policy arm.
 
 use crate::cli::ReportArgs;
+use crate::commands::calibration;
 use crate::html::Tee;
 use crate::table::{miss_ci, Table};
 use serde_json::json;
 use std::process::ExitCode;
+use tailcut_replay::calibration::live_calibration;
 use tailcut_replay::traces::{audit_matrix, read_live, summarize, ArmSummary, LiveRow, Spread};
 
 fn s1(v: Option<f64>) -> String {
@@ -81,6 +83,10 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     }
     let arms = summarize(&traces.rows, args.deadline);
     let audits = audit_matrix(&traces.audits);
+    // Learned decisions' predictions against what happened, misses over each `auto`
+    // label's own deadline (or --deadline for labels without one).
+    let config = crate::commands::load_config(args.config.as_deref())?;
+    let cals = live_calibration(&traces.rows, &calibration::rates(&config), None, Some(args.deadline))?;
 
     if let Some(path) = &args.plot {
         plot_arms(path, &traces.rows, &arms, args.deadline)?;
@@ -88,7 +94,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     }
 
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&json!({"arms": arms, "cancel_audit": audits}))?);
+        crate::output::print_json(&json!({"arms": arms, "cancel_audit": audits, "calibration": cals}))?;
         if args.html.is_none() {
             return Ok(ExitCode::SUCCESS);
         }
@@ -169,6 +175,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             out.note("Inferred evidence: legacy receipts without an `evidence` field count as confirmed_terminal only when they recorded an observed terminal state and its time.");
         }
     }
+    calibration::print_live(&mut out, &cals, &config.source);
     if !audits.is_empty() {
         out.heading("\nCancel audit (forced loser cancels)");
         let mut t = Table::new(&["provider", "phase", "attempts", "terminal", "leaked", "was running", "ack ms"]);
@@ -210,6 +217,7 @@ mod tests {
             receipts: Vec::new(),
             refused: false,
             primary: Some(primary.into()),
+            learned: None,
         }
     }
 

@@ -22,7 +22,7 @@ use tailcut_core::JobRequest;
 use tokio::time::Instant;
 
 /// Refuses when any of `names` is paid and `go` is false.
-pub(super) fn guard_spend(config: &Config, names: &[String], go: bool) -> anyhow::Result<()> {
+pub(crate) fn guard_spend(config: &Config, names: &[String], go: bool) -> anyhow::Result<()> {
     let paid: Vec<&str> = names.iter().filter(|n| config.provider(n).is_some_and(|p| p.is_paid())).map(String::as_str).collect();
     if !paid.is_empty() && !go {
         return Err(BadInput(format!(
@@ -34,7 +34,7 @@ pub(super) fn guard_spend(config: &Config, names: &[String], go: bool) -> anyhow
     Ok(())
 }
 
-pub(super) fn ledger(config: &Config) -> anyhow::Result<Arc<dyn BudgetGate>> {
+pub(crate) fn ledger(config: &Config) -> anyhow::Result<Arc<dyn BudgetGate>> {
     // An unwritable ledger path is bad input naming its key (exit 2).
     config.check_ledger_writable()?;
     Ok(match &config.budget.ledger {
@@ -195,11 +195,11 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The policy to run, and the learned policy behind it when it learns.
-type Built = (Arc<dyn Policy>, Option<Arc<LearnedPolicy>>);
+pub(crate) type Built = (Arc<dyn Policy>, Option<Arc<LearnedPolicy>>);
 
 /// The policy to run; for a learned one also the policy itself, to feed it each settled
 /// request. A learned policy starts from `model` when that file exists.
-fn build_policy(
+pub(crate) fn build_policy(
     config: &Config,
     spec: &tailcut_config::PolicySpec,
     hedger: &Hedger,
@@ -240,11 +240,18 @@ fn save_model(learned: Option<&LearnedPolicy>, path: Option<&std::path::Path>) -
 /// Why each attempt of a request without a valid result failed, on stderr (stdout keeps
 /// its format, JSON included).
 fn report_failed_attempts(record: &tailcut_core::trace::RequestTrace) {
-    if record.attempts.is_empty() {
-        eprintln!("tailcut: {}: no valid result: no attempt was sent", record.request_id);
-        return;
+    for line in failed_attempts(record) {
+        eprintln!("tailcut: {line}");
     }
-    eprintln!("tailcut: {}: no valid result from {} attempt(s):", record.request_id, record.attempts.len());
+}
+
+/// The lines saying why each attempt of a request without a valid result failed (what
+/// `tailcut run` prints after `tailcut: `, and the Python API's `ProviderError` message).
+pub(crate) fn failed_attempts(record: &tailcut_core::trace::RequestTrace) -> Vec<String> {
+    if record.attempts.is_empty() {
+        return vec![format!("{}: no valid result: no attempt was sent", record.request_id)];
+    }
+    let mut lines = vec![format!("{}: no valid result from {} attempt(s):", record.request_id, record.attempts.len())];
     for a in &record.attempts {
         let cause = if !a.reasons.is_empty() {
             a.reasons.join("; ")
@@ -256,8 +263,9 @@ fn report_failed_attempts(record: &tailcut_core::trace::RequestTrace) {
                 None => "no result before the race ended".to_string(),
             }
         };
-        eprintln!("tailcut:   {} ({}): {cause}", a.provider, format!("{:?}", a.role).to_lowercase());
+        lines.push(format!("  {} ({}): {cause}", a.provider, format!("{:?}", a.role).to_lowercase()));
     }
+    lines
 }
 
 /// Open sockets of this process (Linux), for load reports.

@@ -76,7 +76,7 @@ fn run_one(a: &ScenarioRunArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        crate::output::print_json(&result)?;
         return Ok(ExitCode::SUCCESS);
     }
     println!(

@@ -10,12 +10,12 @@
 
 use super::{check, check_account, Account, BudgetGate, BudgetLimits, Charge, ChargeFuture, LedgerError, LedgerSummary, ReconcileEntry};
 use crate::money::MicroUsd;
+use crate::sqlite_schema::{self, Migration, Step};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
 
 /// A durable ledger in an SQLite file. Safe across threads (one connection behind a
 /// mutex) and across processes (`BEGIN IMMEDIATE` takes the database write lock
@@ -159,7 +159,14 @@ fn storage(e: rusqlite::Error) -> LedgerError {
     LedgerError::Storage(e.to_string())
 }
 
-const SCHEMA: &str = "
+/// The ledger's migrations (component `ledger` in `schema_migrations`: see
+/// [`crate::sqlite_schema`]). Never edit one that has shipped: add the next.
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "ledger entries and totals",
+        steps: &[Step::Sql(
+            "
 CREATE TABLE IF NOT EXISTS ledger_entries (
     id INTEGER PRIMARY KEY,
     ts TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
@@ -181,35 +188,26 @@ CREATE TABLE IF NOT EXISTS account_totals (
     charges INTEGER NOT NULL
 );
 INSERT OR IGNORE INTO ledger_totals (scope, micro_usd, charges) VALUES ('global', 0, 0);
-";
-
-/// Adds the `account` column to a ledger created before accounts existed. In a write
-/// transaction, so two processes opening one old file cannot both add it.
-fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
-    let has_account: bool = tx
-        .query_row("SELECT COUNT(*) FROM pragma_table_info('ledger_entries') WHERE name = 'account'", [], |r| r.get::<_, i64>(0))
-        .map_err(storage)?
-        > 0;
-    if !has_account {
-        tx.execute_batch("ALTER TABLE ledger_entries ADD COLUMN account TEXT").map_err(storage)?;
-    }
-    tx.commit().map_err(storage)
-}
+",
+        )],
+    },
+    // Ledgers created before accounts existed gain the column.
+    Migration {
+        version: 2,
+        name: "ledger_entries.account",
+        steps: &[Step::AddColumn { table: "ledger_entries", column: "account", decl: "TEXT" }],
+    },
+];
 
 impl SqliteLedger {
     /// Opens (creating if needed) the ledger at `path`. `:memory:` gives a private
     /// in-memory database.
     pub fn open(path: &Path, limits: BudgetLimits) -> Result<SqliteLedger, LedgerError> {
-        let conn = Connection::open(path).map_err(storage)?;
-        conn.busy_timeout(Duration::from_secs(30)).map_err(storage)?;
         // WAL keeps readers off the writer's back; NORMAL is durable against process
-        // death (a killed process loses nothing committed).
-        let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(storage)?;
-        conn.execute_batch("PRAGMA synchronous = NORMAL;").map_err(storage)?;
-        let mut conn = conn;
-        conn.execute_batch(SCHEMA).map_err(storage)?;
-        migrate(&mut conn)?;
+        // death (a killed process loses nothing committed). Migrations are safe to run
+        // beside another process opening the same file.
+        let mut conn = sqlite_schema::open(path).map_err(storage)?;
+        sqlite_schema::migrate(&mut conn, "ledger", MIGRATIONS).map_err(storage)?;
         let conn = Arc::new(Mutex::new(conn));
         let (tx, rx) = mpsc::channel();
         let c = conn.clone();

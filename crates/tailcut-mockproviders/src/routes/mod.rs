@@ -10,6 +10,7 @@ mod openai;
 mod replicate;
 mod runpod;
 mod shared;
+mod vast;
 
 use crate::engine::State;
 use axum::Router;
@@ -26,6 +27,7 @@ pub(crate) fn router(state: Arc<State>) -> Router {
         ProviderKind::Modal => modal::router(),
         ProviderKind::Cerebrium => cerebrium::router(),
         ProviderKind::OpenAi => openai::router(),
+        ProviderKind::Vast => vast::router(),
         ProviderKind::Generic => generic::router(),
         // Refused by `MockServer::start`; a router that answers nothing otherwise.
         ProviderKind::Sim => Router::new(),

@@ -14,16 +14,22 @@
 //! array was never sent (the first submission was refused): it is counted as refused,
 //! not as a latency miss.
 //!
-//! The parts, leaves first: `record` (one request or receipt record normalised),
+//! The parts, leaves first: `evidence` (the reference tool's request records as
+//! observations for the provider model, losers right-censored), `learned` (a learned decision's predictions and each
+//! attempt's running time, for calibration), `record` (one request or receipt record normalised),
 //! `check` (the field checks a record passes as it is read), `read` (files into
 //! [`LiveTraces`], joining validation indexes) and `summary` (per-arm statistics and the
 //! cancel-audit matrix).
 
 mod check;
+mod evidence;
+mod learned;
 mod read;
 mod record;
 mod summary;
 
+pub use evidence::{reference_observations, EVIDENCE_KINDS};
+pub use learned::{auto_deadline, learned_facts, AttemptSpend, LearnedFacts};
 pub use read::{read_live, read_live_with, LiveOptions, LiveTraces};
 pub use record::{live_row, receipt_facts, AuditRow, LiveRow, ReceiptFacts, MAX_CLOCK_MS, MAX_OFFSET_MS};
 pub use summary::{audit_matrix, summarize, summarize_arm, ArmSummary, AuditCell, Spread};

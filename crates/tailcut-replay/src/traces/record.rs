@@ -37,6 +37,8 @@ pub struct LiveRow {
     /// Never sent to any provider: a `tailcut_request` with no attempt (the budget or
     /// the live-attempt cap refused its first submission).
     pub refused: bool,
+    /// A learned policy's decision (`tailcut_request` records with a `learned` object).
+    pub learned: Option<super::learned::LearnedFacts>,
     /// The provider of the attempt launched as the primary (`role = "primary"`), when the
     /// record lists its attempts.
     pub primary: Option<String>,
@@ -155,6 +157,7 @@ pub fn live_row(rec: &Value) -> Result<Option<LiveRow>, String> {
         receipts.push(receipt_facts(r));
     }
     let refused = matches!(rec.get("attempts"), Some(Value::Array(a)) if a.is_empty());
+    let learned = super::learned::learned_facts(rec, &policy)?;
     let primary = match rec.get("attempts") {
         Some(Value::Array(list)) => list
             .iter()
@@ -175,6 +178,7 @@ pub fn live_row(rec: &Value) -> Result<Option<LiveRow>, String> {
         escalation,
         receipts,
         refused,
+        learned,
         primary,
     }))
 }

@@ -25,6 +25,9 @@
 //! `-- --streams` for the streaming rounds alone;
 //! `TAILCUT_BENCH_BASELINE=path/to/tailcut` adds another build, e.g. an older commit, as
 //! a fourth target `tailcut@base` measured in the same interleaved rounds).
+// Load generators spawn and read the wall clock freely (clippy.toml's bans are for the
+// gateway's own code).
+#![allow(clippy::disallowed_methods)]
 
 use http_body_util::BodyExt;
 use std::path::{Path, PathBuf};

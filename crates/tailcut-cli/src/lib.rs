@@ -3,6 +3,8 @@
 //! [`main_with`]; [`embed`] is what the Python API reads besides (a command's `--json`
 //! text, a configured hedger). Flags and their help live under `cli/`, one module per
 //! command under `commands/`.
+// Unit tests spawn and read the wall clock freely (clippy.toml).
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 mod cli;
 mod commands;

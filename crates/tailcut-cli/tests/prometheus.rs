@@ -9,6 +9,9 @@
 //! Needs `prometheus` and `promtool` on `PATH` (`apt-get install prometheus`; `.ci/run`
 //! installs them and sets `TAILCUT_REQUIRE_PROMETHEUS=1`, so CI never skips). Without
 //! them, and without that variable, the test says so loudly and passes.
+// Tests spawn and read the wall clock freely (clippy.toml's bans are for the gateway's
+// own code).
+#![allow(clippy::disallowed_methods)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

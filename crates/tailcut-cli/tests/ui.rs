@@ -7,6 +7,9 @@
 //! Needs `chromium` on `PATH` (`.ci/run` installs it and sets
 //! `TAILCUT_REQUIRE_CHROMIUM=1`); without it, and without that variable, the test says so
 //! loudly and passes. `TAILCUT_UI_SCREENSHOT=FILE` saves a screenshot of the page.
+// Tests spawn and read the wall clock freely (clippy.toml's bans are for the gateway's
+// own code).
+#![allow(clippy::disallowed_methods)]
 
 use std::path::Path;
 use std::process::Command;

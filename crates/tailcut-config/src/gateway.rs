@@ -52,6 +52,9 @@ pub struct GatewayConfig {
     /// `max_running_jobs` of their own (and for every caller with `auth = "none"`); None:
     /// only `max_in_flight` bounds them.
     pub max_running_jobs_per_key: Option<usize>,
+    /// How long a drain (SIGTERM) waits for in-flight races, their loser cancels and
+    /// receipts before it writes the trace and saves models regardless.
+    pub drain_timeout: Duration,
 }
 
 /// Who may call the gateway.
@@ -233,6 +236,7 @@ pub(crate) fn gateway(cx: &Ctx<'_>, raw: Option<toml::Table>) -> Result<GatewayC
         idle_timeout: cx.seconds(&k("idle_timeout_s"), g.idle_timeout_s, 60.0, Lo::Excl(0.0), 86_400.0)?,
         max_connections,
         max_running_jobs_per_key,
+        drain_timeout: cx.seconds(&k("drain_timeout_s"), g.drain_timeout_s, 30.0, Lo::Excl(0.0), 3600.0)?,
     })
 }
 

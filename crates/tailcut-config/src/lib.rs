@@ -10,6 +10,8 @@
 //! `docs/configuration.md`; [`BUILT_IN`] is the no-account demo configuration.
 
 #![warn(missing_docs)]
+// Unit tests spawn and read the wall clock freely (clippy.toml).
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 mod bounds;
 mod context;

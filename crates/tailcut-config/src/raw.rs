@@ -60,6 +60,7 @@ pub(crate) struct RawGateway {
     pub idle_timeout_s: Option<f64>,
     pub max_connections: Option<i64>,
     pub max_running_jobs_per_key: Option<i64>,
+    pub drain_timeout_s: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -185,6 +185,8 @@ async fn listen_once(url: &str, channel: &'static str, on: Arc<impl Fn(Listening
     // The connection delivers notifications only while it is polled: a task of its own
     // drives it and hands them over.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    // Owned by this listener (`driver`), which aborts it when it returns.
+    #[allow(clippy::disallowed_methods)]
     let driver = tokio::spawn(async move {
         loop {
             match std::future::poll_fn(|cx| conn.poll_message(cx)).await {
@@ -272,6 +274,8 @@ fn replica_id() -> String {
 impl PgState {
     /// Connects, applies every pending migration and registers this replica. Blocks the
     /// calling thread until done (it may be called inside a runtime).
+    // The lease clock is PostgreSQL's wall clock (`now()`): a paused tokio clock must not stretch it.
+    #[allow(clippy::disallowed_methods)]
     pub fn connect(settings: PgSettings) -> Result<Arc<PgState>, PgError> {
         let config: tokio_postgres::Config = settings.url.parse().map_err(|e: tokio_postgres::Error| PgError::Url(e.to_string()))?;
         let (handle_tx, handle_rx) = std::sync::mpsc::channel();
@@ -451,6 +455,8 @@ impl PgState {
     async fn heartbeat(&self) -> Result<(), PgError> {
         // Before the statement: the database's now() is later, so the expiry it sets is
         // at least this + the TTL.
+        // Compared with the database's wall clock, as at `connect`.
+        #[allow(clippy::disallowed_methods)]
         let sent = std::time::Instant::now();
         let c = self.client().await?;
         let renewed = c

@@ -60,6 +60,8 @@ pub fn open(path: &Path) -> rusqlite::Result<Connection> {
 /// Switches to WAL. Switching needs the file to itself for an instant, and SQLite answers
 /// `SQLITE_BUSY` at once, without its busy handler, when another process opens the file
 /// in that instant: retried here until the busy timeout.
+// Synchronous (a blocking retry with `std::thread::sleep`): SQLite's busy timeout is wall time.
+#[allow(clippy::disallowed_methods)]
 fn wal(conn: &Connection) -> rusqlite::Result<()> {
     let until = Instant::now() + BUSY_TIMEOUT;
     loop {

@@ -207,6 +207,9 @@ impl StreamJob {
     {
         let (tx, rx) = mpsc::unbounded_channel();
         let ended = Arc::new(AtomicBool::new(false));
+        // The body reader: owned by the `Reader` (aborted when it is dropped), it ends with the
+        // body; the race's own task, on its caller's tracker, holds the reader.
+        #[allow(clippy::disallowed_methods)]
         let task = tokio::spawn(read(EventSender { events: tx, ended: ended.clone() }));
         let reader = Reader { task, ended };
         let handoff = request.extension::<StreamHandoff>().cloned();

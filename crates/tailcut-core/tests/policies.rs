@@ -1,5 +1,8 @@
 //! Paused-clock tests for every policy edge. Each test scripts the providers, runs one
 //! request through the real engine, and checks decisions, timing and receipts exactly.
+// Tests spawn and read the wall clock freely (clippy.toml's bans are for the gateway's
+// own code).
+#![allow(clippy::disallowed_methods)]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -388,6 +391,7 @@ async fn hedge_gate_can_refuse_extra_attempts() {
         RaceSettings::default(),
         None,
         Some(Arc::new(NoHedges)),
+        Default::default(),
     );
     let policy = FixedHedge::try_new(hedger.providers(), "p", "h", s(5.0)).unwrap();
     let out = hedger.run(&policy, req()).await.unwrap();

@@ -5,6 +5,9 @@
 //! The property: for any gate answers, budget, live cap, policy and provider behaviour,
 //! a race whose primary would deliver a valid result never ends without a winner because
 //! the primary was cancelled for a replacement that was never submitted.
+// Tests spawn and read the wall clock freely (clippy.toml's bans are for the gateway's
+// own code).
+#![allow(clippy::disallowed_methods)]
 
 use proptest::prelude::*;
 use std::collections::VecDeque;
@@ -128,7 +131,7 @@ proptest! {
             let ledger = MemoryLedger::new(BudgetLimits { soft_stop: limit, hard_stop: limit });
             let settings = RaceSettings { max_live, cap: Duration::from_secs(300) };
             let gate: Arc<dyn HedgeGate> = Arc::new(ScriptedGate::new(gate, rest));
-            let hedger = Hedger::with_gate(providers, Arc::new(NonEmpty), Arc::new(ledger), settings, None, Some(gate));
+            let hedger = Hedger::with_gate(providers, Arc::new(NonEmpty), Arc::new(ledger), settings, None, Some(gate), Default::default());
             let policy = policy(kind, hedger.providers(), delay);
             let out = hedger.run(policy.as_ref(), JobRequest::new("r", serde_json::json!({}))).await.unwrap();
             let trace = out.settled.wait().await.unwrap();
@@ -175,7 +178,7 @@ async fn a_cutover_the_gate_refuses_keeps_the_primary_and_says_why() {
     ];
     let gate: Arc<dyn HedgeGate> = Arc::new(ScriptedGate::new(vec![], false));
     let ledger = Arc::new(MemoryLedger::new(BudgetLimits::UNLIMITED));
-    let hedger = Hedger::with_gate(providers, Arc::new(NonEmpty), ledger, RaceSettings::default(), None, Some(gate));
+    let hedger = Hedger::with_gate(providers, Arc::new(NonEmpty), ledger, RaceSettings::default(), None, Some(gate), Default::default());
     let policy = Cutover::try_new(hedger.providers(), "p", "h", QueueTimers::default()).unwrap();
     let out = hedger.run(&policy, JobRequest::new("r", serde_json::json!({}))).await.unwrap();
     assert_eq!(out.winner.as_deref(), Some("p"), "{:?}", out.decisions);
@@ -221,7 +224,7 @@ async fn a_learned_cutover_the_gate_refuses_keeps_the_primary() {
     let providers = vec![sim("runpod", SimProfile::runpod(), 1), sim("cerebrium", SimProfile::cerebrium(), 2)];
     let gate = Arc::new(ScriptedGate::new(vec![], true));
     let ledger = Arc::new(MemoryLedger::new(BudgetLimits::UNLIMITED));
-    let h = Hedger::with_gate(providers, Arc::new(NonEmpty), ledger, RaceSettings::default(), None, Some(gate.clone()));
+    let h = Hedger::with_gate(providers, Arc::new(NonEmpty), ledger, RaceSettings::default(), None, Some(gate.clone()), Default::default());
     let auto = AutoSettings { max_extra: 1.0, ..AutoSettings::default() };
     let policy = LearnedPolicy::try_new(h.providers(), "auto", LearnedKind::Auto(auto), None, ModelConfig::default(), 1).unwrap();
     let mut refused = 0;

@@ -27,7 +27,7 @@ pub(crate) async fn admit(st: &AppState, wait: Duration) -> Result<tokio::sync::
     if wait.is_zero() {
         return Err(full());
     }
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     match tokio::time::timeout(wait, st.in_flight.clone().acquire_owned()).await {
         Ok(Ok(p)) => {
             st.metrics.inc("tailcut_admission_total", &[("outcome", "waited")]);

@@ -235,7 +235,7 @@ pub(crate) struct Connections {
     shed: tokio::sync::watch::Sender<u64>,
     /// When shedding was last asked for (ms since `epoch`), to ask at most every 100 ms.
     last_shed_ms: AtomicU64,
-    epoch: std::time::Instant,
+    epoch: tokio::time::Instant,
 }
 
 /// What the accept loop does with a new connection.
@@ -261,7 +261,7 @@ impl Connections {
             ceiling,
             shed: tokio::sync::watch::channel(0).0,
             last_shed_ms: AtomicU64::new(0),
-            epoch: std::time::Instant::now(),
+            epoch: tokio::time::Instant::now(),
         }
     }
 

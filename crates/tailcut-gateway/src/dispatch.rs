@@ -107,8 +107,9 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Gat
                 let serving = self.serving.clone();
                 // The handler runs in its own task, so that hyper dropping this future
                 // (the client hung up) does not drop the race with it: the race is told
-                // to stop instead, and runs on to cancel its attempts with receipts.
-                let handler = tokio::spawn(async move {
+                // to stop instead, and runs on to cancel its attempts with receipts. On the
+                // gateway's tracker, so the drain waits for it.
+                let handler = self.state.tasks.spawn(async move {
                     let _serving = serving;
                     // The body is read as hyper delivers it: no boxing, no router.
                     let (parts, body) = req.into_parts();

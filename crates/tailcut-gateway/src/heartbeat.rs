@@ -57,10 +57,11 @@ impl Heartbeat {
         self.ticks.load(Ordering::Relaxed)
     }
 
-    /// Runs the heartbeat on the current runtime until the task is aborted.
-    pub(crate) fn spawn(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+    /// Runs the heartbeat on the current runtime, as a task on `tasks`, until the task
+    /// is aborted.
+    pub(crate) fn spawn(self: &Arc<Self>, tasks: &tokio_util::task::TaskTracker) -> tokio::task::JoinHandle<()> {
         let hb = self.clone();
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             loop {
                 let mut tick = tokio::time::interval(HEARTBEAT);
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -98,7 +99,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn ticks_while_requests_come_and_sleeps_when_they_stop() {
         let hb = Arc::new(Heartbeat::default());
-        let task = hb.spawn();
+        let task = hb.spawn(&tokio_util::task::TaskTracker::new());
         // Requests every 50 ms for a second: it ticks all along.
         for _ in 0..20 {
             hb.beat();
@@ -122,7 +123,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_request_just_before_it_falls_asleep_is_not_lost() {
         let hb = Arc::new(Heartbeat::default());
-        let task = hb.spawn();
+        let task = hb.spawn(&tokio_util::task::TaskTracker::new());
         advance(500).await;
         assert_eq!(hb.state.load(Ordering::Relaxed), ASLEEP);
         // Beats with no task switch between them (the permit is kept for the sleeper).

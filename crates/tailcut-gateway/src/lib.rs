@@ -23,11 +23,14 @@
 //! permissions), `observe` (logs, race metrics, header names), [`metrics`] (the
 //! Prometheus registry), [`error`] (every error as HTTP), `providers` (the OpenAI
 //! providers behind a route, whole and streamed), `connection`, `limits` and `serving`
-//! (connections, head limits, accept and drain), `budgets` (spend against budgets, for
+//! (connections, head limits, accept and drain), `tasks` (the one
+//! task tracker and stop token every spawned task runs under, which the drain waits on), `budgets` (spend against budgets, for
 //! `/metrics` and `/ui`), `ui` (the status page and its recent-requests buffer), [`learning`] (learned routes'
 //! live models: their store in the ledger's file, `/metrics` gauges, the admin JSON).
 
 #![warn(missing_docs)]
+// Unit tests spawn and read the wall clock freely (clippy.toml).
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 mod admission;
 mod auth;
@@ -52,6 +55,7 @@ mod replicas;
 mod serving;
 mod state;
 pub mod store;
+mod tasks;
 pub mod tenancy;
 mod ui;
 pub mod webhook;

@@ -109,6 +109,8 @@ pub(crate) struct Sinks {
     pub metrics: Arc<Metrics>,
     /// The status page's buffer.
     pub recent: Arc<Recent>,
+    /// The gateway's task tracker: a race still settling is recorded from a task on it.
+    pub tasks: tokio_util::task::TaskTracker,
 }
 
 impl Sinks {
@@ -120,8 +122,8 @@ impl Sinks {
 }
 
 /// Records a race's metrics and keeps it for the status page once its losers are
-/// settled: at once when they already are (no task), else from a task (a reply never
-/// waits for loser cleanup).
+/// settled: at once when they already are (no task), else from a task on the gateway's
+/// tracker (a reply never waits for loser cleanup; the drain waits for the task).
 ///
 /// A learned route's model (`learn`) is fed the settled trace first.
 pub(crate) fn record_when_settled<R>(sinks: &Sinks, route: &Arc<R>, settled: Settled, learn: Option<&Arc<LiveModel>>)
@@ -137,7 +139,8 @@ where
         }
         Err(pending) => {
             let (sinks, route, learn) = (sinks.clone(), route.clone(), learn.cloned());
-            tokio::spawn(async move {
+            let tasks = sinks.tasks.clone();
+            tasks.spawn(async move {
                 if let Some(t) = pending.wait().await {
                     if let Some(l) = learn {
                         l.observe(&t);

@@ -63,7 +63,8 @@ pub(crate) fn cancel_startup_orphans(state: &Arc<AppState>) {
         return;
     }
     let st = state.clone();
-    tokio::spawn(async move {
+    // On the tracker: the drain waits for these cancels and their receipts too.
+    state.tasks.spawn(async move {
         cancel_orphans(&st, orphans).await;
     });
 }
@@ -77,13 +78,14 @@ const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 /// lease TTL and takes over their running jobs (interrupted, provider jobs cancelled).
 /// On SQLite: the same for processes sharing the store's file (`DELETE`s every 200 ms,
 /// dead processes' jobs every `lease_ttl / 3`: [`crate::store::JobStore::take_over_dead`]).
-pub(crate) fn spawn_replica_loop(state: &Arc<AppState>) -> Option<tokio::task::JoinHandle<()>> {
+/// Both loops run on the gateway's tracker and end when the drain starts.
+pub(crate) fn spawn_replica_loop(state: &Arc<AppState>) {
     #[cfg(feature = "postgres")]
     {
-        let Some(pg) = state.pg.clone() else { return Some(spawn_sqlite_takeover(state)) };
+        let Some(pg) = state.pg.clone() else { return spawn_sqlite_takeover(state) };
         let st = state.clone();
         let takeover_every = pg.settings().lease_ttl / 3;
-        Some(tokio::spawn(async move {
+        state.tasks.spawn_loop(async move {
             let mut last_takeover = tokio::time::Instant::now();
             loop {
                 tokio::time::sleep(CANCEL_POLL).await;
@@ -93,10 +95,10 @@ pub(crate) fn spawn_replica_loop(state: &Arc<AppState>) -> Option<tokio::task::J
                     take_over_dead(&st, &pg).await;
                 }
             }
-        }))
+        });
     }
     #[cfg(not(feature = "postgres"))]
-    Some(spawn_sqlite_takeover(state))
+    spawn_sqlite_takeover(state)
 }
 
 /// Stops the races of this gateway's jobs that a `DELETE` elsewhere asked to stop.
@@ -118,10 +120,10 @@ async fn forward_cancels(st: &AppState) {
 /// On SQLite: every 200 ms, stops the races whose jobs were deleted on another process
 /// sharing the file; every `lease_ttl / 3`, takes over the jobs of dead processes on
 /// the file (off the serving threads: the claim waits for the file's write lock).
-fn spawn_sqlite_takeover(state: &Arc<AppState>) -> tokio::task::JoinHandle<()> {
+fn spawn_sqlite_takeover(state: &Arc<AppState>) {
     let st = state.clone();
     let every = st.rt().config.state.lease_ttl / 3;
-    tokio::spawn(async move {
+    state.tasks.spawn_loop(async move {
         let mut last_takeover = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(CANCEL_POLL).await;
@@ -141,7 +143,7 @@ fn spawn_sqlite_takeover(state: &Arc<AppState>) -> tokio::task::JoinHandle<()> {
                 Err(_) => {}
             }
         }
-    })
+    });
 }
 
 #[cfg(feature = "postgres")]

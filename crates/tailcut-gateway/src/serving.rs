@@ -1,7 +1,9 @@
 //! Accepting connections and shutting down: `serve` on the caller's runtime, or
 //! `serve_per_core` on one single-threaded runtime per core. Both drain the same way:
-//! stop accepting, let in-flight requests finish, cancel running jobs (recording their
-//! receipts), then return.
+//! stop accepting, let in-flight requests finish, then [`drain_in_flight_races`]: stop
+//! running jobs, wait (up to `[gateway] drain_timeout_s`) for every task on the
+//! gateway's tracker, loser cancels and their receipts included, then save the learned
+//! models and return.
 
 use crate::connection::{Admission, ConnState, GuardedStream};
 use crate::heartbeat::Heartbeat;
@@ -15,14 +17,15 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
-/// Removes finished jobs past the retention window, once a minute.
-fn spawn_cleaner(state: &Arc<AppState>) -> tokio::task::JoinHandle<()> {
+/// Removes finished jobs past the retention window, once a minute, and saves changed
+/// learned models about once a second; both loops end when the drain starts.
+fn spawn_cleaner(state: &Arc<AppState>) {
     let st = state.clone();
     let retention = state.rt().config.gateway.job_retention;
     let saver = state.clone();
     // The learned models: saved about once a second when they changed (on a blocking
     // thread: a SQLite write must not hold up this runtime's signals and drain).
-    tokio::spawn(async move {
+    state.tasks.spawn_loop(async move {
         loop {
             tokio::time::sleep(MODEL_SAVE_EVERY).await;
             if saver.draining.load(Ordering::Relaxed) {
@@ -35,12 +38,12 @@ fn spawn_cleaner(state: &Arc<AppState>) -> tokio::task::JoinHandle<()> {
             }
         }
     });
-    tokio::spawn(async move {
+    state.tasks.spawn_loop(async move {
         loop {
             tokio::time::sleep(Duration::from_secs(60)).await;
             let _ = st.store.cleanup(retention).await;
         }
-    })
+    });
 }
 
 /// How often changed learned models are saved.
@@ -54,7 +57,7 @@ async fn accept_loop(
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let heartbeat = Arc::new(Heartbeat::default());
-    let beating = heartbeat.spawn();
+    let beating = heartbeat.spawn(&state.tasks.tracker);
     let gateway = crate::dispatch::Gateway::new(state.clone(), heartbeat.clone());
     // Each connection holds a receiver (and so does each proxied call's handler task on
     // hyper's path, until its race settles): `closing` tells them to close, and
@@ -88,7 +91,7 @@ async fn accept_loop(
         heartbeat.beat();
         // Replies go out in one write; Nagle's algorithm would only hold them back.
         let _ = tcp.set_nodelay(true);
-        tokio::spawn(serve_connection(tcp, gateway.clone(), close_rx.clone(), state.clone()));
+        state.tasks.spawn(serve_connection(tcp, gateway.clone(), close_rx.clone(), state.clone()));
     }
     drop(listener);
     drop(close_rx);
@@ -161,17 +164,39 @@ async fn serve_connection(
     let _ = conn.await;
 }
 
-/// Cancels running jobs and waits (up to 30 s each) for their receipts.
-async fn drain_jobs(state: &AppState) {
-    let ids: Vec<String> = state.running.lock().map(|r| r.keys().cloned().collect()).unwrap_or_default();
+/// Tells every running job's race to stop: each cancels its live attempts (with
+/// receipts) and records the job as cancelled. Called when the drain starts (so a
+/// `?wait=` request on a job ends and its connection can close) and again at
+/// [`drain_in_flight_races`].
+fn stop_running_jobs(state: &AppState) {
     let stops: Vec<oneshot::Sender<()>> = state.running.lock().map(|mut r| r.drain().map(|(_, s)| s).collect()).unwrap_or_default();
     for s in stops {
         let _ = s.send(());
     }
-    for id in ids {
-        let _ = state.wait_for_job(&id, Duration::from_secs(30)).await;
+}
+
+/// The drain, once no listener accepts and every connection has finished its request.
+///
+/// **Guarantee:** every race the gateway started has cancelled its losers, got their
+/// receipts and written its trace record before this returns, unless `[gateway]
+/// drain_timeout_s` passes first (then `drain_timed_out` is logged with the count of
+/// tasks still running). It holds by construction: every task the gateway spawns, the
+/// engine's settle tasks included, runs on `state.tasks.tracker` (see `tasks`), and this
+/// waits for that tracker to empty. Then the budget leases are returned and the learned
+/// models saved (their count is returned).
+async fn drain_in_flight_races(state: &AppState) -> usize {
+    stop_running_jobs(state);
+    // Loops (cleaner, saver, replicas) end; the tracker then empties once the last
+    // job, handler and settle task ends.
+    state.tasks.stop.cancel();
+    state.tasks.tracker.close();
+    let deadline = state.rt().config.gateway.drain_timeout;
+    if tokio::time::timeout(deadline, state.tasks.tracker.wait()).await.is_err() {
+        let left = state.tasks.tracker.len();
+        log("drain_timed_out", || json!({"after_ms": deadline.as_millis() as u64, "tasks_left": left}));
     }
     crate::replicas::release(state).await;
+    state.save_models()
 }
 
 /// Serves on the caller's runtime until `shutdown` resolves, then drains.
@@ -180,22 +205,18 @@ pub async fn serve(
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let cleaner = spawn_cleaner(&state);
+    spawn_cleaner(&state);
     crate::replicas::cancel_startup_orphans(&state);
-    let replicas = crate::replicas::spawn_replica_loop(&state);
+    crate::replicas::spawn_replica_loop(&state);
     let st = state.clone();
     accept_loop(listener, state.clone(), async move {
         shutdown.await;
         st.draining.store(true, Ordering::SeqCst);
         log("draining", || json!({}));
+        stop_running_jobs(&st);
     })
     .await?;
-    cleaner.abort();
-    drain_jobs(&state).await;
-    if let Some(r) = replicas {
-        r.abort();
-    }
-    let saved = state.save_models();
+    let saved = drain_in_flight_races(&state).await;
     log("stopped", || json!({"learned_models_saved": saved}));
     Ok(())
 }
@@ -232,8 +253,11 @@ pub async fn serve_per_core(
     let addr = listener.local_addr()?;
     let first = listener.into_std()?;
     // Phase 1: stop accepting and finish in-flight requests. Phase 2: release the
-    // runtimes, which first keep running the job tasks that `drain_jobs` cancels.
+    // runtimes, which first keep running the tasks that `drain_in_flight_races` waits for.
     let (phase_tx, phase_rx) = tokio::sync::watch::channel(0u8);
+    // Each worker drops its sender once its accept loop has returned (no connection
+    // left): the drain starts after all have, so no request starts behind its back.
+    let (accepting_tx, mut accepting_rx) = tokio::sync::mpsc::channel::<()>(1);
     let mut workers = Vec::new();
     for i in 0..threads.max(1) {
         // A std socket crosses into the worker's runtime; a tokio one is tied to this one.
@@ -245,7 +269,7 @@ pub async fn serve_per_core(
                 Err(_) => first.try_clone()?,
             }
         };
-        let (st, mut rx) = (state.clone(), phase_rx.clone());
+        let (st, mut rx, accepting) = (state.clone(), phase_rx.clone(), accepting_tx.clone());
         let handle = std::thread::Builder::new().name(format!("tailcut-io-{i}")).spawn(move || -> std::io::Result<()> {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             rt.block_on(async move {
@@ -256,6 +280,7 @@ pub async fn serve_per_core(
                     let _ = stop.wait_for(|phase| *phase >= 1).await;
                 })
                 .await;
+                drop(accepting);
                 let _ = rx.wait_for(|phase| *phase >= 2).await;
                 served
             })
@@ -263,19 +288,17 @@ pub async fn serve_per_core(
         workers.push(handle);
     }
     drop(first);
-    let cleaner = spawn_cleaner(&state);
+    drop(accepting_tx);
+    spawn_cleaner(&state);
     crate::replicas::cancel_startup_orphans(&state);
-    let replicas = crate::replicas::spawn_replica_loop(&state);
+    crate::replicas::spawn_replica_loop(&state);
     shutdown.await;
     state.draining.store(true, Ordering::SeqCst);
     log("draining", || json!({}));
     let _ = phase_tx.send(1);
-    cleaner.abort();
-    drain_jobs(&state).await;
-    if let Some(r) = replicas {
-        r.abort();
-    }
-    let saved = state.save_models();
+    stop_running_jobs(&state);
+    let _ = accepting_rx.recv().await;
+    let saved = drain_in_flight_races(&state).await;
     log("learned_models_saved", || json!({"count": saved}));
     let _ = phase_tx.send(2);
     let mut first_error = None;

@@ -134,7 +134,13 @@ pub(crate) struct Runtime {
 }
 
 impl Runtime {
-    fn build(config: Config, store: &Arc<JobStore>, pg: Option<&SharedState>, models: Arc<dyn ModelStore>) -> Result<Runtime, String> {
+    fn build(
+        config: Config,
+        store: &Arc<JobStore>,
+        pg: Option<&SharedState>,
+        models: Arc<dyn ModelStore>,
+        tasks: &crate::tasks::Tasks,
+    ) -> Result<Runtime, String> {
         // No keys only with an explicit `auth = "none"` (also on reload).
         config.gateway.check_serving(&config.source).map_err(|e| e.to_string())?;
         let global: Arc<dyn BudgetGate> = match (&config.budget.ledger, pg) {
@@ -168,6 +174,7 @@ impl Runtime {
             timeout: config.gateway.total_timeout.saturating_add(Duration::from_secs(1)),
             tls: reqwest::Client::builder().pool_max_idle_per_host(1024).build().map_err(|e| e.to_string())?,
             learned: RefCell::new(LiveModels::new(models)),
+            tasks: tasks.tracker.clone(),
         };
         let mut models = HashMap::new();
         let mut jobs = HashMap::new();
@@ -244,6 +251,8 @@ pub struct AppState {
     /// Provider jobs the previous process left running, found at start; the serving loop
     /// cancels them by id once it runs (`replicas::cancel_startup_orphans`).
     pub(crate) orphans: Mutex<Vec<crate::store::Orphan>>,
+    /// The one task tracker and stop token every spawned task runs under (`tasks`).
+    pub(crate) tasks: crate::tasks::Tasks,
 }
 
 impl std::fmt::Debug for AppState {
@@ -327,10 +336,11 @@ impl AppState {
             Some(pg) => crate::learning::pg_store(pg.clone()),
             _ => crate::learning::open_store(ledger.as_deref()).map_err(|e| e.to_string())?,
         };
-        let runtime = Runtime::build(config, &store, pg.as_ref(), model_store.clone())?;
+        let tasks = crate::tasks::Tasks::default();
+        let runtime = Runtime::build(config, &store, pg.as_ref(), model_store.clone(), &tasks)?;
         let metrics = Arc::new(Metrics::default());
         runtime.zero_series(&metrics);
-        let sinks = crate::observe::Sinks { metrics: metrics.clone(), recent: Arc::default() };
+        let sinks = crate::observe::Sinks { metrics: metrics.clone(), recent: Arc::default(), tasks: tasks.tracker.clone() };
         let state = Arc::new(AppState {
             config_path,
             runtime: RwLock::new(Arc::new(runtime)),
@@ -349,6 +359,7 @@ impl AppState {
             connections,
             model_store: Mutex::new((ledger, model_store)),
             orphans: Mutex::new(orphans),
+            tasks,
         });
         Ok(state)
     }
@@ -398,7 +409,7 @@ impl AppState {
             }
             s.1.clone()
         };
-        let runtime = Runtime::build(config, &self.store, pg, models)?;
+        let runtime = Runtime::build(config, &self.store, pg, models, &self.tasks)?;
         runtime.zero_series(&self.metrics);
         self.max_body.store(max_body, Ordering::Relaxed);
         if let Ok(mut r) = self.runtime.write() {

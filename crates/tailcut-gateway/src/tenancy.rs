@@ -10,10 +10,10 @@
 use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 use tailcut_core::engine::HedgeGate;
 use tailcut_core::ledger::{Account, BudgetGate, Charge, ChargeFuture, LedgerError, LedgerSummary};
 use tailcut_core::MicroUsd;
+use tokio::time::Instant;
 
 /// Lowercase hex SHA-256.
 pub fn sha256_hex(key: &str) -> String {

@@ -3,6 +3,9 @@
 //! private addresses, slow or idle clients cannot hold connections, the connection cap
 //! keeps `/healthz` answering, every refusal (405, 414, 431, malformed heads) is JSON,
 //! and a streaming client that hangs up closes the upstream stream at once.
+// Tests spawn and read the wall clock freely (clippy.toml's bans are for the gateway's
+// own code).
+#![allow(clippy::disallowed_methods)]
 
 mod common;
 

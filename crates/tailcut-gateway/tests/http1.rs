@@ -9,6 +9,9 @@
 //! body limit, the header-count limits, authentication, `Transfer-Encoding` with
 //! `Content-Length`, HTTP/1.0, half-closes, `Expect: 100-continue`, the idle timeout and
 //! drain; every reply with one `Date` and no repeated framing fields.
+// Tests spawn and read the wall clock freely (clippy.toml's bans are for the gateway's
+// own code).
+#![allow(clippy::disallowed_methods)]
 
 mod common;
 

@@ -4,6 +4,9 @@
 //! in their own model, and makes the fast one primary; every extra attempt stays within
 //! the route's hedge-load cap (10 % plus a burst of 10), counted from the traces; the
 //! models are on `/metrics` and `/admin/models`.
+// Tests spawn and read the wall clock freely (clippy.toml's bans are for the gateway's
+// own code).
+#![allow(clippy::disallowed_methods)]
 
 mod common;
 

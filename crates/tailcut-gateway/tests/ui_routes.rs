@@ -1,6 +1,9 @@
 //! `/ui` lists, for each route, the providers its policy launches: the shipped example's
 //! jobs route (a cutover from `runpod` to `cerebrium`) must not list the chat providers
 //! its hedger merely could reach.
+// Tests spawn and read the wall clock freely (clippy.toml's bans are for the gateway's
+// own code).
+#![allow(clippy::disallowed_methods)]
 
 mod common;
 

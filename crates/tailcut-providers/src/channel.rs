@@ -103,6 +103,9 @@ impl ChannelJob {
     ) -> ChannelJob {
         let published = Arc::new(Published::default());
         let guard = EndGuard(published.clone());
+        // The request itself: owned by the `ChannelJob`, whose cancel or drop aborts it; the
+        // race that holds the job runs on its caller's tracker.
+        #[allow(clippy::disallowed_methods)]
         let task = tokio::spawn(async move {
             let r = request.await;
             guard.0.slot().result = Some(r);

@@ -169,6 +169,9 @@ async fn run(cfg: OpenAi, body: bytes::Bytes, id: String, started: Instant) -> J
             Ok(true) => {
                 // The result is whole at `[DONE]`; the reply's last bytes are read apart
                 // from it, so that the connection serves the next job.
+                // Reads the reply's last bytes so its connection can serve the next job; bounded by
+                // the body and the client timeout, and holding nothing a drain must wait for.
+                #[allow(clippy::disallowed_methods)]
                 tokio::spawn(crate::plain::drain(stream));
                 break;
             }

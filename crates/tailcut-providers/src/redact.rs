@@ -436,7 +436,10 @@ mod tests {
                     let name = path.to_string_lossy().replace('\\', "/");
                     // A `tests.rs` file is a `#[cfg(test)] mod tests;`: a test reading a reply
                     // of its own local server is not on the provider path.
-                    if name.ends_with("tailcut-providers/src/client.rs") || name.ends_with("tailcut-providers/src/redact.rs") || name.ends_with("/tests.rs") {
+                    if name.ends_with("tailcut-providers/src/client.rs")
+                        || name.ends_with("tailcut-providers/src/redact.rs")
+                        || name.ends_with("/tests.rs")
+                    {
                         continue;
                     }
                     let text = std::fs::read_to_string(&path).unwrap();

@@ -8,6 +8,9 @@
 //!
 //! `CASES` cases per parser family (3,000 each); a seed corpus of known-nasty replies
 //! runs first in its own test.
+// Tests spawn and read the wall clock freely (clippy.toml's bans are for the gateway's
+// own code).
+#![allow(clippy::disallowed_methods)]
 
 use bytes::Bytes;
 use proptest::prelude::*;

@@ -22,6 +22,8 @@
 //! - [`plot`]: SVG latency distributions.
 
 #![warn(missing_docs)]
+// Unit tests spawn and read the wall clock freely (clippy.toml).
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod calibration;
 pub mod learned;

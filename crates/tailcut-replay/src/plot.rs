@@ -146,7 +146,8 @@ pub fn pick_curves(points: &[PolicyPoint], among: &[usize], baseline: Option<usi
         out.extend(&front);
         // A short frontier leaves room: the fastest other printed policies fill it, so
         // the plot shows up to `n` of the table's rows, not one or two.
-        let mut rest: Vec<usize> = among.iter().copied().filter(|i| !out.contains(i) && points.get(*i).is_some_and(|p| p.p95_s.is_finite())).collect();
+        let mut rest: Vec<usize> =
+            among.iter().copied().filter(|i| !out.contains(i) && points.get(*i).is_some_and(|p| p.p95_s.is_finite())).collect();
         rest.sort_by(|&a, &b| points[a].p95_s.total_cmp(&points[b].p95_s).then(points[a].usd_per_req.total_cmp(&points[b].usd_per_req)));
         let room = (n + usize::from(baseline.is_some())).saturating_sub(out.len());
         out.extend(rest.into_iter().take(room));

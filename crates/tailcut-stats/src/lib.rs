@@ -14,6 +14,8 @@
 //!   happened (deciles, Wilson intervals, Brier score, expected calibration error).
 
 #![warn(missing_docs)]
+// Unit tests spawn and read the wall clock freely (clippy.toml).
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod reliability;
 

@@ -11,6 +11,9 @@
 //! [`postgres`], a real throwaway PostgreSQL server on a free local port.
 
 #![warn(missing_docs)]
+// clippy.toml's disallowed methods (bare `tokio::spawn`, `std::time::Instant::now`) are
+// allowed here: test helpers: tests spawn and read the wall clock freely.
+#![allow(clippy::disallowed_methods)]
 
 pub mod cli;
 pub mod config;

@@ -150,6 +150,8 @@ fn race_policy(
             sleep_until(t0 + *offset).await;
             let (hedger, policy, learned) = (hedger.clone(), policy.clone(), learned.clone());
             let request = JobRequest::new(format!("demo-{i}"), serde_json::json!({"text": "hello", "n": i}));
+            // Joined below, before the demo returns.
+            #[allow(clippy::disallowed_methods)]
             tasks.push(tokio::spawn(async move {
                 let started = Instant::now();
                 let outcome = hedger.run(policy.as_ref(), request).await?;

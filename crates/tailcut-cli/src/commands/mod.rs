@@ -127,7 +127,10 @@ pub fn delayed_bar(len: u64, template: &str) -> DelayedBar {
     if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
         bar.set_style(style.progress_chars("=> "));
     }
-    DelayedBar { bar, started: std::time::Instant::now(), shown: std::sync::atomic::AtomicBool::new(false) }
+    // A terminal progress bar: wall time, on the terminal's thread, never under a paused clock.
+    #[allow(clippy::disallowed_methods)]
+    let started = std::time::Instant::now();
+    DelayedBar { bar, started, shown: std::sync::atomic::AtomicBool::new(false) }
 }
 
 /// See [`delayed_bar`].

@@ -291,6 +291,9 @@ async fn load(
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sampler = {
         let (peak, done) = (peak.clone(), done.clone());
+        // `tailcut run` is not a server: this sampler and the jobs below are joined before
+        // the command returns (the gateway's tracker is for `tailcut serve`).
+        #[allow(clippy::disallowed_methods)]
         tokio::spawn(async move {
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
                 peak.fetch_max(open_sockets(), std::sync::atomic::Ordering::Relaxed);
@@ -303,6 +306,8 @@ async fn load(
     for i in 0..args.repeat {
         let permit = sem.clone().acquire_owned().await?;
         let (hedger, policy, input, learned) = (hedger.clone(), policy.clone(), input.clone(), learned.clone());
+        // Joined below, before the command returns.
+        #[allow(clippy::disallowed_methods)]
         tasks.push(tokio::spawn(async move {
             let _permit = permit;
             let started = Instant::now();

@@ -79,6 +79,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         #[cfg(unix)]
         {
             let st = state.clone();
+            // The SIGHUP listener lives as long as the process; it holds no race.
+            #[allow(clippy::disallowed_methods)]
             tokio::spawn(async move {
                 let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
                 while hup.recv().await.is_some() {

@@ -10,6 +10,12 @@
 //!   attempts whose result already arrived are never cancelled;
 //! - a cancel that errors or panics becomes a leaked receipt, never an error;
 //! - the caller's result never waits for loser cleanup.
+//!
+//! Loser cleanup (cancels, receipts, the trace record) runs as a task on the hedger's
+//! [`TaskTracker`], never detached: a server passes its own tracker
+//! ([`Hedger::with_gate`]) and its drain waits on it, so no cancel or receipt of a race
+//! it started can outlive the drain unseen. [`Hedger::new`] gives the hedger a tracker of
+//! its own (see [`Hedger::tasks`]) for callers that wait on each [`Settled`] themselves.
 
 mod launch;
 mod policy;
@@ -28,6 +34,7 @@ use crate::validate::Validator;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::task::TaskTracker;
 
 /// Caps extra attempts (hedges, fallbacks) relative to requests, so that a slow but
 /// healthy upstream cannot multiply load.
@@ -134,6 +141,8 @@ pub(crate) struct Shared {
     pub(crate) trace: Option<Arc<TraceWriter>>,
     pub(crate) settings: RaceSettings,
     pub(crate) hedge_gate: Option<Arc<dyn HedgeGate>>,
+    /// Where each race's settle task (loser cancels, receipts, trace write) runs.
+    pub(crate) tasks: TaskTracker,
 }
 
 impl Shared {
@@ -165,10 +174,12 @@ impl Hedger {
         settings: RaceSettings,
         trace: Option<Arc<TraceWriter>>,
     ) -> Hedger {
-        Hedger::with_gate(providers, validator, budget, settings, trace, None)
+        Hedger::with_gate(providers, validator, budget, settings, trace, None, TaskTracker::new())
     }
 
-    /// A hedger whose extra attempts also pass a hedge-load cap.
+    /// A hedger whose extra attempts also pass a hedge-load cap, and whose races settle
+    /// (cancel losers, collect receipts, write the trace) as tasks on `tasks`: waiting on
+    /// that tracker waits for every cancel and receipt of every race this hedger ran.
     pub fn with_gate(
         providers: Vec<Provider>,
         validator: Arc<dyn Validator>,
@@ -176,9 +187,15 @@ impl Hedger {
         settings: RaceSettings,
         trace: Option<Arc<TraceWriter>>,
         hedge_gate: Option<Arc<dyn HedgeGate>>,
+        tasks: TaskTracker,
     ) -> Hedger {
         let settings = RaceSettings { max_live: settings.max_live.max(1), ..settings };
-        Hedger { shared: Arc::new(Shared { providers: providers.into(), validator, budget, trace, settings, hedge_gate }) }
+        Hedger { shared: Arc::new(Shared { providers: providers.into(), validator, budget, trace, settings, hedge_gate, tasks }) }
+    }
+
+    /// The tracker this hedger's races settle on.
+    pub fn tasks(&self) -> &TaskTracker {
+        &self.shared.tasks
     }
 
     /// The providers, in the order given.

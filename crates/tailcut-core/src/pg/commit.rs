@@ -160,6 +160,9 @@ async fn run(mut rx: mpsc::UnboundedReceiver<Pending>, pool: deadpool_postgres::
             return;
         }
         let (pool, replica) = (pool.clone(), replica.clone());
+        // Runs on the PostgreSQL state's own runtime (`run` is spawned there), bounded by its
+        // batch's writer permit; a server's drain returns its leases after its races settle.
+        #[allow(clippy::disallowed_methods)]
         tokio::spawn(async move {
             let rows: Vec<&ChargeRow> = batch.iter().map(|p| &p.row).collect();
             let outcome = write_batch(&pool, &replica, &rows).await;

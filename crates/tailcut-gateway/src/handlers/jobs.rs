@@ -96,7 +96,8 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
     }
     let (st2, id2, rid2) = (st.clone(), id.clone(), rid.to_string());
     let allow_private = rt.config.gateway.webhook_allow_private;
-    tokio::spawn(TENANT_LEDGER.scope(tenant.ledger.clone(), async move {
+    // On the gateway's tracker: the drain stops this job and waits for it to record.
+    st.tasks.spawn(TENANT_LEDGER.scope(tenant.ledger.clone(), async move {
         let request = JobRequest::new(rid2, input).with_extension(crate::recorded::JobTag::new(&id2));
         let stop = async move {
             let _ = stop_rx.await;

@@ -28,7 +28,7 @@ use tailcut_providers::openai::Endpoint;
 /// stops the race when the client goes away.
 pub(crate) async fn serve(st: Arc<AppState>, headers: HeaderMap, body: Bytes, ep: Endpoint, hangup: Option<Arc<Hangup>>) -> Response {
     let rid = st.request_id(&headers);
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let cx = RequestContext { rid: &rid, started, hangup };
     // The route, once the request has one: a refusal after routing (a budget's 429, a
     // 502, a client's 499, a 504) is counted under it; `-` is for refusals before.
@@ -58,7 +58,7 @@ pub(crate) struct RequestContext<'a> {
     /// The request id.
     pub rid: &'a str,
     /// When the request was read.
-    pub started: std::time::Instant,
+    pub started: tokio::time::Instant,
     /// Where the client's going away is watched, if it is.
     pub hangup: Option<Arc<Hangup>>,
 }
@@ -102,7 +102,7 @@ async fn serve_inner(
     drop(fields);
     // The total timeout stops the race itself (its live attempts are cancelled with
     // receipts), on the same timer as the policy's own waits.
-    let stop_at = tokio::time::Instant::from_std(started).checked_add(rt.config.gateway.total_timeout);
+    let stop_at = started.checked_add(rt.config.gateway.total_timeout);
     let ledger = tenant.ledger.clone();
     if streamed {
         let req = stream::StreamRequest { body, rid, permit, stop_at, ledger, hangup: cx.hangup.as_ref() };

@@ -18,6 +18,8 @@ pub(super) struct Shared<'a> {
     pub(super) tls: reqwest::Client,
     /// Learned policies built so far, with their store.
     pub(super) learned: RefCell<LiveModels>,
+    /// The gateway's task tracker: every hedger settles its races on it.
+    pub(super) tasks: tokio_util::task::TaskTracker,
 }
 
 impl Shared<'_> {
@@ -59,7 +61,15 @@ impl Shared<'_> {
             }
         }
         let hedger = |providers: Vec<Provider>, validator: Arc<dyn tailcut_core::validate::Validator>| {
-            Hedger::with_gate(providers, validator, self.budget.clone(), config.race, self.trace.clone(), Some(gate.clone()))
+            Hedger::with_gate(
+                providers,
+                validator,
+                self.budget.clone(),
+                config.race,
+                self.trace.clone(),
+                Some(gate.clone()),
+                self.tasks.clone(),
+            )
         };
         let whole = |providers, required: &[&str], slot: &'static str| -> Result<Raced, String> {
             let hedger = hedger(providers, Arc::new(JsonValidator::requiring(required)));
@@ -110,7 +120,8 @@ impl Shared<'_> {
         // Each submit's provider job id is stored before the race goes on.
         let entries = crate::recorded::Recorded::wrap(config.live_entries().map_err(|e| e.to_string())?, self.store);
         let validator = tailcut_core::validate::ValidatorRegistry::default().build(&config.validator).map_err(|e| e.to_string())?;
-        let hedger = Hedger::with_gate(entries, validator, self.budget.clone(), config.race, self.trace.clone(), Some(gate));
+        let hedger =
+            Hedger::with_gate(entries, validator, self.budget.clone(), config.race, self.trace.clone(), Some(gate), self.tasks.clone());
         let (policy, learned) = match spec.learned() {
             Some(l) => {
                 let live = self.learned(route, "jobs", l, &hedger)?;

@@ -1,5 +1,7 @@
 //! Settling a race once it ends: the caller's [`Outcome`] at once, then loser cancels,
-//! receipts and the trace record in the background.
+//! receipts and the trace record in the background, as a task on the hedger's
+//! [`TaskTracker`](tokio_util::task::TaskTracker) (never a detached `tokio::spawn`), so
+//! whoever owns that tracker can wait for every cancel and receipt.
 
 use super::super::{Outcome, Settled, SettledInner};
 use super::{AttemptId, Race};
@@ -37,7 +39,8 @@ impl Race {
             let record = self.into_record();
             Settled(SettledInner::Ready(Box::new(record)))
         } else {
-            Settled(SettledInner::Pending(tokio::spawn(async move {
+            let tasks = self.shared.tasks.clone();
+            Settled(SettledInner::Pending(tasks.spawn(async move {
                 while let Some((i, receipt)) = match self.cancels.as_mut() {
                     Some(c) => c.next().await,
                     None => None,

@@ -11,6 +11,9 @@
 //! than N (its 120 ms evidence fades at the 64-attempt half-life), which the test also
 //! checks, so it fails if the mechanism is removed.
 
+// Tests spawn their own servers and clients freely: the tracker rule is for the gateway.
+#![allow(clippy::disallowed_methods)]
+
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -3,6 +3,9 @@
 //! either, `POST /v1/jobs` is refused (503 or 429) with `Retry-After` and a JSON body. So
 //! the upstream never sees more than `max_in_flight × race.max_live` submissions at once.
 
+// Tests spawn their own servers and clients freely: the tracker rule is for the gateway.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::sync::Once;

@@ -130,6 +130,9 @@ impl Slot {
     }
 
     /// The end, once there is one (waiting at most `timeout`; `None`: for ever).
+    // A Python thread blocked on a condition variable, not async code: std's clock is the
+    // one `wait_timeout` measures against.
+    #[allow(clippy::disallowed_methods)]
     fn wait(&self, timeout: Option<Duration>) -> Option<Result<Ran, Failure>> {
         let mut end = self.end.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let until = timeout.map(|t| std::time::Instant::now() + t);

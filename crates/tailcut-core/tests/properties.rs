@@ -14,31 +14,15 @@ use tailcut_core::ledger::{BudgetLimits, MemoryLedger};
 use tailcut_core::policy::{Cascade, Cutover, DeadlineTier, FixedHedge, ImmediateRace, Policy, QueueTimers, Single};
 use tailcut_core::validate::NonEmpty;
 use tailcut_core::JobRequest;
-use tailcut_testkit::{CancelBehaviour, Output, Recorder, Script, ScriptedProvider};
+use tailcut_testkit::scripts::{script_strategy, ScriptOdds};
+use tailcut_testkit::{Recorder, Script, ScriptedProvider};
 
 fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }
 
 fn script() -> impl Strategy<Value = Script> {
-    let output = prop_oneof![6 => Just(Output::Valid), 2 => Just(Output::Invalid), 1 => Just(Output::Fails)];
-    let cancel = prop_oneof![
-        5 => (0u64..2_000).prop_map(|d| CancelBehaviour::Confirm(ms(d))),
-        1 => Just(CancelBehaviour::Error),
-        1 => (0u64..2_000).prop_map(|d| CancelBehaviour::Leak(ms(d))),
-        1 => Just(CancelBehaviour::Panic),
-    ];
-    (0u64..500, any::<u8>(), 0u64..40_000, 0u64..120_000, output, cancel, any::<u8>()).prop_map(
-        |(submit, submit_fail, queued, finish, output, cancel, status_fail)| Script {
-            submit_delay: ms(submit),
-            submit_fails: submit_fail < 10,
-            queued_for: ms(queued.min(finish)),
-            finish_after: ms(finish),
-            output,
-            cancel,
-            status_fails: status_fail < 20,
-        },
-    )
+    script_strategy(ScriptOdds { submit_fails_per_256: 10, status_fails_per_256: 20, cancel_may_panic: true })
 }
 
 fn policy(kind: u8, providers: &[tailcut_core::Provider], delay_ms: u64) -> Box<dyn Policy> {

@@ -24,7 +24,8 @@ use tailcut_core::validate::NonEmpty;
 use tailcut_core::{JobRequest, JobState, MicroUsd, Pricing, Provider, RateNanoUsdPerSec};
 use tailcut_model::{AutoSettings, LearnedKind, ModelConfig};
 use tailcut_sim::{SimProfile, SimProvider};
-use tailcut_testkit::{CancelBehaviour, Output, Recorder, Script, ScriptedProvider};
+use tailcut_testkit::scripts::{script_strategy, ScriptOdds};
+use tailcut_testkit::{Output, Recorder, Script, ScriptedProvider};
 use tokio::time::Instant;
 
 fn ms(v: u64) -> Duration {
@@ -52,23 +53,7 @@ impl HedgeGate for ScriptedGate {
 }
 
 fn script() -> impl Strategy<Value = Script> {
-    let output = prop_oneof![6 => Just(Output::Valid), 2 => Just(Output::Invalid), 1 => Just(Output::Fails)];
-    let cancel = prop_oneof![
-        5 => (0u64..2_000).prop_map(|d| CancelBehaviour::Confirm(ms(d))),
-        1 => Just(CancelBehaviour::Error),
-        1 => (0u64..2_000).prop_map(|d| CancelBehaviour::Leak(ms(d))),
-    ];
-    (0u64..500, any::<u8>(), 0u64..40_000, 0u64..120_000, output, cancel, any::<u8>()).prop_map(
-        |(submit, submit_fail, queued, finish, output, cancel, status_fail)| Script {
-            submit_delay: ms(submit),
-            submit_fails: submit_fail < 25,
-            queued_for: ms(queued.min(finish)),
-            finish_after: ms(finish),
-            output,
-            cancel,
-            status_fails: status_fail < 10,
-        },
-    )
+    script_strategy(ScriptOdds { submit_fails_per_256: 25, status_fails_per_256: 10, cancel_may_panic: false })
 }
 
 /// A primary that is often still queued at the cutover poll (2.5 s) and then delivers.

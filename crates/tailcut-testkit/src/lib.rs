@@ -19,6 +19,7 @@ pub mod cli;
 pub mod config;
 pub mod fuzz;
 pub mod postgres;
+pub mod scripts;
 
 use async_trait::async_trait;
 use std::collections::VecDeque;

@@ -5,6 +5,9 @@
 //! command under `commands/`.
 // Unit tests spawn and read the wall clock freely (clippy.toml).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
+// The binary's edge: commands print their output (the workspace lint `print_stdout` is for
+// the libraries, which log through `tracing`).
+#![allow(clippy::print_stdout)]
 
 mod cli;
 mod commands;

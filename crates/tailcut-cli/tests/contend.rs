@@ -1,4 +1,10 @@
 //! `tailcut contend` through the real binary (short windows so the suite stays fast).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
+)]
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -506,8 +506,8 @@ pub fn score(runs: Vec<VerifyReport>) -> RepeatReport {
     let mut agents: Vec<AgentScore> = Vec::new();
     for r in &runs {
         for c in &r.seats {
-            let a = match agents.iter().position(|a| a.agent == c.agent) {
-                Some(k) => &mut agents[k],
+            let k = match agents.iter().position(|a| a.agent == c.agent) {
+                Some(k) => k,
                 None => {
                     agents.push(AgentScore {
                         agent: c.agent.clone(),
@@ -519,9 +519,10 @@ pub fn score(runs: Vec<VerifyReport>) -> RepeatReport {
                         measured_p99_ms: Vec::new(),
                         objective_ms: c.objective_ms,
                     });
-                    agents.last_mut().expect("just pushed")
+                    agents.len() - 1
                 }
             };
+            let a = &mut agents[k];
             a.runs += 1;
             a.met += usize::from(c.met);
             a.banded += usize::from(c.inside_band.is_some());

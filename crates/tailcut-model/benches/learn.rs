@@ -1,5 +1,11 @@
 //! The cost of learning per request: one model update (the attempts of a request) plus
 //! one `auto` decision, as the live engine and the replay pay it.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
+)]
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use tailcut_model::{AutoSettings, LearnedKind, Model, ModelConfig, Observation, Outcome, PolicyState};

@@ -14,6 +14,12 @@
 // clippy.toml's disallowed methods (bare `tokio::spawn`, `std::time::Instant::now`) are
 // allowed here: test helpers: tests spawn and read the wall clock freely.
 #![allow(clippy::disallowed_methods)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    reason = "test support: a failed fixture should stop the test that uses it, loudly"
+)]
 
 pub mod cli;
 pub mod config;

@@ -157,8 +157,7 @@ pub fn run(a: &ModelCalibrationArgs) -> anyhow::Result<ExitCode> {
     if cals.iter().all(|c| c.reliability.n == 0) {
         return Err(BadInput(none_message(&files)).into());
     }
-    if let Some(path) = &a.plot {
-        let c = cals.iter().filter(|c| c.reliability.n > 0).max_by_key(|c| c.reliability.n).expect("one has decisions");
+    if let (Some(path), Some(c)) = (&a.plot, cals.iter().filter(|c| c.reliability.n > 0).max_by_key(|c| c.reliability.n)) {
         let title = format!("Reliability of {} (misses over {} s) — {files}", c.policy, tailcut_replay::fmt_g(c.deadline_s));
         tailcut_replay::plot::reliability_svg(path, &title, &c.reliability)?;
         eprintln!("tailcut: wrote {} ({})", path.display(), c.policy);

@@ -1,5 +1,6 @@
 //! `PgLedger` against a real PostgreSQL (tailcut-testkit's `PgServer`): several replicas
 //! (each its own `PgState`, as separate processes would have) on one database.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests: a failed step stops the test")]
 
 use super::*;
 use crate::pg::{PgSettings, PgState};

@@ -288,6 +288,7 @@ pub fn auto_settings(sc: &Scenario) -> AutoSettings {
 }
 
 /// Runs world `index` of seed `seed`.
+#[allow(clippy::expect_used, reason = "every scenario lists fixed plans: Scenario::fixed_defs is never empty")]
 pub fn evaluate_world(seed: u64, index: usize, requests: usize, mode: AutoMode) -> WorldResult {
     let sc = Scenario::random_world(seed, index, requests);
     let half = sc.requests / 2;

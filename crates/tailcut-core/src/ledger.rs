@@ -16,12 +16,12 @@
 //! `kill -9` exactly as the global spend does, and neither limit can be crossed by a
 //! charge the other refused.
 //!
-//! [`MemoryLedger`] keeps totals in process (demo, benchmarks, `":memory:"`); with the
-//! `sqlite` feature, `SqliteLedger` (in `ledger/sqlite.rs`) is the durable default: WAL
-//! mode, `BEGIN IMMEDIATE` transactions, one row per charge. With the `postgres` feature,
-//! `PgLedger` (in `ledger/pg.rs`) is the ledger that gateway replicas share: each replica
-//! leases slices of a budget in one statement and charges them locally (one durable row
-//! per charge, no shared row locked per request), so no number of replicas can overspend.
+//! [`MemoryLedger`] keeps totals in process (demo, benchmarks, `":memory:"`). The durable
+//! ledgers implement [`BudgetGate`] in the `tailcut-state` crate: `SqliteLedger` (WAL
+//! mode, `BEGIN IMMEDIATE` transactions, one row per charge) and `PgLedger`, the ledger
+//! gateway replicas share on PostgreSQL (budget slices leased per replica and charged
+//! locally, so no number of replicas can overspend). They check a charge with
+//! [`check`] and [`check_account`], as the memory ledger does.
 
 use crate::money::MicroUsd;
 use serde::Serialize;
@@ -146,7 +146,8 @@ pub trait BudgetGate: Send + Sync + fmt::Debug {
 /// What [`BudgetGate::charge_async`] returns: the total after the charge, or the refusal.
 pub type ChargeFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<MicroUsd, LedgerError>> + Send + 'a>>;
 
-fn check_account(account: &Account, spent: MicroUsd, charge: &Charge<'_>) -> Result<(), LedgerError> {
+/// Refuses `charge` if it would take `account` (which has `spent`) past its limit.
+pub fn check_account(account: &Account, spent: MicroUsd, charge: &Charge<'_>) -> Result<(), LedgerError> {
     match account.limit {
         Some(limit) if spent + charge.amount > limit => {
             Err(LedgerError::AccountBudgetExceeded { account: account.name.clone(), limit, spent, requested: charge.amount })
@@ -155,28 +156,9 @@ fn check_account(account: &Account, spent: MicroUsd, charge: &Charge<'_>) -> Res
     }
 }
 
-/// One reconcile entry as the database ledgers write it (a `ledger_entries` row of kind
-/// `reconcile`): a correction of a request's projected cost, why, and the account it moves
-/// besides the global total.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-#[derive(Clone, Debug)]
-struct ReconcileEntry {
-    provider: String,
-    request_id: String,
-    delta: MicroUsd,
-    note: String,
-    account: Option<String>,
-}
-
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-impl ReconcileEntry {
-    fn new(provider: &str, request_id: &str, delta: MicroUsd, note: &str, account: Option<&str>) -> ReconcileEntry {
-        let (provider, request_id, note) = (provider.to_string(), request_id.to_string(), note.to_string());
-        ReconcileEntry { provider, request_id, delta, note, account: account.map(str::to_string) }
-    }
-}
-
-fn check(limits: &BudgetLimits, spent: MicroUsd, charge: &Charge<'_>) -> Result<(), LedgerError> {
+/// Refuses `charge` if it would cross `limits` with `spent` already committed: the hard
+/// stop always, the soft stop for a request's first submission.
+pub fn check(limits: &BudgetLimits, spent: MicroUsd, charge: &Charge<'_>) -> Result<(), LedgerError> {
     let after = spent + charge.amount;
     if after > limits.hard_stop {
         return Err(LedgerError::BudgetExceeded { limit_name: "hard_stop", limit: limits.hard_stop, spent, requested: charge.amount });
@@ -267,16 +249,5 @@ impl BudgetGate for MemoryLedger {
     }
 }
 
-#[cfg(feature = "postgres")]
-pub(crate) mod pg;
-#[cfg(feature = "postgres")]
-pub use pg::{PgLedger, Reconciliation, ScopeReconciliation};
-#[cfg(feature = "sqlite")]
-mod sqlite;
-#[cfg(feature = "sqlite")]
-pub use sqlite::SqliteLedger;
-
-#[cfg(all(test, feature = "postgres"))]
-mod pg_tests;
 #[cfg(test)]
 mod tests;

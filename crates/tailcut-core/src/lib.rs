@@ -11,7 +11,8 @@
 //! - [`policy`]: the built-in policies (single, race, fixed hedge, queue cutover,
 //!   cascade, deadline tier) behind one small trait;
 //! - [`validate`]: result validators looked up by name;
-//! - [`ledger`]: projected-cost ledger with budget gates, in integer micro-USD;
+//! - [`ledger`]: the budget-gate contract and the in-memory ledger, in integer micro-USD
+//!   (the durable ledgers are in `tailcut-state`);
 //! - [`stream`]: streams as races (a stream job's result is its first content event; the
 //!   winner's stream is handed over intact), driven by any policy, such as
 //!   [`policy::first_token`], the first-token hedge chain;
@@ -20,11 +21,9 @@
 //!
 //! ## Features
 //!
-//! All off by default, so that the engine alone pulls no database, parser or codec:
+//! All off by default, so that the engine alone pulls no parser or codec (and no
+//! database at all: persistence is `tailcut-state`'s):
 //!
-//! - `sqlite`: `ledger::SqliteLedger`, the durable ledger (rusqlite), and [`sqlite_schema`],
-//!   how a SQLite file several processes share is opened and migrated;
-//! - `postgres`: `ledger::PgLedger` and [`pg`], the state gateway replicas share on PostgreSQL;
 //! - `json`: the `json` validator and `json_scan`, the one-pass check of a reply's
 //!   top-level fields;
 //! - `json-schema`: the `json-schema` validator (jsonschema);
@@ -41,13 +40,9 @@ pub mod json_scan;
 pub mod ledger;
 pub mod log;
 pub mod money;
-#[cfg(feature = "postgres")]
-pub mod pg;
 pub mod policy;
 pub mod provider;
 pub mod receipt;
-#[cfg(feature = "sqlite")]
-pub mod sqlite_schema;
 pub mod stream;
 pub mod text;
 pub mod trace;

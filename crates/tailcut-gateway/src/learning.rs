@@ -2,11 +2,11 @@
 //! are kept between runs, and how operators see them.
 //!
 //! This module owns:
-//! - [`ModelStore`], the storage of learned models by key (`{route}/{slot}`, a slot being
-//!   one raced kind of request: `chat`, `chat_stream`, ..., `jobs`), kept beside the
-//!   ledger: in the shared PostgreSQL state (`[state] url = "postgres://…"`: every
-//!   replica starts from what the others learned; the last save wins), in the ledger's
-//!   SQLite file (table `learned_models`), or in memory (`budget.ledger = ":memory:"`);
+//! - which [`ModelStore`] keeps learned models by key (`{route}/{slot}`, a slot being one
+//!   raced kind of request: `chat`, `chat_stream`, ..., `jobs`): the shared PostgreSQL
+//!   state (`[state] url = "postgres://…"`: every replica starts from what the others
+//!   learned; the last save wins), the ledger's SQLite file, or memory
+//!   (`budget.ledger = ":memory:"`); the stores themselves are `tailcut_state::learned`;
 //! - `LiveModels`, every learned policy of one runtime: built from the stored models
 //!   (range-checked; a corrupt row is logged and the policy starts cold), saved when
 //!   changed (by the saver, about once a second, and on drain), exported on `/metrics`
@@ -17,153 +17,16 @@
 
 use crate::logline::log;
 use crate::metrics::write_gauge;
-use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
-use std::collections::HashMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tailcut_core::policy::learned::LearnedPolicy;
-use tailcut_core::sqlite_schema::{self, Migration, Step};
 use tailcut_model::model::{gap_label, GAP_EDGES_S};
 use tailcut_model::Model;
 
-/// Why the model store failed.
-#[derive(Debug, thiserror::Error)]
-#[error("learned-model store: {0}")]
-pub struct StoreError(String);
-
-impl From<rusqlite::Error> for StoreError {
-    fn from(e: rusqlite::Error) -> Self {
-        StoreError(e.to_string())
-    }
-}
-
-/// Where learned models are kept between runs, by key (`{route}/{slot}`), as the JSON of
-/// [`Model`]. Several gateway replicas sharing one store share what they learned (the
-/// last save wins).
-pub trait ModelStore: Send + Sync + std::fmt::Debug {
-    /// The stored model JSON of `key`, if any.
-    fn load(&self, key: &str) -> Result<Option<String>, StoreError>;
-    /// Stores `json` under `key`, replacing what was there.
-    fn save(&self, key: &str, json: &str) -> Result<(), StoreError>;
-}
-
-/// The learned-model table's migrations in a SQLite file (component `learned_models`).
-const MODEL_MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "learned_models",
-    steps: &[Step::Sql(
-        "CREATE TABLE IF NOT EXISTS learned_models (route TEXT PRIMARY KEY, model_json TEXT NOT NULL, saved_at_ms INTEGER NOT NULL)",
-    )],
-}];
-
-/// Models in a SQLite file (the ledger's): table `learned_models(route TEXT PRIMARY KEY,
-/// model_json TEXT NOT NULL, saved_at_ms INTEGER NOT NULL)`.
-#[derive(Debug)]
-pub struct SqliteModelStore {
-    conn: Mutex<Connection>,
-}
-
-impl SqliteModelStore {
-    /// Opens (creating) the table in `path`.
-    pub fn open(path: &Path) -> Result<SqliteModelStore, StoreError> {
-        if let Some(parent) = path.parent().filter(|x| !x.as_os_str().is_empty()) {
-            let _ = std::fs::create_dir_all(parent);
-        }
-        let mut conn = sqlite_schema::open(path)?;
-        sqlite_schema::migrate(&mut conn, "learned_models", MODEL_MIGRATIONS)?;
-        Ok(SqliteModelStore { conn: Mutex::new(conn) })
-    }
-}
-
-impl ModelStore for SqliteModelStore {
-    fn load(&self, key: &str) -> Result<Option<String>, StoreError> {
-        let conn = self.conn.lock().map_err(|_| StoreError("poisoned".into()))?;
-        Ok(conn.query_row("SELECT model_json FROM learned_models WHERE route = ?1", params![key], |r| r.get(0)).optional()?)
-    }
-
-    fn save(&self, key: &str, json: &str) -> Result<(), StoreError> {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        let conn = self.conn.lock().map_err(|_| StoreError("poisoned".into()))?;
-        conn.execute(
-            "INSERT INTO learned_models (route, model_json, saved_at_ms) VALUES (?1, ?2, ?3)
-             ON CONFLICT(route) DO UPDATE SET model_json = excluded.model_json, saved_at_ms = excluded.saved_at_ms",
-            params![key, json, now],
-        )?;
-        Ok(())
-    }
-}
-
-/// Models in memory: kept across reloads, lost on restart.
-#[derive(Debug, Default)]
-pub struct MemoryModelStore {
-    rows: Mutex<HashMap<String, String>>,
-}
-
-impl ModelStore for MemoryModelStore {
-    fn load(&self, key: &str) -> Result<Option<String>, StoreError> {
-        Ok(self.rows.lock().map_err(|_| StoreError("poisoned".into()))?.get(key).cloned())
-    }
-
-    fn save(&self, key: &str, json: &str) -> Result<(), StoreError> {
-        self.rows.lock().map_err(|_| StoreError("poisoned".into()))?.insert(key.to_string(), json.to_string());
-        Ok(())
-    }
-}
-
-/// Models in the shared PostgreSQL state (table `learned_models`, created by its
-/// migrations), so a replica that starts, or restarts, decides with what the others
-/// learned. Called off the serving threads (the saver runs on a blocking thread).
+pub use tailcut_state::learned::{open_store, MemoryModelStore, ModelStore, SqliteModelStore, StoreError};
 #[cfg(feature = "postgres")]
-#[derive(Debug)]
-pub struct PgModelStore {
-    pg: Arc<tailcut_core::pg::PgState>,
-}
-
-#[cfg(feature = "postgres")]
-impl ModelStore for PgModelStore {
-    fn load(&self, key: &str) -> Result<Option<String>, StoreError> {
-        let (pg, key) = (self.pg.clone(), key.to_string());
-        self.pg
-            .block_on(async move {
-                let c = pg.client().await?;
-                let row = c.query_opt("SELECT model_json FROM learned_models WHERE route = $1", &[&key]).await?;
-                Ok(row.map(|r| r.get::<_, String>(0)))
-            })
-            .map_err(|e| StoreError(e.to_string()))
-    }
-
-    fn save(&self, key: &str, json: &str) -> Result<(), StoreError> {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        let (pg, key, json) = (self.pg.clone(), key.to_string(), json.to_string());
-        self.pg
-            .block_on(async move {
-                pg.execute(
-                    "INSERT INTO learned_models (route, model_json, saved_at) VALUES ($1, $2, $3)
-                     ON CONFLICT (route) DO UPDATE SET model_json = excluded.model_json, saved_at = excluded.saved_at",
-                    vec![Box::new(key), Box::new(json), Box::new(now)],
-                )
-                .await
-                .map(|_| ())
-            })
-            .map_err(|e| StoreError(e.to_string()))
-    }
-}
-
-/// The shared PostgreSQL state's store (`[state] url = "postgres://…"`).
-#[cfg(feature = "postgres")]
-pub fn pg_store(pg: Arc<tailcut_core::pg::PgState>) -> Arc<dyn ModelStore> {
-    Arc::new(PgModelStore { pg })
-}
-
-/// The store without shared state: the ledger's SQLite file, or memory without one.
-pub fn open_store(ledger: Option<&Path>) -> Result<Arc<dyn ModelStore>, StoreError> {
-    Ok(match ledger {
-        Some(p) => Arc::new(SqliteModelStore::open(p)?),
-        None => Arc::new(MemoryModelStore::default()),
-    })
-}
+pub use tailcut_state::learned::{pg_store, PgModelStore};
 
 /// Checks a loaded model before a policy trusts it: the providers this policy covers, in
 /// its order, and every number in range (finite, not negative; rates and shares within
@@ -288,7 +151,7 @@ impl LiveModels {
                 continue;
             }
             let Some(model) = m.policy.model() else { continue };
-            let saved = serde_json::to_string(&model).map_err(|e| StoreError(e.to_string())).and_then(|j| self.store.save(&m.key, &j));
+            let saved = serde_json::to_string(&model).map_err(StoreError::from).and_then(|j| self.store.save(&m.key, &j));
             match saved {
                 Ok(()) => {
                     m.saved.store(updates, Ordering::Relaxed);

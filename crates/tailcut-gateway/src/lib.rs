@@ -54,7 +54,6 @@ mod recorded;
 mod replicas;
 mod serving;
 mod state;
-pub mod store;
 mod tasks;
 pub mod tenancy;
 mod ui;
@@ -65,4 +64,6 @@ pub use handlers::router;
 pub use logline::log_event;
 pub use serving::{serve, serve_per_core};
 pub use state::AppState;
+/// The job store (`tailcut_state::jobs`), under the name the gateway's modules use.
+pub use tailcut_state::jobs as store;
 pub use ui::escape_html;

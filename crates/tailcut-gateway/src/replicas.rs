@@ -147,8 +147,8 @@ fn spawn_sqlite_takeover(state: &Arc<AppState>) {
 }
 
 #[cfg(feature = "postgres")]
-async fn take_over_dead(st: &Arc<AppState>, pg: &Arc<tailcut_core::pg::PgState>) {
-    let ledger = tailcut_core::ledger::PgLedger::new(pg.clone(), st.rt().config.budget.limits);
+async fn take_over_dead(st: &Arc<AppState>, pg: &Arc<tailcut_state::pg::PgState>) {
+    let ledger = tailcut_state::ledger::PgLedger::new(pg.clone(), st.rt().config.budget.limits);
     let (dead, reclaimed) = match ledger.reclaim_dead().await {
         Ok(r) => r,
         Err(e) => {
@@ -174,12 +174,12 @@ async fn take_over_dead(st: &Arc<AppState>, pg: &Arc<tailcut_core::pg::PgState>)
 /// At the end of a drain: on PostgreSQL, gives back this replica's budget leases; on
 /// either, marks it stopped (so nobody waits to take it over).
 pub(crate) async fn release(state: &AppState) {
-    if let Err(e) = state.store.mark_stopped() {
+    if let Err(e) = state.store.mark_stopped().await {
         log("process_not_marked_stopped", || json!({"error": e.to_string()}));
     }
     #[cfg(feature = "postgres")]
     if let Some(pg) = &state.pg {
-        let ledger = tailcut_core::ledger::PgLedger::new(pg.clone(), state.rt().config.budget.limits);
+        let ledger = tailcut_state::ledger::PgLedger::new(pg.clone(), state.rt().config.budget.limits);
         match ledger.return_leases().await {
             Ok(returned) => log("budget_leases_returned", || json!({"micro_usd": returned.0})),
             Err(e) => log("budget_leases_not_returned", || json!({"error": e.to_string()})),

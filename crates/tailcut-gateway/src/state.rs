@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tailcut_config::{spec_providers, Config, LearnedSpec, RouteConfig, RouteKind};
 use tailcut_core::engine::Hedger;
-use tailcut_core::ledger::{BudgetGate, MemoryLedger, SqliteLedger};
+use tailcut_core::ledger::{BudgetGate, MemoryLedger};
 use tailcut_core::policy::first_token::FirstTokenHedge;
 use tailcut_core::policy::Policy;
 use tailcut_core::stream::FirstEvent;
@@ -28,6 +28,7 @@ use tailcut_core::validate::JsonValidator;
 use tailcut_core::Provider;
 use tailcut_providers::openai::Endpoint;
 use tailcut_providers::HttpClient;
+use tailcut_state::ledger::SqliteLedger;
 use tokio::sync::{oneshot, Semaphore};
 
 mod routes;
@@ -145,7 +146,7 @@ impl Runtime {
         config.gateway.check_serving(&config.source).map_err(|e| e.to_string())?;
         let global: Arc<dyn BudgetGate> = match (&config.budget.ledger, pg) {
             #[cfg(feature = "postgres")]
-            (_, Some(pg)) => Arc::new(tailcut_core::ledger::PgLedger::new(pg.clone(), config.budget.limits)),
+            (_, Some(pg)) => Arc::new(tailcut_state::ledger::PgLedger::new(pg.clone(), config.budget.limits)),
             #[cfg(not(feature = "postgres"))]
             (_, Some(_)) => return Err("this build has no PostgreSQL support (cargo feature `postgres`)".into()),
             (None, None) => Arc::new(MemoryLedger::new(config.budget.limits)),
@@ -263,7 +264,7 @@ impl std::fmt::Debug for AppState {
 
 /// The replicas' shared state (PostgreSQL), or a stand-in without the `postgres` feature.
 #[cfg(feature = "postgres")]
-pub(crate) type SharedState = Arc<tailcut_core::pg::PgState>;
+pub(crate) type SharedState = Arc<tailcut_state::pg::PgState>;
 /// The replicas' shared state (PostgreSQL), or a stand-in without the `postgres` feature.
 #[cfg(not(feature = "postgres"))]
 pub(crate) type SharedState = std::convert::Infallible;
@@ -286,14 +287,14 @@ fn connect_state(config: &Config) -> Result<Option<SharedState>, String> {
         tailcut_config::StateBackend::Embedded => Ok(None),
         #[cfg(feature = "postgres")]
         tailcut_config::StateBackend::Postgres { url } => {
-            let settings = tailcut_core::pg::PgSettings {
+            let settings = tailcut_state::pg::PgSettings {
                 url: url.resolve()?,
                 pool_size: config.state.pool_size,
                 lease_ttl: config.state.lease_ttl,
                 lease_slice: config.state.lease_slice,
                 write_behind: config.state.charge_rows == tailcut_config::ChargeRows::WriteBehind,
             };
-            let pg = tailcut_core::pg::PgState::connect(settings).map_err(|e| format!("state.url: {e}"))?;
+            let pg = tailcut_state::pg::PgState::connect(settings).map_err(|e| format!("state.url: {e}"))?;
             log("state_connected", || json!({"backend": "postgres", "replica": pg.replica()}));
             Ok(Some(pg))
         }

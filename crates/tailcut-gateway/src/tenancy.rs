@@ -341,7 +341,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_gate_charges_the_tenant_account_and_the_global_limits_together() {
-        use tailcut_core::ledger::{BudgetLimits, SqliteLedger};
+        use tailcut_core::ledger::BudgetLimits;
+        use tailcut_state::ledger::SqliteLedger;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.sqlite");
         let limits = BudgetLimits { soft_stop: MicroUsd(1_000_000), hard_stop: MicroUsd(1_000_000) };

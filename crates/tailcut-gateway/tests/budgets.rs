@@ -79,7 +79,7 @@ async fn a_keys_spend_survives_reload_and_restart() {
     assert_eq!(status, 429, "a restart handed the key a fresh budget: {body}");
 
     // The spend is in the ledger file, under the key's name, with the global spend.
-    let l = tailcut_core::ledger::SqliteLedger::open(&ledger, tailcut_core::ledger::BudgetLimits::UNLIMITED).unwrap();
+    let l = tailcut_state::ledger::SqliteLedger::open(&ledger, tailcut_core::ledger::BudgetLimits::UNLIMITED).unwrap();
     use tailcut_core::ledger::BudgetGate;
     assert_eq!(l.account_spent("team-a").unwrap(), tailcut_core::MicroUsd(20_000));
     assert_eq!(l.summary().unwrap().total, tailcut_core::MicroUsd(20_000));

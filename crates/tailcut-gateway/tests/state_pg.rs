@@ -16,8 +16,8 @@
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tailcut_core::pg::{PgSettings, PgState};
 use tailcut_core::MicroUsd;
+use tailcut_state::pg::{PgSettings, PgState};
 use tailcut_testkit::config::SIM_PROVIDERS;
 use tailcut_testkit::postgres::PgServer;
 

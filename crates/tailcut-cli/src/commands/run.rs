@@ -13,12 +13,13 @@ use std::sync::Arc;
 use std::time::Duration;
 use tailcut_config::{spec_providers, Config};
 use tailcut_core::engine::Hedger;
-use tailcut_core::ledger::{BudgetGate, MemoryLedger, SqliteLedger};
+use tailcut_core::ledger::{BudgetGate, MemoryLedger};
 use tailcut_core::policy::learned::LearnedPolicy;
 use tailcut_core::policy::Policy;
 use tailcut_core::trace::now_rfc3339;
 use tailcut_core::validate::ValidatorRegistry;
 use tailcut_core::JobRequest;
+use tailcut_state::ledger::SqliteLedger;
 use tokio::time::Instant;
 
 /// Refuses when any of `names` is paid and `go` is false.

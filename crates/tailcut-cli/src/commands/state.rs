@@ -4,8 +4,8 @@ use crate::cli::StateCommand;
 use crate::commands::BadInput;
 use std::process::ExitCode;
 use tailcut_config::StateBackend;
-use tailcut_core::ledger::PgLedger;
-use tailcut_core::pg::{PgSettings, PgState};
+use tailcut_state::ledger::PgLedger;
+use tailcut_state::pg::{PgSettings, PgState};
 
 fn connect(config: &std::path::Path) -> anyhow::Result<(tailcut_config::Config, std::sync::Arc<PgState>)> {
     let c = tailcut_config::Config::load(config)?;
@@ -33,7 +33,7 @@ pub fn run(cmd: &StateCommand) -> anyhow::Result<ExitCode> {
                 st.mark_stopped().await?;
                 Ok(v)
             })?;
-            println!("schema at migration {v} (of {})", tailcut_core::pg::MIGRATIONS.len());
+            println!("schema at migration {v} (of {})", tailcut_state::pg::MIGRATIONS.len());
             Ok(ExitCode::SUCCESS)
         }
         StateCommand::Reconcile { config, json } => {
@@ -41,7 +41,7 @@ pub fn run(cmd: &StateCommand) -> anyhow::Result<ExitCode> {
             let ledger = PgLedger::new(pg.clone(), c.budget.limits);
             let st = pg.clone();
             let r = pg.block_on(async move {
-                let r = ledger.reconciliation().await.map_err(|e| tailcut_core::pg::PgError::Db(e.to_string()))?;
+                let r = ledger.reconciliation().await.map_err(|e| tailcut_state::pg::PgError::Db(e.to_string()))?;
                 st.mark_stopped().await?;
                 Ok(r)
             })?;

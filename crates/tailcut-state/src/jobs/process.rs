@@ -3,19 +3,15 @@
 //! thread of its own (as replicas do on PostgreSQL). A process is dead when its row says
 //! it stopped, when its heartbeat is older than its TTL, or, on this host, when its pid
 //! is gone; only a dead process's running jobs are taken over
-//! ([`super::JobStore::take_over_dead`]), so a second gateway started beside a live one
+//! ([`super::JobStore::take_over_dead`], `jobs/sqlite.rs`), so a second gateway started beside a live one
 //! leaves that one's jobs alone.
 
+use super::now_ms;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
-
-/// Wall-clock milliseconds (processes sharing a file share the clock).
-pub(super) fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
 
 /// This host's name, as the process rows record it.
 fn host() -> &'static str {
@@ -58,7 +54,7 @@ pub(super) fn register(conn: &Connection, path: Option<&Path>, ttl: Duration) ->
     insert(conn, &id, ttl_ms)?;
     let stopped = Arc::new(AtomicBool::new(false));
     let Some(path) = path else { return Ok(Registration { id, stopped, stop: None, thread: None }) };
-    let hb = tailcut_core::sqlite_schema::open(path)?;
+    let hb = crate::sqlite_schema::open(path)?;
     let (stop, rx) = mpsc::channel::<()>();
     let (rid, flag) = (id.clone(), stopped.clone());
     let thread = std::thread::Builder::new()
@@ -94,8 +90,8 @@ fn heartbeat(conn: &Connection, id: &str, ttl_ms: i64, stop: &mpsc::Receiver<()>
         };
         match outcome {
             Ok("") => {}
-            Ok(event) => crate::logline::log(event, || serde_json::json!({"process": id})),
-            Err(e) => crate::logline::log("process_heartbeat_failed", || serde_json::json!({"process": id, "error": e.to_string()})),
+            Ok(event) => tailcut_core::log::info(event, || serde_json::json!({"process": id})),
+            Err(e) => tailcut_core::log::info("process_heartbeat_failed", || serde_json::json!({"process": id, "error": e.to_string()})),
         }
     }
     let _ = conn.execute("UPDATE processes SET stopped_ms = ?2 WHERE id = ?1", params![id, now_ms()]);

@@ -27,10 +27,11 @@
 //! [`PgLedger::reconciliation`] shows every micro-dollar: per budget, what was charged,
 //! reconciled, leased, returned and reclaimed, and whether the totals agree.
 
-use super::{Account, BudgetGate, BudgetLimits, Charge, ChargeFuture, LedgerError, LedgerSummary, ReconcileEntry};
-use crate::money::MicroUsd;
+use super::ReconcileEntry;
 use crate::pg::commit::{close_lease, ChargeRow, InFlight, Written, GLOBAL};
 use crate::pg::{PgError, PgState, Slice};
+use tailcut_core::ledger::{Account, BudgetGate, BudgetLimits, Charge, ChargeFuture, LedgerError, LedgerSummary};
+use tailcut_core::MicroUsd;
 mod behind;
 mod books;
 
@@ -273,7 +274,7 @@ impl PgLedger {
     pub async fn return_leases(&self) -> Result<MicroUsd, LedgerError> {
         if !self.flush(std::time::Duration::from_secs(30)).await {
             let left = self.state.leases.lock().map_or(0, |l| l.in_flight.values().sum::<usize>());
-            crate::log::warn("charge_rows_unwritten_at_drain", || serde_json::json!({"rows": left}));
+            tailcut_core::log::warn("charge_rows_unwritten_at_drain", || serde_json::json!({"rows": left}));
         }
         let _one = self.state.refill.lock().await;
         if let Ok(mut l) = self.state.leases.lock() {

@@ -6,6 +6,8 @@ use super::*;
 use crate::pg::{PgSettings, PgState};
 use std::sync::Arc;
 use std::time::Duration;
+use tailcut_core::ledger::*;
+use tailcut_core::MicroUsd;
 use tailcut_testkit::postgres::PgServer;
 
 fn replica(url: &str, slice: i64, ttl: Duration) -> Arc<PgState> {

@@ -8,14 +8,15 @@
 //! committed, so nothing goes out before its charge is on disk, as before. No serving
 //! thread runs SQLite or waits on its lock, and a batch writes the totals' pages once.
 
-use super::{check, check_account, Account, BudgetGate, BudgetLimits, Charge, ChargeFuture, LedgerError, LedgerSummary, ReconcileEntry};
-use crate::money::MicroUsd;
+use super::ReconcileEntry;
 use crate::sqlite_schema::{self, Migration, Step};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
+use tailcut_core::ledger::{check, check_account, Account, BudgetGate, BudgetLimits, Charge, ChargeFuture, LedgerError, LedgerSummary};
+use tailcut_core::MicroUsd;
 
 /// A durable ledger in an SQLite file. Safe across threads (one connection behind a
 /// mutex) and across processes (`BEGIN IMMEDIATE` takes the database write lock

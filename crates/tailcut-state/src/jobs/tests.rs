@@ -2,6 +2,7 @@
 //! file; waiters woken by a job's end (in process, and across replicas on PostgreSQL).
 
 use super::*;
+use rusqlite::{params, Connection};
 use std::path::Path;
 
 const TTL: Duration = Duration::from_secs(15);
@@ -85,9 +86,9 @@ fn open_all(path: &Path) -> Result<JobStore, String> {
         soft_stop: tailcut_core::MicroUsd::from_usd(1.0),
         hard_stop: tailcut_core::MicroUsd::from_usd(1.0),
     };
-    tailcut_core::ledger::SqliteLedger::open(path, limits).map_err(|e| format!("ledger: {e}"))?;
+    crate::ledger::SqliteLedger::open(path, limits).map_err(|e| format!("ledger: {e}"))?;
     let store = JobStore::open(Some(path), TTL).map_err(|e| format!("job store: {e}"))?;
-    crate::learning::SqliteModelStore::open(path).map_err(|e| format!("models: {e}"))?;
+    crate::learned::SqliteModelStore::open(path).map_err(|e| format!("models: {e}"))?;
     Ok(store)
 }
 
@@ -116,8 +117,8 @@ fn two_gateways_opening_one_fresh_file_together_never_fail() {
         let c = Connection::open(&path).unwrap();
         let versions: i64 =
             c.query_row("SELECT COUNT(*) FROM schema_migrations WHERE component = 'jobs'", [], |r| r.get(0)).unwrap_or_default();
-        if versions != MIGRATIONS.len() as i64 {
-            failures.push(format!("trial {trial}: {versions} job-store migrations recorded, not {}", MIGRATIONS.len()));
+        if versions != sqlite::MIGRATIONS.len() as i64 {
+            failures.push(format!("trial {trial}: {versions} job-store migrations recorded, not {}", sqlite::MIGRATIONS.len()));
         }
     }
     assert!(failures.is_empty(), "{} failures in 20 trials:\n{}", failures.len(), failures.join("\n"));
@@ -212,15 +213,15 @@ async fn waiters_are_woken_by_the_jobs_end_within_milliseconds_reading_the_store
 async fn a_waiter_on_one_replica_is_woken_by_the_jobs_end_on_another() {
     let Some(pg) = tailcut_testkit::postgres::PgServer::start() else { return };
     let url = pg.database("wake");
-    let settings = tailcut_core::pg::PgSettings {
+    let settings = crate::pg::PgSettings {
         url,
         pool_size: 4,
         lease_ttl: Duration::from_secs(30),
         lease_slice: tailcut_core::MicroUsd(1_000),
         write_behind: false,
     };
-    let a = JobStore::postgres(tailcut_core::pg::PgState::connect(settings.clone()).unwrap());
-    let b = std::sync::Arc::new(JobStore::postgres(tailcut_core::pg::PgState::connect(settings).unwrap()));
+    let a = JobStore::postgres(crate::pg::PgState::connect(settings.clone()).unwrap());
+    let b = std::sync::Arc::new(JobStore::postgres(crate::pg::PgState::connect(settings).unwrap()));
     a.insert("j", "r", "t").await.unwrap();
     let waiter = {
         let b = b.clone();
@@ -241,4 +242,46 @@ async fn a_waiter_on_one_replica_is_woken_by_the_jobs_end_on_another() {
     assert!(took < Duration::from_millis(300), "woken {took:?} after the end: by its fallback poll, not a notification");
     let reads = b.reads.load(std::sync::atomic::Ordering::Relaxed);
     assert!(reads <= 3, "the waiter read its row {reads} times in 1.5 s: it polled");
+}
+
+/// Issue 29, item 3: a busy SQLite file (another connection holding the write lock)
+/// stalls the store's writer thread, never the runtime that awaits it. A current-thread
+/// runtime, as each serving core runs, keeps ticking while an insert waits for the lock.
+#[test]
+fn a_busy_file_never_blocks_the_serving_runtime() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.sqlite");
+    let store = JobStore::open(Some(&path), TTL).unwrap();
+    let blocker = rusqlite::Connection::open(&path).unwrap();
+    blocker
+        .execute_batch(
+            "BEGIN IMMEDIATE; INSERT INTO processes (id, host, pid, started_ms, heartbeat_ms, ttl_ms) VALUES ('x', '', 0, 0, 0, 0)",
+        )
+        .unwrap();
+    let held = Duration::from_millis(500);
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(held);
+        blocker.execute_batch("COMMIT").unwrap();
+    });
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let (ticks, waited) = rt.block_on(async {
+        let ticks = Arc::new(AtomicU64::new(0));
+        let t = ticks.clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                t.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let started = std::time::Instant::now();
+        store.insert("j", "r", "t").await.unwrap();
+        let waited = started.elapsed();
+        ticker.abort();
+        (ticks.load(Ordering::Relaxed), waited)
+    });
+    release.join().unwrap();
+    eprintln!("the runtime ticked {ticks} times while the insert waited {waited:?} for the lock");
+    assert!(waited >= held * 8 / 10, "the insert did not wait for the lock ({waited:?})");
+    assert!(ticks >= 10, "the runtime ticked {ticks} times while the insert waited {waited:?} for the lock");
 }

@@ -15,10 +15,10 @@
 //! closed waits for the batch and counts its rows). Rows whose lease was closed meanwhile
 //! are not written, and their submissions charge again (see `PgLedger::charge_in`).
 
-use crate::money::MicroUsd;
 use crate::pg::{LocalLeases, PgError};
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use tailcut_core::MicroUsd;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 /// Batches written at the same time (each on its own pooled connection): half the pool,
@@ -99,7 +99,7 @@ impl Drop for InFlight {
                 };
                 if let Err(e) = closed.await {
                     // It stays open until the drain returns it (or a survivor reclaims it).
-                    crate::log::warn("budget_lease_not_returned", || serde_json::json!({"lease": id, "error": e.to_string()}));
+                    tailcut_core::log::warn("budget_lease_not_returned", || serde_json::json!({"lease": id, "error": e.to_string()}));
                 }
             });
         }

@@ -4,8 +4,8 @@
 //! drain makes before it returns the leases.
 
 use super::{account_scope, PgLedger};
-use crate::ledger::Account;
 use crate::pg::commit::{ChargeRow, InFlight, Written};
+use tailcut_core::ledger::Account;
 
 impl PgLedger {
     /// Writes the row of a charge whose submission has gone out (`write_behind`), holding
@@ -18,7 +18,7 @@ impl PgLedger {
         let limited = account.as_ref().and_then(|a| a.limit.map(|l| (account_scope(&a.name), l)));
         let mut failures = 0u32;
         let unrecorded = |row: &ChargeRow, why: String| {
-            crate::log::warn("charge_row_unrecorded", || {
+            tailcut_core::log::warn("charge_row_unrecorded", || {
                 serde_json::json!({"request_id": row.request_id, "provider": row.provider,
                     "micro_usd": row.micro_usd, "account": row.account, "lease": row.lease, "error": why})
             });

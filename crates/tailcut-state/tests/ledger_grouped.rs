@@ -18,8 +18,9 @@ mod common;
 use proptest::prelude::*;
 use std::path::Path;
 use std::sync::Arc;
-use tailcut_core::ledger::{Account, BudgetGate, BudgetLimits, Charge, LedgerError, SqliteLedger};
+use tailcut_core::ledger::{Account, BudgetGate, BudgetLimits, Charge, LedgerError};
 use tailcut_core::MicroUsd;
+use tailcut_state::ledger::SqliteLedger;
 
 /// (sum of the rows, the global total), and (sum of the account's rows, its total).
 fn sums(path: &Path, account: &str) -> ((i64, i64), (i64, i64)) {

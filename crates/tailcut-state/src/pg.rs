@@ -226,7 +226,7 @@ pub struct PgSettings {
     /// How long a replica's leases and jobs outlive its last heartbeat.
     pub lease_ttl: Duration,
     /// The largest budget slice one lease takes.
-    pub lease_slice: crate::MicroUsd,
+    pub lease_slice: tailcut_core::MicroUsd,
     /// Charge rows written behind the lease: a submission goes out once the local lease
     /// check passed, its row queued (`[state] charge_rows = "write_behind"`); false: it
     /// waits until its row has committed.
@@ -335,7 +335,7 @@ impl PgState {
                 tokio::time::sleep(every).await;
                 let Some(s) = weak.upgrade() else { return };
                 if let Err(e) = s.heartbeat().await {
-                    crate::log::warn("replica_heartbeat_failed", || serde_json::json!({"error": e.to_string()}));
+                    tailcut_core::log::warn("replica_heartbeat_failed", || serde_json::json!({"error": e.to_string()}));
                 }
             }
         });
@@ -405,7 +405,7 @@ impl PgState {
             loop {
                 let err = listen_once(&url, channel, on.clone()).await;
                 on(Listening::Lost);
-                crate::log::warn("state_listener_lost", || serde_json::json!({"channel": channel, "error": err.to_string()}));
+                tailcut_core::log::warn("state_listener_lost", || serde_json::json!({"channel": channel, "error": err.to_string()}));
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }

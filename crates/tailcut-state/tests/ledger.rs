@@ -18,8 +18,9 @@ use proptest::prelude::*;
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
-use tailcut_core::ledger::{Account, BudgetGate, BudgetLimits, Charge, LedgerError, MemoryLedger, SqliteLedger};
+use tailcut_core::ledger::{Account, BudgetGate, BudgetLimits, Charge, LedgerError, MemoryLedger};
 use tailcut_core::MicroUsd;
+use tailcut_state::ledger::SqliteLedger;
 
 fn limits(hard: i64) -> BudgetLimits {
     BudgetLimits { soft_stop: MicroUsd(hard), hard_stop: MicroUsd(hard) }

@@ -89,3 +89,83 @@ pub async fn serve_connection<F, M, S>(
     }
     let _ = conn.await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fast::Refusal;
+    use crate::hangup::Hangup;
+    use http::{HeaderMap, HeaderName, Response};
+    use http_body_util::Full;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Answers its one route with `fast`.
+    struct Fast;
+
+    impl FastService for Fast {
+        type Route = ();
+        type Body = Full<Bytes>;
+
+        fn kept_field(_: &str) -> Option<HeaderName> {
+            None
+        }
+
+        fn route(&self, path: &str) -> Option<()> {
+            (path == "/x").then_some(())
+        }
+
+        async fn call(&self, _: (), _: HeaderMap, _: Bytes, _: Arc<Hangup>) -> Response<Full<Bytes>> {
+            Response::new(Full::new(Bytes::from_static(b"fast")))
+        }
+
+        fn refuse(&self, _: Refusal) -> Response<Full<Bytes>> {
+            Response::new(Full::default())
+        }
+
+        fn draining(&self) -> bool {
+            false
+        }
+
+        fn shed(&self) {}
+    }
+
+    /// The reply body to one POST to the fast route, served with `fast_path`.
+    async fn answered_by(fast_path: bool) -> String {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (tcp, _) = l.accept().await.unwrap();
+        let (_closing_tx, closing) = watch::channel(false);
+        let (_shed_tx, shed) = watch::channel(0u64);
+        let signals = ConnSignals { closing, shed, heartbeat: Arc::default() };
+        let t = Duration::from_secs(5);
+        let limits = ServerLimits::new(t, t, t, Arc::new(AtomicUsize::new(1024)));
+        let server = async move {
+            serve_connection(tcp, &Fast, fast_path, &limits, signals, |_| String::new(), |conn: Arc<ConnState>| {
+                hyper::service::service_fn(move |_req| {
+                    let answered = conn.start_request();
+                    async move {
+                        drop(answered);
+                        Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from_static(b"hyper"))))
+                    }
+                })
+            })
+            .await
+        };
+        let client = async move {
+            client.write_all(b"POST /x HTTP/1.1\r\nhost: a\r\nconnection: close\r\ncontent-length: 2\r\n\r\n{}").await.unwrap();
+            let mut reply = String::new();
+            client.read_to_string(&mut reply).await.unwrap();
+            reply
+        };
+        let ((), reply) = tokio::join!(server, client);
+        reply.rsplit("\r\n\r\n").next().unwrap_or_default().to_string()
+    }
+
+    #[tokio::test]
+    async fn the_switch_chooses_the_path_that_answers() {
+        assert_eq!(answered_by(true).await, "fast");
+        assert_eq!(answered_by(false).await, "hyper");
+    }
+}

@@ -7,12 +7,12 @@
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::tenancy::{RunningJob, Tenant};
-use tailcut_http::ServerLimits;
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
+use tailcut_http::ServerLimits;
 
 /// An in-flight slot: at once if one is free, else after waiting up to `wait` (a burst
 /// queues briefly instead of failing), else 503.

@@ -45,7 +45,12 @@ impl Gateway {
 
     /// This gateway serving one connection under `limits`; `serving` is the accept loop's
     /// drain signal (the drain waits for every receiver to be dropped).
-    pub(crate) fn for_connection(&self, conn: Arc<ConnState>, limits: ServerLimits, serving: tokio::sync::watch::Receiver<bool>) -> Gateway {
+    pub(crate) fn for_connection(
+        &self,
+        conn: Arc<ConnState>,
+        limits: ServerLimits,
+        serving: tokio::sync::watch::Receiver<bool>,
+    ) -> Gateway {
         Gateway {
             state: self.state.clone(),
             router: self.router.clone(),

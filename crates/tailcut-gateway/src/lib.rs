@@ -57,9 +57,9 @@ pub mod tenancy;
 mod ui;
 pub mod webhook;
 
-pub use tailcut_http::raise_fd_limit;
 pub use handlers::router;
 pub use logline::log_event;
 pub use serving::{serve, serve_per_core};
 pub use state::AppState;
+pub use tailcut_http::raise_fd_limit;
 pub use ui::escape_html;

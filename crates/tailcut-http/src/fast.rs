@@ -76,7 +76,13 @@ pub trait FastService: Send + Sync {
     fn route(&self, path: &str) -> Option<Self::Route>;
 
     /// Answers a whole request; `hangup` is set if the client goes away meanwhile.
-    fn call(&self, route: Self::Route, headers: HeaderMap, body: Bytes, hangup: Arc<Hangup>) -> impl Future<Output = Response<Self::Body>> + Send;
+    fn call(
+        &self,
+        route: Self::Route,
+        headers: HeaderMap,
+        body: Bytes,
+        hangup: Arc<Hangup>,
+    ) -> impl Future<Output = Response<Self::Body>> + Send;
 
     /// The reply to a request refused on this path.
     fn refuse(&self, refusal: Refusal) -> Response<Self::Body>;
@@ -367,12 +373,7 @@ fn decimal(value: &[u8]) -> Option<usize> {
 /// answer is then told to stop ([`Hangup`]), and this waits for it to cancel its
 /// attempts with receipts and settle before the connection is closed. Bytes the client
 /// sends meanwhile (a pipelined request) are kept in `buf`.
-async fn answer_watching<R>(
-    tcp: &mut TcpStream,
-    buf: &mut BytesMut,
-    answer: impl Future<Output = R>,
-    hangup: &Hangup,
-) -> Option<R> {
+async fn answer_watching<R>(tcp: &mut TcpStream, buf: &mut BytesMut, answer: impl Future<Output = R>, hangup: &Hangup) -> Option<R> {
     let mut answer = std::pin::pin!(answer);
     loop {
         tokio::select! {
@@ -392,7 +393,13 @@ async fn answer_watching<R>(
 /// Writes `resp`: a body of known size with `Content-Length` (one write when it is
 /// small), any other chunked, each piece as it comes (a stream's events), watching for
 /// the client hanging up between pieces.
-async fn write_response<B>(tcp: &mut TcpStream, resp: Response<B>, close: bool, out: &mut Vec<u8>, buf: &mut BytesMut) -> std::io::Result<()>
+async fn write_response<B>(
+    tcp: &mut TcpStream,
+    resp: Response<B>,
+    close: bool,
+    out: &mut Vec<u8>,
+    buf: &mut BytesMut,
+) -> std::io::Result<()>
 where
     B: http_body::Body<Data = Bytes> + Unpin,
 {

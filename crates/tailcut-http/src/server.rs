@@ -142,15 +142,23 @@ mod tests {
         let t = Duration::from_secs(5);
         let limits = ServerLimits::new(t, t, t, Arc::new(AtomicUsize::new(1024)));
         let server = async move {
-            serve_connection(tcp, &Fast, fast_path, &limits, signals, |_| String::new(), |conn: Arc<ConnState>| {
-                hyper::service::service_fn(move |_req| {
-                    let answered = conn.start_request();
-                    async move {
-                        drop(answered);
-                        Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from_static(b"hyper"))))
-                    }
-                })
-            })
+            serve_connection(
+                tcp,
+                &Fast,
+                fast_path,
+                &limits,
+                signals,
+                |_| String::new(),
+                |conn: Arc<ConnState>| {
+                    hyper::service::service_fn(move |_req| {
+                        let answered = conn.start_request();
+                        async move {
+                            drop(answered);
+                            Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from_static(b"hyper"))))
+                        }
+                    })
+                },
+            )
             .await
         };
         let client = async move {

@@ -8,6 +8,8 @@ tokio::task_local! {
 
 /// Runs `case` with every gateway it starts through [`parse_config`] on the fast path
 /// (`true`) or on hyper's alone (`false`).
+// Only http1.rs runs its cases on both paths; the other test binaries share this file.
+#[allow(dead_code)]
 pub async fn on_path<F: std::future::Future>(fast_path: bool, case: F) -> F::Output {
     FAST_PATH.scope(fast_path, case).await
 }

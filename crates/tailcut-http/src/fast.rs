@@ -1,25 +1,3 @@
-//! The proxied call's own HTTP/1.1. A keep-alive connection whose requests are POSTs
-//! to the OpenAI endpoints, each read whole (head and body among the bytes already
-//! read), is served here: the head parsed with httparse, the handler called with the
-//! body as read, the reply written in one write — without hyper's connection machinery
-//! (its dispatcher, header map, request and response types: ~9,000 instructions of a
-//! proxied call, docs/benchmarks.md).
-//!
-//! The first request that is anything else — another path or method, HTTP/1.0, a
-//! chunked, `Expect` or `Upgrade` request, one without exactly one `Host` field (hyper's
-//! path answers it a 400, [`crate::limits`]), a head still arriving or over the limits,
-//! a body over the size limit, bytes that are not HTTP — hands the connection, with
-//! every byte already read, to hyper ([`Ended::HandOver`]), which serves it from then on
-//! with its own parsing, limits and timeouts. So this path only answers requests that
-//! hyper's path would have answered the same way. While it holds the connection it
-//! keeps the same rules: the idle timeout between requests, the body timeout (a 408),
-//! closing after the request in progress when the gateway drains or idle connections
-//! are asked to make room, and a client that hangs up stops its request's race (its
-//! live attempts cancelled with receipts, as at the total timeout; a 499 in metrics) or
-//! drops its streamed reply. (hyper's path does the same: [`crate::dispatch`] runs the
-//! handler in a task of its own and tells the race ([`Hangup`]) when hyper drops the
-//! request's future.)
-
 //! The hand-written HTTP/1.1 for proxied calls. A keep-alive connection whose requests
 //! are POSTs to the service's fast routes ([`FastService::route`]), each read whole (head
 //! and body among the bytes already read), is served here: the head parsed with

@@ -5,10 +5,11 @@
 //! without hyper's connection machinery (its dispatcher, header map, request and
 //! response types: ~9,000 instructions of a proxied call, docs/benchmarks.md).
 //!
-//! Kept because a same-run benchmark still justifies it (docs/benchmarks.md, "One HTTP
-//! layer", 2026-12-05): with `[gateway] fast_path = false` (every request through hyper)
-//! the gateway's closed-loop throughput and instructions per request are those quoted
-//! there against this path's.
+//! Kept because a same-run measurement still justifies it (docs/benchmarks.md, "One HTTP
+//! layer", 2026-12-05): with this path on, a proxied call on a hedged route costs
+//! 40,233 instructions against 54,334 with `[gateway] fast_path = false` (hyper serving
+//! every request), −26 %; streamed 58,714 against 74,131 (callgrind,
+//! `scripts/instructions-per-request.sh`, same build, `TAILCUT_IPR_GATEWAY`).
 //!
 //! The first request that is anything else — another path or method, HTTP/1.0, a
 //! chunked, `Expect` or `Upgrade` request, one without exactly one `Host` field (hyper's

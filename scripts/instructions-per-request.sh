@@ -74,6 +74,8 @@ config() {
         policy='[policies.h]\nkind = "hedge"\nprimary = "a"\nhedge = "b"\ndelay_ms = 500\n'
     fi
     printf '[budget]\nledger = ":memory:"\n[gateway]\nauth = "none"\nstore = ":memory:"\nmax_in_flight = 100000\ntotal_timeout_s = 60\nhedge_budget_percent = 1000\nhedge_budget_burst = 100000\n'
+    # Extra `[gateway]` lines, e.g. TAILCUT_IPR_GATEWAY='fast_path = false' for hyper's path alone.
+    if [ -n "${TAILCUT_IPR_GATEWAY:-}" ]; then printf '%s\n' "$TAILCUT_IPR_GATEWAY"; fi
     provider a ""; provider b ""; provider sa /sse; provider sb /sse
     printf "$policy"
     printf '[policies.hs]\nkind = "hedge"\nprimary = "sa"\nhedge = "sb"\ndelay_ms = 500\n'

@@ -46,6 +46,9 @@ pub struct GatewayConfig {
     pub body_read_timeout: Duration,
     /// How long an idle keep-alive connection is kept open.
     pub idle_timeout: Duration,
+    /// Whether whole proxied calls are served by the hand-written HTTP/1.1 fast path
+    /// (`fast_path = true`, the default) or every request by hyper (`false`).
+    pub fast_path: bool,
     /// Most client connections at once; None derives it from the open-file limit at start.
     pub max_connections: Option<usize>,
     /// Most jobs one key may have running at once, for keys that set no
@@ -234,6 +237,7 @@ pub(crate) fn gateway(cx: &Ctx<'_>, raw: Option<toml::Table>) -> Result<GatewayC
         header_read_timeout: cx.seconds(&k("header_read_timeout_s"), g.header_read_timeout_s, 10.0, Lo::Excl(0.0), 3600.0)?,
         body_read_timeout: cx.seconds(&k("body_read_timeout_s"), g.body_read_timeout_s, 30.0, Lo::Excl(0.0), 3600.0)?,
         idle_timeout: cx.seconds(&k("idle_timeout_s"), g.idle_timeout_s, 60.0, Lo::Excl(0.0), 86_400.0)?,
+        fast_path: g.fast_path.unwrap_or(true),
         max_connections,
         max_running_jobs_per_key,
         drain_timeout: cx.seconds(&k("drain_timeout_s"), g.drain_timeout_s, 30.0, Lo::Excl(0.0), 3600.0)?,

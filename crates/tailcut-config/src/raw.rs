@@ -58,6 +58,7 @@ pub(crate) struct RawGateway {
     pub header_read_timeout_s: Option<f64>,
     pub body_read_timeout_s: Option<f64>,
     pub idle_timeout_s: Option<f64>,
+    pub fast_path: Option<bool>,
     pub max_connections: Option<i64>,
     pub max_running_jobs_per_key: Option<i64>,
     pub drain_timeout_s: Option<f64>,

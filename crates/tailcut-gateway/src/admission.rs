@@ -10,9 +10,9 @@ use crate::tenancy::{RunningJob, Tenant};
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 use serde_json::Value;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+use tailcut_http::ServerLimits;
 
 /// An in-flight slot: at once if one is free, else after waiting up to `wait` (a burst
 /// queues briefly instead of failing), else 503.
@@ -70,30 +70,40 @@ pub(crate) fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
     Ok(v)
 }
 
-/// Reads a request body within `max_body_bytes` (the current configuration's: a reload
-/// applies at once); over it (declared or streamed), an OpenAI-style 413, and any other
-/// read failure a 400, both as JSON bodies.
+/// Reads a request body under the current configuration's [`ServerLimits`] (see
+/// [`read_body_limited`]).
 pub(crate) async fn read_body<B>(st: &AppState, headers: &HeaderMap, body: B) -> Result<Bytes, ApiError>
 where
     B: axum::body::HttpBody<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
-    let limit = st.rt().config.gateway.body_read_timeout;
+    read_body_limited(&st.server_limits(), headers, body).await
+}
+
+/// Reads a request body within `limits`' body size (the current configuration's: a
+/// reload applies at once) and body timeout; over the size (declared or streamed), an
+/// OpenAI-style 413, past the timeout a 408, and any other read failure a 400, all as
+/// JSON bodies. The fast path reads the same limits (`tailcut_http::fast`).
+pub(crate) async fn read_body_limited<B>(limits: &ServerLimits, headers: &HeaderMap, body: B) -> Result<Bytes, ApiError>
+where
+    B: axum::body::HttpBody<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let limit = limits.body_read;
     // A body already here is read without a timer; one that dribbles in must be whole
     // within the body timeout.
-    match tokio::time::timeout(limit, read_body_within_limit(st, headers, body)).await {
+    match tokio::time::timeout(limit, read_body_within_limit(limits.max_body(), headers, body)).await {
         Ok(read) => read,
         Err(_) => Err(ApiError::BodyTimeout(limit.as_secs())),
     }
 }
 
-async fn read_body_within_limit<B>(st: &AppState, headers: &HeaderMap, body: B) -> Result<Bytes, ApiError>
+async fn read_body_within_limit<B>(max: usize, headers: &HeaderMap, body: B) -> Result<Bytes, ApiError>
 where
     B: axum::body::HttpBody<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
     use http_body_util::BodyExt;
-    let max = st.max_body.load(Ordering::Relaxed);
     let declared = headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > max) {
         return Err(ApiError::TooLarge(max));

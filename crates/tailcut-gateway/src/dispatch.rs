@@ -1,23 +1,22 @@
-//! The gateway as one hyper service, for connections [`crate::fast_http`] handed over
-//! (a request other than a whole proxied call came on them). The OpenAI endpoints (from the one
+//! The gateway as one hyper service, for connections the fast path
+//! (`tailcut_http::fast`) handed over (a request other than a whole proxied call came on
+//! them), or every connection with `[gateway] fast_path = false`. The OpenAI endpoints (from the one
 //! table of paths, [`crate::handlers::ENDPOINTS`]), which every proxied call
 //! takes, go straight to their handler with hyper's own body; every other path goes
 //! through the axum router, whose layers (route lookup, boxed-service clones, request
 //! extensions, the extractors' copy of the headers, the response's length header
 //! rebuilt, the boxed body) would cost ~6,000 instructions per proxied call.
 
-use crate::admission::read_body;
-use crate::connection::ConnState;
+use crate::admission::read_body_limited;
 use crate::error::ApiError;
 use crate::handlers::{endpoint, router, serve_openai};
-use crate::hangup::Hangup;
-use crate::heartbeat::Heartbeat;
 use crate::state::AppState;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use futures::future::BoxFuture;
 use std::convert::Infallible;
 use std::sync::Arc;
+use tailcut_http::{ConnState, HangUpOnDrop, Hangup, HeadRefusal, Heartbeat, ServerLimits};
 
 /// Dispatches requests: the OpenAI endpoints directly, the rest through the router.
 #[derive(Clone)]
@@ -29,6 +28,8 @@ pub(crate) struct Gateway {
     conn: Arc<ConnState>,
     /// The serving runtime's timer heartbeat, told of every request.
     heartbeat: Arc<Heartbeat>,
+    /// The connection's limits (the same the fast path read on it).
+    limits: ServerLimits,
     /// The accept loop's drain signal, held by each proxied call's handler task until it
     /// ends: a race whose client hung up (its connection gone) is still stopped, its
     /// attempts cancelled and the request counted, before the drain goes on, as on the
@@ -38,48 +39,40 @@ pub(crate) struct Gateway {
 
 impl Gateway {
     pub(crate) fn new(state: Arc<AppState>, heartbeat: Arc<Heartbeat>) -> Gateway {
-        Gateway { router: router(state.clone()), state, conn: Arc::default(), heartbeat, serving: None }
+        let limits = state.server_limits();
+        Gateway { router: router(state.clone()), state, conn: Arc::default(), heartbeat, limits, serving: None }
     }
 
-    /// This gateway serving one connection; `serving` is the accept loop's drain signal
-    /// (the drain waits for every receiver to be dropped).
-    pub(crate) fn for_connection(&self, conn: Arc<ConnState>, serving: tokio::sync::watch::Receiver<bool>) -> Gateway {
-        Gateway { state: self.state.clone(), router: self.router.clone(), conn, heartbeat: self.heartbeat.clone(), serving: Some(serving) }
+    /// This gateway serving one connection under `limits`; `serving` is the accept loop's
+    /// drain signal (the drain waits for every receiver to be dropped).
+    pub(crate) fn for_connection(
+        &self,
+        conn: Arc<ConnState>,
+        limits: ServerLimits,
+        serving: tokio::sync::watch::Receiver<bool>,
+    ) -> Gateway {
+        Gateway {
+            state: self.state.clone(),
+            router: self.router.clone(),
+            conn,
+            heartbeat: self.heartbeat.clone(),
+            limits,
+            serving: Some(serving),
+        }
     }
 
     /// The serving runtime's timer heartbeat.
-    pub(crate) fn heartbeat(&self) -> &Heartbeat {
+    pub(crate) fn heartbeat(&self) -> &Arc<Heartbeat> {
         &self.heartbeat
     }
 }
 
-/// Marks the connection's request answered when the response head is ready (or the
-/// request is dropped).
-struct Answered(Arc<ConnState>);
-
-impl Drop for Answered {
-    fn drop(&mut self) {
-        self.0.request_answered();
-    }
-}
-
-/// Tells a request's race that its client went away when hyper drops the request's
-/// future before the handler answered (hyper does so when the client hangs up): the race
-/// stops as on the fast path ([`Hangup`]), its live attempts cancelled with receipts.
-struct HangUpOnDrop(Option<Arc<Hangup>>);
-
-impl HangUpOnDrop {
-    /// The handler answered: the client's going away no longer concerns the race.
-    fn disarm(&mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for HangUpOnDrop {
-    fn drop(&mut self) {
-        if let Some(hangup) = self.0.take() {
-            hangup.hang_up();
-        }
+/// A head over a limit, as the gateway answers it.
+fn head_refusal(refusal: HeadRefusal) -> ApiError {
+    match refusal {
+        HeadRefusal::UriTooLong { limit } => ApiError::UriTooLong(limit),
+        HeadRefusal::TooManyFields { .. } | HeadRefusal::FieldsTooLarge { .. } => ApiError::HeadersTooLarge(refusal.to_string()),
+        HeadRefusal::Host => ApiError::BadRequest(refusal.to_string()),
     }
 }
 
@@ -90,13 +83,11 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Gat
 
     fn call(&self, req: axum::http::Request<hyper::body::Incoming>) -> Self::Future {
         self.heartbeat.beat();
-        let conn = self.conn.clone();
-        conn.request_started();
-        let answered = Answered(conn);
-        if let Some(refusal) = crate::limits::check_head(&req) {
+        let answered = self.conn.start_request();
+        if let Some(refusal) = self.limits.check_head(&req) {
             return Box::pin(async move {
                 drop(answered);
-                Ok(refusal.into_response())
+                Ok(head_refusal(refusal).into_response())
             });
         }
         match endpoint(req.method(), req.uri().path()) {
@@ -105,6 +96,7 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Gat
                 let hangup = Arc::new(Hangup::default());
                 let watched = hangup.clone();
                 let serving = self.serving.clone();
+                let limits = self.limits.clone();
                 // The handler runs in its own task, so that hyper dropping this future
                 // (the client hung up) does not drop the race with it: the race is told
                 // to stop instead, and runs on to cancel its attempts with receipts. On the
@@ -113,13 +105,13 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Gat
                     let _serving = serving;
                     // The body is read as hyper delivers it: no boxing, no router.
                     let (parts, body) = req.into_parts();
-                    match read_body(&st, &parts.headers, body).await {
+                    match read_body_limited(&limits, &parts.headers, body).await {
                         Ok(bytes) => serve_openai(st, parts.headers, bytes, ep, Some(watched)).await,
                         Err(e) => e.into_response(),
                     }
                 });
                 // Made here, not in the future: dropped unpolled, it still hangs up.
-                let mut hang_up_on_drop = HangUpOnDrop(Some(hangup));
+                let mut hang_up_on_drop = HangUpOnDrop::new(hangup);
                 Box::pin(async move {
                     let _answered = answered;
                     let resp = match handler.await {

@@ -18,12 +18,13 @@
 //!
 //! Modules by concern: `state` (the runtime built from a configuration, the process
 //! state), `handlers` (the paths and their handlers, one table shared with `dispatch`),
-//! `fast_http` (proxied calls' own HTTP/1.1) and `dispatch` (hyper's service, for the
-//! rest), `admission` (in-flight slots, body reading), `auth` (keys, route
+//! `fast_routes` (those paths on `tailcut_http`'s fast path for proxied calls) and
+//! `dispatch` (hyper's service, for the rest), `admission` (in-flight slots, body reading), `auth` (keys, route
 //! permissions), `observe` (logs, race metrics, header names), [`metrics`] (the
 //! Prometheus registry), [`error`] (every error as HTTP), `providers` (the OpenAI
-//! providers behind a route, whole and streamed), `connection`, `limits` and `serving`
-//! (connections, head limits, accept and drain), `tasks` (the one
+//! providers behind a route, whole and streamed), `serving` (accept and drain; each
+//! connection is served by `tailcut_http::serve_connection` under one
+//! `tailcut_http::ServerLimits`), `tasks` (the one
 //! task tracker and stop token every spawned task runs under, which the drain waits on), `budgets` (spend against budgets, for
 //! `/metrics` and `/ui`), `ui` (the status page and its recent-requests buffer), [`learning`] (learned routes'
 //! live models: their store in the ledger's file, `/metrics` gauges, the admin JSON).
@@ -35,16 +36,12 @@
 mod admission;
 mod auth;
 mod budgets;
-mod connection;
 mod dispatch;
 pub mod error;
-mod fast_http;
+mod fast_routes;
 mod handlers;
 mod hangup;
-mod heartbeat;
-mod http_date;
 pub mod learning;
-pub mod limits;
 mod logline;
 pub mod metrics;
 mod observe;
@@ -59,11 +56,11 @@ pub mod tenancy;
 mod ui;
 pub mod webhook;
 
-pub use connection::raise_fd_limit;
 pub use handlers::router;
 pub use logline::log_event;
 pub use serving::{serve, serve_per_core};
 pub use state::AppState;
 /// The job store (`tailcut_state::jobs`), under the name the gateway's modules use.
 pub use tailcut_state::jobs as store;
+pub use tailcut_http::raise_fd_limit;
 pub use ui::escape_html;

@@ -5,8 +5,6 @@
 //! gateway's tracker, loser cancels and their receipts included, then save the learned
 //! models and return.
 
-use crate::connection::{Admission, ConnState, GuardedStream};
-use crate::heartbeat::Heartbeat;
 use crate::observe::log;
 use crate::state::AppState;
 use serde_json::json;
@@ -15,6 +13,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+use tailcut_http::{Admission, ConnSignals, Heartbeat};
 use tokio::sync::oneshot;
 
 /// Removes finished jobs past the retention window, once a minute, and saves changed
@@ -107,13 +106,15 @@ fn is_connection_error(e: &std::io::Error) -> bool {
     matches!(e.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset)
 }
 
-/// One connection: HTTP/1.1 with keep-alive, under the head and idle timeouts of the
-/// configuration it started under. When `closing` turns true, or idle connections are
-/// asked to make room, the request in progress finishes and the connection closes.
+/// One connection: HTTP/1.1 with keep-alive, under the limits and timeouts of the
+/// configuration it started under (`tailcut_http::ServerLimits`, read by both paths): on
+/// the fast path until a request needs hyper (unless `[gateway] fast_path = false`),
+/// then hyper's. When `closing` turns true, or idle connections are asked to make room,
+/// the request in progress finishes and the connection closes.
 async fn serve_connection(
     tcp: tokio::net::TcpStream,
     gateway: crate::dispatch::Gateway,
-    mut closing: tokio::sync::watch::Receiver<bool>,
+    closing: tokio::sync::watch::Receiver<bool>,
     state: Arc<AppState>,
 ) {
     struct Counted(Arc<AppState>);
@@ -123,45 +124,15 @@ async fn serve_connection(
         }
     }
     let _counted = Counted(state.clone());
-    let limits = state.connection_limits();
-    let mut shed = state.connections.shed_signal();
-    // Proxied calls are served by the gateway's own HTTP/1.1 until a request needs hyper.
-    let mut tcp = tcp;
-    let signals = crate::fast_http::Signals { closing: &mut closing, shed: &mut shed, idle: limits.idle, heartbeat: gateway.heartbeat() };
-    let read = match crate::fast_http::serve(&mut tcp, &state, signals).await {
-        crate::fast_http::Ended::Closed => return,
-        crate::fast_http::Ended::HandOver(read) => read.freeze(),
-    };
-    // A request to make room that came while the fast path was busy was not for this
-    // connection (a busy connection finishes and stays); only later ones count.
-    shed.mark_unchanged();
-    let conn_state = Arc::new(ConnState::default());
-    let io = GuardedStream::new(tcp, conn_state.clone(), limits.header_read, read);
-    let conn = hyper::server::conn::http1::Builder::new()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(limits.idle)
-        .serve_connection(hyper_util::rt::TokioIo::new(io), gateway.for_connection(conn_state.clone(), closing.clone()));
-    let mut conn = std::pin::pin!(conn);
-    let asked_to_make_room = async {
-        loop {
-            if shed.changed().await.is_err() {
-                return futures::future::pending::<()>().await;
-            }
-            if conn_state.idle() {
-                return;
-            }
-        }
-    };
-    tokio::select! {
-        biased;
-        _ = conn.as_mut() => return,
-        _ = closing.wait_for(|c| *c) => conn.as_mut().graceful_shutdown(),
-        () = asked_to_make_room => {
-            state.metrics.inc("tailcut_connections_shed_total", &[]);
-            conn.as_mut().graceful_shutdown();
-        }
-    }
-    let _ = conn.await;
+    let limits = state.server_limits();
+    let fast_path = state.rt().config.gateway.fast_path;
+    let signals = ConnSignals { closing: closing.clone(), shed: state.connections.shed_signal(), heartbeat: gateway.heartbeat().clone() };
+    let fast = crate::fast_routes::FastRoutes(state);
+    let conn_limits = limits.clone();
+    tailcut_http::serve_connection(tcp, &fast, fast_path, &limits, signals, crate::error::protocol_error_body, move |conn| {
+        gateway.for_connection(conn, conn_limits, closing)
+    })
+    .await;
 }
 
 /// Tells every running job's race to stop: each cancels its live attempts (with

@@ -241,10 +241,11 @@ pub struct AppState {
     /// Slots in `in_flight` (`max_in_flight` at start).
     pub(crate) in_flight_limit: usize,
     next_id: AtomicU64,
-    /// The body limit of the current configuration (read on every request).
-    pub(crate) max_body: AtomicUsize,
+    /// The body limit of the current configuration (read on every request; shared with
+    /// every connection's [`tailcut_http::ServerLimits`]).
+    pub(crate) max_body: Arc<AtomicUsize>,
     /// Open client connections against the cap (fixed at start).
-    pub(crate) connections: crate::connection::Connections,
+    pub(crate) connections: tailcut_http::Connections,
     /// Where settled races are recorded: `metrics` and the status page's recent requests.
     pub(crate) sinks: crate::observe::Sinks,
     /// Where learned models are saved (the ledger's file, or memory), and that file.
@@ -328,9 +329,9 @@ impl AppState {
             log("jobs_interrupted", || json!({"count": interrupted, "provider_jobs_to_cancel": orphans.len()}));
         }
         let max = config.gateway.max_in_flight;
-        let max_body = AtomicUsize::new(config.gateway.max_body_bytes);
-        crate::connection::raise_fd_limit();
-        let connections = crate::connection::Connections::new(config.gateway.max_connections);
+        let max_body = Arc::new(AtomicUsize::new(config.gateway.max_body_bytes));
+        tailcut_http::raise_fd_limit();
+        let connections = tailcut_http::Connections::new(config.gateway.max_connections);
         let ledger = config.budget.ledger.clone();
         let model_store = match &pg {
             #[cfg(feature = "postgres")]
@@ -376,11 +377,13 @@ impl AppState {
         self.rt().learned.save_changed()
     }
 
-    /// The head and idle timeouts of the current configuration (a reload applies to new
-    /// connections).
-    pub(crate) fn connection_limits(&self) -> crate::connection::ConnectionLimits {
+    /// The limits and timeouts both server paths read: the current configuration's head,
+    /// idle and body timeouts (a reload applies to new connections) and its body limit
+    /// (a reload applies at once).
+    pub(crate) fn server_limits(&self) -> tailcut_http::ServerLimits {
         let rt = self.rt();
-        crate::connection::ConnectionLimits { header_read: rt.config.gateway.header_read_timeout, idle: rt.config.gateway.idle_timeout }
+        let g = &rt.config.gateway;
+        tailcut_http::ServerLimits::new(g.header_read_timeout, g.idle_timeout, g.body_read_timeout, self.max_body.clone())
     }
 
     /// The current runtime (a request keeps the one it started with).

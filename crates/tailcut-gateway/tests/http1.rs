@@ -9,6 +9,10 @@
 //! body limit, the header-count limits, authentication, `Transfer-Encoding` with
 //! `Content-Length`, HTTP/1.0, half-closes, `Expect: 100-continue`, the idle timeout and
 //! drain; every reply with one `Date` and no repeated framing fields.
+//!
+//! Every case runs twice (`on_both_paths!`): `CASE::fast_path` with `[gateway] fast_path
+//! = true` and `CASE::hyper_path` with `false`, where hyper serves every request. Both
+//! must answer the same.
 // Tests spawn and read the wall clock freely (clippy.toml's bans are for the gateway's
 // own code).
 #![allow(clippy::disallowed_methods)]
@@ -77,7 +81,6 @@ async fn response(tcp: &mut TcpStream, pending: &mut Vec<u8>) -> Option<(String,
     }
 }
 
-#[tokio::test]
 async fn pipelined_requests_are_answered_in_order_on_one_connection() {
     let addr = gateway("").await;
     let mut tcp = TcpStream::connect(&addr).await.unwrap();
@@ -93,7 +96,6 @@ async fn pipelined_requests_are_answered_in_order_on_one_connection() {
     }
 }
 
-#[tokio::test]
 async fn a_body_in_pieces_is_waited_for_and_a_stalled_one_gets_a_408() {
     let addr = gateway("body_read_timeout_s = 1").await;
     let request = chat("pieces", "");
@@ -119,7 +121,6 @@ async fn a_body_in_pieces_is_waited_for_and_a_stalled_one_gets_a_408() {
     assert!(response(&mut tcp, &mut pending).await.is_none(), "the connection stayed open");
 }
 
-#[tokio::test]
 async fn connection_close_is_honoured_after_the_reply() {
     let addr = gateway("").await;
     let mut tcp = TcpStream::connect(&addr).await.unwrap();
@@ -131,7 +132,6 @@ async fn connection_close_is_honoured_after_the_reply() {
     assert!(response(&mut tcp, &mut pending).await.is_none(), "the connection stayed open");
 }
 
-#[tokio::test]
 async fn a_connection_goes_from_proxied_calls_to_any_other_request() {
     let addr = gateway("").await;
     let mut tcp = TcpStream::connect(&addr).await.unwrap();
@@ -364,7 +364,6 @@ fn chat_body(body: &str, extra: &str) -> String {
     )
 }
 
-#[tokio::test]
 async fn pipelined_requests_mixing_the_fast_path_and_hyper_are_answered_in_order() {
     let up = upstreams().await;
     let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
@@ -413,7 +412,6 @@ async fn pipelined_requests_mixing_the_fast_path_and_hyper_are_answered_in_order
     }
 }
 
-#[tokio::test]
 async fn a_streamed_reply_is_strictly_chunked_and_the_connection_is_kept() {
     let up = upstreams().await;
     let addr = gateway_to(&format!("{up}/stream/v1"), "").await;
@@ -465,7 +463,6 @@ async fn racing_silent_upstreams(extra: &str) -> (String, Arc<AtomicUsize>) {
 /// A client that hangs up while its reply is being raced: both attempts' upstream
 /// requests are closed at once (not run on to their timeout), on the fast path and on
 /// hyper's (on both the race is stopped, with receipts: the next two tests).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_hangs_up_during_a_race_has_its_upstream_requests_closed_at_once() {
     let (base, dropped) = racing_silent_upstreams("").await;
     let addr = base.trim_start_matches("http://").to_string();
@@ -500,7 +497,6 @@ async fn a_client_that_hangs_up_during_a_race_has_its_upstream_requests_closed_a
 /// On the fast path a client that hangs up mid-race stops the race the way the total
 /// timeout does: both attempts are cancelled with receipts (`request_channel_closed`),
 /// the race is settled and recorded, and the request is counted as a 499.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_hangs_up_stops_its_race_with_a_receipt_for_every_attempt() {
     let (base, dropped) = racing_silent_upstreams("").await;
     let addr = base.trim_start_matches("http://").to_string();
@@ -553,7 +549,6 @@ fn client_closed_requests(metrics: &str) -> usize {
 /// hangs up mid-race stops the race as on the fast path: the race settles into the
 /// trace with a `request_channel_closed` receipt for each of its attempts, and the
 /// request is counted as a 499 — a whole reply, then a stream before its first token.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_hangs_up_on_hyper_s_path_stops_its_race_with_a_receipt_for_every_attempt() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.jsonl");
@@ -603,7 +598,6 @@ async fn a_client_that_hangs_up_on_hyper_s_path_stops_its_race_with_a_receipt_fo
     }
 }
 
-#[tokio::test]
 async fn connection_close_with_bytes_sent_after_it_still_gets_the_whole_reply() {
     let up = upstreams().await;
     let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
@@ -625,7 +619,6 @@ async fn connection_close_with_bytes_sent_after_it_still_gets_the_whole_reply() 
     }
 }
 
-#[tokio::test]
 async fn heads_and_bodies_around_the_read_sizes_and_the_body_limit() {
     let up = upstreams().await;
     let max = 200_000;
@@ -660,7 +653,6 @@ async fn heads_and_bodies_around_the_read_sizes_and_the_body_limit() {
     assert!(r.json()["error"]["message"].is_string());
 }
 
-#[tokio::test]
 async fn header_count_limits() {
     let up = upstreams().await;
     let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
@@ -690,7 +682,6 @@ async fn header_count_limits() {
     }
 }
 
-#[tokio::test]
 async fn authorization_is_checked_as_on_hyper_s_path() {
     let up = upstreams().await;
     let key = "k-secret";
@@ -722,7 +713,6 @@ async fn authorization_is_checked_as_on_hyper_s_path() {
     }
 }
 
-#[tokio::test]
 async fn chunked_with_content_length_is_hyper_s_to_judge_and_never_desyncs() {
     let up = upstreams().await;
     let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
@@ -755,7 +745,6 @@ async fn chunked_with_content_length_is_hyper_s_to_judge_and_never_desyncs() {
     }
 }
 
-#[tokio::test]
 async fn http_1_0_requests_go_to_hyper() {
     let up = upstreams().await;
     let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
@@ -779,7 +768,6 @@ async fn http_1_0_requests_go_to_hyper() {
 /// RFC 9112 §3.2: an HTTP/1.1 request without a `Host` field, or with two, is a 400 with
 /// the gateway's JSON error body, first on a connection (the fast path's) and on one
 /// hyper has taken over; an HTTP/1.0 request needs none and is served.
-#[tokio::test]
 async fn an_http_1_1_request_needs_exactly_one_host_field() {
     let up = upstreams().await;
     let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
@@ -821,7 +809,6 @@ async fn an_http_1_1_request_needs_exactly_one_host_field() {
     }
 }
 
-#[tokio::test]
 async fn an_idle_fast_path_connection_closes_at_the_idle_timeout() {
     let up = upstreams().await;
     let addr = gateway_to(&format!("{up}/ok/v1"), "idle_timeout_s = 1").await;
@@ -846,7 +833,7 @@ async fn drainable_gateway(
     lines: &str,
 ) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>) {
     let toml = tailcut_testkit::config::one_provider_gateway(base_url, lines);
-    let config = tailcut_config::Config::parse(&toml, "test").unwrap();
+    let config = common::parse_config(&toml);
     let state = tailcut_gateway::AppState::new(config, None).unwrap();
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
@@ -857,7 +844,6 @@ async fn drainable_gateway(
     (addr, stop, served)
 }
 
-#[tokio::test]
 async fn drain_closes_idle_fast_path_connections_promptly() {
     let up = upstreams().await;
     let (addr, stop, served) = drainable_gateway(&format!("{up}/ok/v1"), "idle_timeout_s = 60").await;
@@ -880,7 +866,6 @@ async fn drain_closes_idle_fast_path_connections_promptly() {
     assert!(t.elapsed() < Duration::from_secs(2), "drain took {:?}", t.elapsed());
 }
 
-#[tokio::test]
 async fn error_replies_on_the_fast_path_are_well_formed() {
     let up = upstreams().await;
     let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
@@ -897,7 +882,6 @@ async fn error_replies_on_the_fast_path_are_well_formed() {
 
 /// A client that half-closes after its request: hyper's path (no half-close support,
 /// its default) drops the request, and the fast path does the same.
-#[tokio::test]
 async fn a_half_closed_client_is_treated_as_on_hyper_s_path() {
     let up = upstreams().await;
     let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
@@ -913,7 +897,6 @@ async fn a_half_closed_client_is_treated_as_on_hyper_s_path() {
     assert_eq!(seen[0], seen[1], "hyper's path answered: {}, the fast path: {}", seen[0], seen[1]);
 }
 
-#[tokio::test]
 async fn a_large_reply_a_stray_crlf_and_expect_100_continue() {
     let up = upstreams().await;
     let addr = gateway_to(&format!("{up}/big/v1"), "").await;
@@ -941,7 +924,6 @@ async fn a_large_reply_a_stray_crlf_and_expect_100_continue() {
     assert_eq!(r.status, 200);
 }
 
-#[tokio::test]
 async fn drain_finishes_a_fast_path_request_in_flight_then_closes() {
     let up = upstreams().await;
     let (addr, stop, served) = drainable_gateway(&format!("{up}/delay/v1"), "").await;
@@ -957,7 +939,6 @@ async fn drain_finishes_a_fast_path_request_in_flight_then_closes() {
     tokio::time::timeout(Duration::from_secs(5), served).await.expect("serve returned").unwrap().unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_the_cap_used_idle_fast_path_connections_make_room_and_busy_ones_finish() {
     let up = upstreams().await;
     let addr = gateway_to(&format!("{up}/delay/v1"), "max_connections = 3\nidle_timeout_s = 60").await;
@@ -984,7 +965,6 @@ async fn at_the_cap_used_idle_fast_path_connections_make_room_and_busy_ones_fini
 /// `Connection: close`, then megabytes the server never reads: closing with them unread
 /// resets the connection, and the reply (sent before) must still reach the client, on
 /// the fast path as on hyper's.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_close_with_a_flood_after_it_still_gets_the_reply() {
     let up = upstreams().await;
     let addr = gateway_to(&format!("{up}/ok/v1"), "").await;
@@ -1011,7 +991,6 @@ async fn connection_close_with_a_flood_after_it_still_gets_the_reply() {
 
 /// A request to make room that came while a fast-path connection was busy does not
 /// count against it once hyper takes it over (a busy connection finishes and stays).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_connection_handed_to_hyper_is_not_shed_for_a_request_made_while_it_was_busy() {
     let up = upstreams().await;
     let addr = gateway_to(&format!("{up}/delay/v1"), "max_connections = 2\nidle_timeout_s = 60").await;
@@ -1031,4 +1010,49 @@ async fn a_busy_connection_handed_to_hyper_is_not_shed_for_a_request_made_while_
     assert_eq!(r.field("connection"), None, "{r:?}");
     busy.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
     assert_eq!(reply(&mut busy, &mut pending).await.expect("the connection was kept").status, 200);
+}
+
+/// Runs each case on both server paths: a module per case with `fast_path` and
+/// `hyper_path` tests (a case may name its runtime: `case [flavor = ...]`).
+macro_rules! on_both_paths {
+    ($($case:ident $([$($runtime:tt)*])?),* $(,)?) => {$(
+        mod $case {
+            #[tokio::test$(($($runtime)*))?]
+            async fn fast_path() {
+                crate::common::on_path(true, super::$case()).await
+            }
+            #[tokio::test$(($($runtime)*))?]
+            async fn hyper_path() {
+                crate::common::on_path(false, super::$case()).await
+            }
+        }
+    )*};
+}
+
+on_both_paths! {
+    pipelined_requests_are_answered_in_order_on_one_connection,
+    a_body_in_pieces_is_waited_for_and_a_stalled_one_gets_a_408,
+    connection_close_is_honoured_after_the_reply,
+    a_connection_goes_from_proxied_calls_to_any_other_request,
+    pipelined_requests_mixing_the_fast_path_and_hyper_are_answered_in_order,
+    a_streamed_reply_is_strictly_chunked_and_the_connection_is_kept,
+    a_client_that_hangs_up_during_a_race_has_its_upstream_requests_closed_at_once [flavor = "multi_thread", worker_threads = 2],
+    a_client_that_hangs_up_stops_its_race_with_a_receipt_for_every_attempt [flavor = "multi_thread", worker_threads = 2],
+    a_client_that_hangs_up_on_hyper_s_path_stops_its_race_with_a_receipt_for_every_attempt [flavor = "multi_thread", worker_threads = 2],
+    connection_close_with_bytes_sent_after_it_still_gets_the_whole_reply,
+    heads_and_bodies_around_the_read_sizes_and_the_body_limit,
+    header_count_limits,
+    authorization_is_checked_as_on_hyper_s_path,
+    chunked_with_content_length_is_hyper_s_to_judge_and_never_desyncs,
+    http_1_0_requests_go_to_hyper,
+    an_http_1_1_request_needs_exactly_one_host_field,
+    an_idle_fast_path_connection_closes_at_the_idle_timeout,
+    drain_closes_idle_fast_path_connections_promptly,
+    error_replies_on_the_fast_path_are_well_formed,
+    a_half_closed_client_is_treated_as_on_hyper_s_path,
+    a_large_reply_a_stray_crlf_and_expect_100_continue,
+    drain_finishes_a_fast_path_request_in_flight_then_closes,
+    at_the_cap_used_idle_fast_path_connections_make_room_and_busy_ones_finish [flavor = "multi_thread", worker_threads = 2],
+    connection_close_with_a_flood_after_it_still_gets_the_reply [flavor = "multi_thread", worker_threads = 2],
+    a_busy_connection_handed_to_hyper_is_not_shed_for_a_request_made_while_it_was_busy [flavor = "multi_thread", worker_threads = 2],
 }

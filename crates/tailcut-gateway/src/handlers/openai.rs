@@ -24,7 +24,7 @@ use tailcut_core::JobRequest;
 use tailcut_providers::openai::Endpoint;
 
 /// Serves one OpenAI-style request, with its metrics, log line and headers. `hangup`,
-/// where the connection is watched while the request is raced ([`crate::fast_http`]),
+/// where the connection is watched while the request is raced (`tailcut_http::fast`),
 /// stops the race when the client goes away.
 pub(crate) async fn serve(st: Arc<AppState>, headers: HeaderMap, body: Bytes, ep: Endpoint, hangup: Option<Arc<Hangup>>) -> Response {
     let rid = st.request_id(&headers);

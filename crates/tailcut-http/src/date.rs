@@ -1,5 +1,5 @@
-//! The `Date` response header, remade once a second per thread (shared by the
-//! gateway's own HTTP/1.1 and hyper's JSON protocol-error replies).
+//! The `Date` response header, remade once a second per thread (shared by the fast
+//! path's replies and the rewritten protocol-error replies of hyper's path).
 
 use std::cell::RefCell;
 use std::time::SystemTime;
@@ -10,7 +10,7 @@ thread_local! {
 }
 
 /// Appends the `Date` header (RFC 9110's IMF-fixdate, remade once a second per thread).
-pub(crate) fn http_date(out: &mut Vec<u8>) {
+pub fn http_date(out: &mut Vec<u8>) {
     let now = SystemTime::now();
     let second = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     DATE.with(|date| {

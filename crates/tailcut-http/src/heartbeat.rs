@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 /// The heartbeat's period.
-pub(crate) const HEARTBEAT: Duration = Duration::from_millis(100);
+pub const HEARTBEAT: Duration = Duration::from_millis(100);
 
 /// No request since the last tick.
 const QUIET: u8 = 0;
@@ -34,7 +34,7 @@ const ASLEEP: u8 = 2;
 
 /// The shared state of one runtime's heartbeat.
 #[derive(Debug, Default)]
-pub(crate) struct Heartbeat {
+pub struct Heartbeat {
     state: AtomicU8,
     wake: Notify,
     /// Ticks so far (what the tests observe).
@@ -45,7 +45,7 @@ pub(crate) struct Heartbeat {
 impl Heartbeat {
     /// A request arrived: keep the heartbeat going, or start it again.
     #[inline]
-    pub(crate) fn beat(&self) {
+    pub fn beat(&self) {
         if self.state.load(Ordering::Relaxed) != BUSY && self.state.swap(BUSY, Ordering::AcqRel) == ASLEEP {
             self.wake.notify_one();
         }
@@ -59,7 +59,7 @@ impl Heartbeat {
 
     /// Runs the heartbeat on the current runtime, as a task on `tasks`, until the task
     /// is aborted.
-    pub(crate) fn spawn(self: &Arc<Self>, tasks: &tokio_util::task::TaskTracker) -> tokio::task::JoinHandle<()> {
+    pub fn spawn(self: &Arc<Self>, tasks: &tokio_util::task::TaskTracker) -> tokio::task::JoinHandle<()> {
         let hb = self.clone();
         tasks.spawn(async move {
             loop {

@@ -6,7 +6,8 @@
 //! - **Idle timeout**: a connection with no complete request head for `idle_timeout`
 //!   (hyper's head timer, which starts when the connection opens or its previous
 //!   response is done) is closed.
-//! - **Body timeout**: applied where bodies are read ([`crate::admission::read_body`]).
+//! - **Body timeout**: applied where bodies are read (the fast path, and the service's
+//!   own body reading on hyper's path), from [`crate::ServerLimits::body_read`].
 //! - **Connection cap** ([`Connections`]): below the file-descriptor limit. At the cap,
 //!   idle keep-alive connections are shed (closed; busy ones finish their request
 //!   first) so that new callers, `/healthz` and `/metrics` among them, still get in; a
@@ -22,18 +23,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// The connection-level limits of one configuration.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ConnectionLimits {
-    /// From a request head's first byte to its last.
-    pub header_read: Duration,
-    /// From a connection opening or going idle to the next complete request head.
-    pub idle: Duration,
-}
-
 /// What the service and the stream of one connection share.
 #[derive(Debug, Default)]
-pub(crate) struct ConnState {
+pub struct ConnState {
     /// Requests whose head has been read (the service was called), ever.
     requests: AtomicU64,
     /// Requests whose response head has not been produced yet.
@@ -42,27 +34,49 @@ pub(crate) struct ConnState {
 
 impl ConnState {
     /// Called when a request head has been read and the request is being served.
-    pub(crate) fn request_started(&self) {
+    pub fn request_started(&self) {
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.in_flight.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Called when the request's response head is ready.
-    pub(crate) fn request_answered(&self) {
+    pub fn request_answered(&self) {
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Whether no request is being served on this connection.
-    pub(crate) fn idle(&self) -> bool {
+    pub fn idle(&self) -> bool {
         self.in_flight.load(Ordering::Relaxed) == 0
     }
+
+    /// Counts a request in ([`ConnState::request_started`]) and returns the guard that
+    /// counts it answered when dropped (when its response head is ready, or the request
+    /// is dropped).
+    pub fn start_request(self: &Arc<Self>) -> Answered {
+        self.request_started();
+        Answered(self.clone())
+    }
 }
+
+/// Marks its connection's request answered when dropped.
+#[derive(Debug)]
+pub struct Answered(Arc<ConnState>);
+
+impl Drop for Answered {
+    fn drop(&mut self) {
+        self.0.request_answered();
+    }
+}
+
+/// The body of a protocol-error reply (hyper's status for a head it could not parse),
+/// in the service's own error shape; its content type is JSON.
+pub type ErrorBody = fn(u16) -> String;
 
 /// A TCP stream that fails its read with `TimedOut` once a request head has taken longer
 /// than the head timeout since its first byte. Bytes that arrive while a request is being
 /// served (its body) are not a head.
 #[derive(Debug)]
-pub(crate) struct GuardedStream {
+pub struct GuardedStream {
     tcp: tokio::net::TcpStream,
     conn: Arc<ConnState>,
     header_read: Duration,
@@ -74,15 +88,23 @@ pub(crate) struct GuardedStream {
     /// hyper's own error reply, replaced by one with a JSON body: the bytes still to
     /// write, and from where. Once set, hyper's own bytes are dropped.
     replacement: Option<(bytes::Bytes, usize)>,
-    /// Bytes read before hyper took the connection over ([`crate::fast_http`]), read
+    /// Bytes read before hyper took the connection over ([`crate::fast`]), read
     /// first.
     prefix: bytes::Bytes,
+    /// The body of a protocol-error reply.
+    error_body: ErrorBody,
 }
 
 impl GuardedStream {
     /// `tcp`, whose next bytes are `prefix` (already read from it) and then its own.
-    pub(crate) fn new(tcp: tokio::net::TcpStream, conn: Arc<ConnState>, header_read: Duration, prefix: bytes::Bytes) -> GuardedStream {
-        GuardedStream { tcp, conn, header_read, deadline: None, armed: false, armed_at: 0, replacement: None, prefix }
+    pub fn new(
+        tcp: tokio::net::TcpStream,
+        conn: Arc<ConnState>,
+        header_read: Duration,
+        prefix: bytes::Bytes,
+        error_body: ErrorBody,
+    ) -> GuardedStream {
+        GuardedStream { tcp, conn, header_read, deadline: None, armed: false, armed_at: 0, replacement: None, prefix, error_body }
     }
 
     fn arm(&mut self) {
@@ -107,12 +129,12 @@ impl GuardedStream {
     }
 
     fn replace_with_json(&mut self, status: u16) {
-        let body = crate::error::protocol_error_body(status);
-        let reason = axum::http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("Error");
+        let body = (self.error_body)(status);
+        let reason = http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("Error");
         let mut reply =
             format!("HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n", body.len()).into_bytes();
         // RFC 9110 6.6.1: a 4xx or 5xx from a server with a clock carries a Date.
-        crate::http_date::http_date(&mut reply);
+        crate::date::http_date(&mut reply);
         reply.extend_from_slice(b"connection: close\r\n\r\n");
         reply.extend_from_slice(body.as_bytes());
         self.replacement = Some((bytes::Bytes::from(reply), 0));
@@ -225,7 +247,7 @@ impl AsyncWrite for GuardedStream {
 /// The open client connections of the whole gateway (every worker thread), against the
 /// cap.
 #[derive(Debug)]
-pub(crate) struct Connections {
+pub struct Connections {
     open: AtomicUsize,
     /// Shedding starts here.
     cap: usize,
@@ -240,7 +262,7 @@ pub(crate) struct Connections {
 
 /// What the accept loop does with a new connection.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Admission {
+pub enum Admission {
     /// Serve it.
     Serve,
     /// Serve it; idle connections were asked to close to make room.
@@ -252,7 +274,7 @@ pub(crate) enum Admission {
 impl Connections {
     /// A cap of `cap` connections (None: half the file-descriptor limit, which leaves one
     /// descriptor per client connection for its provider connection).
-    pub(crate) fn new(cap: Option<usize>) -> Connections {
+    pub fn new(cap: Option<usize>) -> Connections {
         let cap = cap.unwrap_or_else(|| (fd_limit() / 2).max(64)).max(1);
         let ceiling = cap + (cap / 16).max(8);
         Connections {
@@ -266,18 +288,18 @@ impl Connections {
     }
 
     /// The cap.
-    pub(crate) fn cap(&self) -> usize {
+    pub fn cap(&self) -> usize {
         self.cap
     }
 
     /// Connections open now.
-    pub(crate) fn open(&self) -> usize {
+    pub fn open(&self) -> usize {
         self.open.load(Ordering::Relaxed)
     }
 
     /// Counts a new connection in (or refuses it); a `Serve*` answer must be paired with
     /// [`Connections::closed`] when the connection ends.
-    pub(crate) fn admit(&self) -> Admission {
+    pub fn admit(&self) -> Admission {
         let open = self.open.fetch_add(1, Ordering::Relaxed) + 1;
         if open > self.ceiling {
             self.open.fetch_sub(1, Ordering::Relaxed);
@@ -292,12 +314,12 @@ impl Connections {
     }
 
     /// Counts a connection out.
-    pub(crate) fn closed(&self) {
+    pub fn closed(&self) {
         self.open.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// A receiver that changes when idle connections should close.
-    pub(crate) fn shed_signal(&self) -> tokio::sync::watch::Receiver<u64> {
+    pub fn shed_signal(&self) -> tokio::sync::watch::Receiver<u64> {
         self.shed.subscribe()
     }
 

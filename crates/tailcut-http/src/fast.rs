@@ -1,47 +1,85 @@
-//! The proxied call's own HTTP/1.1. A keep-alive connection whose requests are POSTs
-//! to the OpenAI endpoints, each read whole (head and body among the bytes already
-//! read), is served here: the head parsed with httparse, the handler called with the
-//! body as read, the reply written in one write — without hyper's connection machinery
-//! (its dispatcher, header map, request and response types: ~9,000 instructions of a
-//! proxied call, docs/benchmarks.md).
+//! The hand-written HTTP/1.1 for proxied calls. A keep-alive connection whose requests
+//! are POSTs to the service's fast routes ([`FastService::route`]), each read whole (head
+//! and body among the bytes already read), is served here: the head parsed with
+//! httparse, the service called with the body as read, the reply written in one write —
+//! without hyper's connection machinery (its dispatcher, header map, request and
+//! response types: ~9,000 instructions of a proxied call, docs/benchmarks.md).
+//!
+//! Kept because a same-run measurement still justifies it (docs/benchmarks.md, "One HTTP
+//! layer", 2026-12-05): with this path on, a proxied call on a hedged route costs
+//! 40,233 instructions against 54,334 with `[gateway] fast_path = false` (hyper serving
+//! every request), −26 %; streamed 58,714 against 74,131 (callgrind,
+//! `scripts/instructions-per-request.sh`, same build, `TAILCUT_IPR_GATEWAY`).
 //!
 //! The first request that is anything else — another path or method, HTTP/1.0, a
 //! chunked, `Expect` or `Upgrade` request, one without exactly one `Host` field (hyper's
 //! path answers it a 400, [`crate::limits`]), a head still arriving or over the limits,
 //! a body over the size limit, bytes that are not HTTP — hands the connection, with
 //! every byte already read, to hyper ([`Ended::HandOver`]), which serves it from then on
-//! with its own parsing, limits and timeouts. So this path only answers requests that
-//! hyper's path would have answered the same way. While it holds the connection it
-//! keeps the same rules: the idle timeout between requests, the body timeout (a 408),
-//! closing after the request in progress when the gateway drains or idle connections
-//! are asked to make room, and a client that hangs up stops its request's race (its
-//! live attempts cancelled with receipts, as at the total timeout; a 499 in metrics) or
-//! drops its streamed reply. (hyper's path does the same: [`crate::dispatch`] runs the
-//! handler in a task of its own and tells the race ([`Hangup`]) when hyper drops the
-//! request's future.)
+//! with its own parsing and the same [`ServerLimits`]. So this path only answers
+//! requests that hyper's path would have answered the same way. While it holds the
+//! connection it keeps the same rules: the idle timeout between requests, the body
+//! timeout (a 408, [`Refusal::BodyTimeout`]), closing after the request in progress when
+//! the service drains or idle connections are asked to make room, and a client that
+//! hangs up stops its request ([`Hangup`]) or drops its streamed reply.
 
-use crate::handlers::{endpoint, serve_openai};
+use crate::date::http_date;
 use crate::hangup::Hangup;
 use crate::heartbeat::Heartbeat;
-use crate::http_date::http_date;
-use crate::observe::names;
-use crate::state::AppState;
-use axum::http::header::AUTHORIZATION;
-use axum::http::{HeaderMap, HeaderValue, Method};
-use axum::response::Response;
-use bytes::BytesMut;
+use crate::limits::ServerLimits;
+use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
+use http::{HeaderMap, HeaderName, HeaderValue, Response};
 use http_body_util::BodyExt;
 use std::future::Future;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tailcut_providers::openai::Endpoint;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
+
+/// What the fast path serves: a service's routes for whole POSTs, and how it answers.
+pub trait FastService: Send + Sync {
+    /// What a fast route leads to (the gateway: an OpenAI endpoint).
+    type Route: Copy + Send + std::fmt::Debug + PartialEq;
+    /// The reply body.
+    type Body: http_body::Body<Data = Bytes> + Send + Unpin;
+    /// The name of a header field the service reads, given a field's name in any case;
+    /// `None` for the others (parsed but not kept).
+    fn kept_field(name: &str) -> Option<HeaderName>;
+
+    /// The route of a POST to `path` served here, or `None` (hyper's path serves it).
+    fn route(&self, path: &str) -> Option<Self::Route>;
+
+    /// Answers a whole request; `hangup` is set if the client goes away meanwhile.
+    fn call(
+        &self,
+        route: Self::Route,
+        headers: HeaderMap,
+        body: Bytes,
+        hangup: Arc<Hangup>,
+    ) -> impl Future<Output = Response<Self::Body>> + Send;
+
+    /// The reply to a request refused on this path.
+    fn refuse(&self, refusal: Refusal) -> Response<Self::Body>;
+
+    /// Whether the service is draining (connections close after their request).
+    fn draining(&self) -> bool;
+
+    /// An idle connection was closed to make room (for the service's metrics).
+    fn shed(&self);
+}
+
+/// A request refused on the fast path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The body did not arrive within the body timeout (a 408, as hyper's path answers).
+    #[error("the request body did not arrive within {} s", .0.as_secs())]
+    BodyTimeout(Duration),
+}
 
 /// Room made in the read buffer before each read.
 const READ_AT_LEAST: usize = 8 * 1024;
@@ -57,7 +95,7 @@ const MAX_BUFFERED: usize = 64 * 1024;
 
 /// How a connection's time on this path ended.
 #[derive(Debug)]
-pub(crate) enum Ended {
+pub enum Ended {
     /// The connection is done: the client closed it or hung up, it idled out, it was
     /// asked to close (drain, room for new connections), or it broke.
     Closed,
@@ -67,20 +105,20 @@ pub(crate) enum Ended {
 }
 
 /// The signals a connection obeys between requests.
-pub(crate) struct Signals<'a> {
-    /// Turns true when the gateway stops accepting (drain).
+#[derive(Debug)]
+pub struct Signals<'a> {
+    /// Turns true when the service stops accepting (drain).
     pub closing: &'a mut watch::Receiver<bool>,
     /// Bumped when idle connections are asked to make room.
     pub shed: &'a mut watch::Receiver<u64>,
-    /// The longest wait for the next request.
-    pub idle: Duration,
     /// The runtime's timer heartbeat, told of every request.
     pub heartbeat: &'a Heartbeat,
 }
 
-/// Serves `tcp`'s requests for as long as each is a whole request to an OpenAI endpoint.
-pub(crate) async fn serve(tcp: &mut TcpStream, st: &Arc<AppState>, signals: Signals<'_>) -> Ended {
-    let Signals { closing, shed, idle, heartbeat } = signals;
+/// Serves `tcp`'s requests for as long as each is a whole request to a fast route.
+pub async fn serve<S: FastService>(tcp: &mut TcpStream, svc: &S, limits: &ServerLimits, signals: Signals<'_>) -> Ended {
+    let Signals { closing, shed, heartbeat } = signals;
+    let idle = limits.idle;
     let mut buf = BytesMut::with_capacity(READ_AT_LEAST);
     let mut out = Vec::with_capacity(1024);
     let hangup = Arc::new(Hangup::default());
@@ -106,12 +144,12 @@ pub(crate) async fn serve(tcp: &mut TcpStream, st: &Arc<AppState>, signals: Sign
     loop {
         // Every whole request already read, in order.
         while !buf.is_empty() {
-            let request = match parse(&buf, st.max_body.load(Ordering::Relaxed)) {
+            let request = match parse(svc, &buf, limits) {
                 Parsed::Whole(request) => request,
-                Parsed::BodyArriving(total) => match read_body_rest(tcp, &mut buf, total, st.rt().config.gateway.body_read_timeout).await {
+                Parsed::BodyArriving(total) => match read_body_rest(tcp, &mut buf, total, limits.body_read).await {
                     Ok(()) => continue,
                     Err(Some(refusal)) => {
-                        let _ = write_response(tcp, refusal, true, &mut out, &mut buf).await;
+                        let _ = write_response(tcp, svc.refuse(refusal), true, &mut out, &mut buf).await;
                         let _ = tcp.shutdown().await;
                         return Ended::Closed;
                     }
@@ -120,11 +158,11 @@ pub(crate) async fn serve(tcp: &mut TcpStream, st: &Arc<AppState>, signals: Sign
                 Parsed::NotHere => return Ended::HandOver(buf),
             };
             let body = take_request(&mut buf, request.head_len, request.body_len);
-            let answer = serve_openai(st.clone(), request.headers, body, request.endpoint, Some(hangup.clone()));
+            let answer = svc.call(request.route, request.headers, body, hangup.clone());
             let Some(resp) = answer_watching(tcp, &mut buf, answer, &hangup).await else {
                 return Ended::Closed;
             };
-            let close = request.close || st.draining.load(Ordering::Relaxed);
+            let close = request.close || svc.draining();
             if write_response(tcp, resp, close, &mut out, &mut buf).await.is_err() {
                 return Ended::Closed;
             }
@@ -145,7 +183,7 @@ pub(crate) async fn serve(tcp: &mut TcpStream, st: &Arc<AppState>, signals: Sign
                 read = tcp.read_buf(&mut buf) => read,
                 _ = &mut closing_now => return Ended::Closed,
                 () = &mut asked_to_make_room => {
-                    st.metrics.inc("tailcut_connections_shed_total", &[]);
+                    svc.shed();
                     return Ended::Closed;
                 }
                 () = &mut idle_timer => {
@@ -170,9 +208,9 @@ pub(crate) async fn serve(tcp: &mut TcpStream, st: &Arc<AppState>, signals: Sign
 
 /// A whole request this path answers.
 #[derive(Debug)]
-struct WholeRequest {
-    endpoint: Endpoint,
-    /// The fields the handler reads (`Authorization`, `X-Request-Id`); the rest are not
+struct WholeRequest<R> {
+    route: R,
+    /// The fields the service reads ([`FastService::kept_field`]); the rest are not
     /// looked at past this parse.
     headers: HeaderMap,
     head_len: usize,
@@ -183,9 +221,9 @@ struct WholeRequest {
 
 /// What `buf`'s first request is to this path.
 #[derive(Debug)]
-enum Parsed {
+enum Parsed<R> {
     /// Read whole: answered here.
-    Whole(WholeRequest),
+    Whole(WholeRequest<R>),
     /// Answered here once its body is read to this many bytes (head and body).
     BodyArriving(usize),
     /// Not answered here: the connection goes to hyper.
@@ -193,8 +231,8 @@ enum Parsed {
 }
 
 /// `buf`'s first request (see the module's doc for which are answered here).
-fn parse(buf: &[u8], max_body: usize) -> Parsed {
-    match parse_head(buf, max_body) {
+fn parse<S: FastService>(svc: &S, buf: &[u8], limits: &ServerLimits) -> Parsed<S::Route> {
+    match parse_head(svc, buf, limits) {
         None => Parsed::NotHere,
         Some(r) if buf.len() - r.head_len < r.body_len => Parsed::BodyArriving(r.head_len + r.body_len),
         Some(r) => Parsed::Whole(r),
@@ -208,7 +246,7 @@ fn parse(buf: &[u8], max_body: usize) -> Parsed {
 /// Room is made as the bytes come ([`BODY_STEP`] at most ahead of them), not for the
 /// declared length at once: a head alone must not make the gateway allocate up to
 /// `max_body_bytes` (hyper's path held only the bytes that had arrived).
-async fn read_body_rest(tcp: &mut TcpStream, buf: &mut BytesMut, total: usize, limit: Duration) -> Result<(), Option<Response>> {
+async fn read_body_rest(tcp: &mut TcpStream, buf: &mut BytesMut, total: usize, limit: Duration) -> Result<(), Option<Refusal>> {
     let rest = async {
         while buf.len() < total {
             buf.reserve((total - buf.len()).min(BODY_STEP));
@@ -221,23 +259,23 @@ async fn read_body_rest(tcp: &mut TcpStream, buf: &mut BytesMut, total: usize, l
     };
     match tokio::time::timeout(limit, rest).await {
         Ok(read) => read,
-        Err(_) => Err(Some(axum::response::IntoResponse::into_response(crate::error::ApiError::BodyTimeout(limit.as_secs())))),
+        Err(_) => Err(Some(Refusal::BodyTimeout(limit))),
     }
 }
 
 /// `buf`'s first request head, if this path answers the request (its body may still be
 /// arriving); `None` hands the connection to hyper.
-fn parse_head(buf: &[u8], max_body: usize) -> Option<WholeRequest> {
+fn parse_head<S: FastService>(svc: &S, buf: &[u8], limits: &ServerLimits) -> Option<WholeRequest<S::Route>> {
     let mut slots = [httparse::EMPTY_HEADER; HEADER_SLOTS];
     let mut req = httparse::Request::new(&mut slots);
     let head_len = match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
         _ => return None,
     };
-    if head_len > crate::limits::MAX_HEADER_BYTES || req.version != Some(1) || req.method != Some("POST") {
+    if head_len > limits.max_header_bytes || req.version != Some(1) || req.method != Some("POST") {
         return None;
     }
-    let endpoint = endpoint(&Method::POST, req.path?)?;
+    let route = svc.route(req.path?)?;
     let mut headers = HeaderMap::new();
     let mut body_len = None;
     let mut close = false;
@@ -259,10 +297,8 @@ fn parse_head(buf: &[u8], max_body: usize) -> Option<WholeRequest> {
                     return None;
                 }
             }
-        } else if name.eq_ignore_ascii_case("authorization") {
-            headers.append(AUTHORIZATION, HeaderValue::from_bytes(field.value).ok()?);
-        } else if name.eq_ignore_ascii_case(names::REQUEST_ID.as_str()) {
-            headers.append(names::REQUEST_ID, HeaderValue::from_bytes(field.value).ok()?);
+        } else if let Some(kept) = S::kept_field(name) {
+            headers.append(kept, HeaderValue::from_bytes(field.value).ok()?);
         } else if name.eq_ignore_ascii_case("transfer-encoding")
             || name.eq_ignore_ascii_case("expect")
             || name.eq_ignore_ascii_case("upgrade")
@@ -272,10 +308,10 @@ fn parse_head(buf: &[u8], max_body: usize) -> Option<WholeRequest> {
     }
     let body_len = body_len.unwrap_or(0);
     // No Host, or more than one: hyper's path refuses it (RFC 9112 §3.2).
-    if body_len > max_body || hosts != 1 {
+    if body_len > limits.max_body() || hosts != 1 {
         return None;
     }
-    Some(WholeRequest { endpoint, headers, head_len, body_len, close })
+    Some(WholeRequest { route, headers, head_len, body_len, close })
 }
 
 /// Whether a field name is `Host`, in any case: one load and compare of four bytes
@@ -294,7 +330,7 @@ fn is_host(name: &str) -> bool {
 /// starts afresh: it would otherwise reclaim the large allocation (once the body is
 /// dropped) and hold it while the connection idles, where hyper's path kept no more
 /// than its read buffer.
-fn take_request(buf: &mut BytesMut, head_len: usize, body_len: usize) -> bytes::Bytes {
+fn take_request(buf: &mut BytesMut, head_len: usize, body_len: usize) -> Bytes {
     let mut head = buf.split_to(head_len + body_len);
     let body = head.split_off(head_len).freeze();
     if buf.is_empty() && head_len + body_len > MAX_BUFFERED {
@@ -316,12 +352,7 @@ fn decimal(value: &[u8]) -> Option<usize> {
 /// answer is then told to stop ([`Hangup`]), and this waits for it to cancel its
 /// attempts with receipts and settle before the connection is closed. Bytes the client
 /// sends meanwhile (a pipelined request) are kept in `buf`.
-async fn answer_watching(
-    tcp: &mut TcpStream,
-    buf: &mut BytesMut,
-    answer: impl Future<Output = Response>,
-    hangup: &Hangup,
-) -> Option<Response> {
+async fn answer_watching<R>(tcp: &mut TcpStream, buf: &mut BytesMut, answer: impl Future<Output = R>, hangup: &Hangup) -> Option<R> {
     let mut answer = std::pin::pin!(answer);
     loop {
         tokio::select! {
@@ -341,7 +372,16 @@ async fn answer_watching(
 /// Writes `resp`: a body of known size with `Content-Length` (one write when it is
 /// small), any other chunked, each piece as it comes (a stream's events), watching for
 /// the client hanging up between pieces.
-async fn write_response(tcp: &mut TcpStream, resp: Response, close: bool, out: &mut Vec<u8>, buf: &mut BytesMut) -> std::io::Result<()> {
+async fn write_response<B>(
+    tcp: &mut TcpStream,
+    resp: Response<B>,
+    close: bool,
+    out: &mut Vec<u8>,
+    buf: &mut BytesMut,
+) -> std::io::Result<()>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+{
     let (parts, mut body) = resp.into_parts();
     out.clear();
     out.extend_from_slice(b"HTTP/1.1 ");
@@ -363,7 +403,7 @@ async fn write_response(tcp: &mut TcpStream, resp: Response, close: bool, out: &
         out.extend_from_slice(b"connection: close\r\n");
     }
     let broken = || std::io::Error::other("the reply body failed");
-    if let Some(len) = axum::body::HttpBody::size_hint(&body).exact() {
+    if let Some(len) = http_body::Body::size_hint(&body).exact() {
         out.extend_from_slice(b"content-length: ");
         out.extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
         out.extend_from_slice(b"\r\n\r\n");
@@ -430,6 +470,63 @@ fn chunk(out: &mut Vec<u8>, data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::header::AUTHORIZATION;
+    use http_body_util::Full;
+    use std::sync::atomic::AtomicUsize;
+
+    const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Endpoint {
+        Chat,
+        Completions,
+        Embeddings,
+    }
+
+    /// The gateway's fast routes, answering nothing.
+    struct Svc;
+
+    impl FastService for Svc {
+        type Route = Endpoint;
+        type Body = Full<Bytes>;
+        fn kept_field(name: &str) -> Option<HeaderName> {
+            [AUTHORIZATION, REQUEST_ID].into_iter().find(|k| name.eq_ignore_ascii_case(k.as_str()))
+        }
+
+        fn route(&self, path: &str) -> Option<Endpoint> {
+            match path {
+                "/v1/chat/completions" => Some(Endpoint::Chat),
+                "/v1/completions" => Some(Endpoint::Completions),
+                "/v1/embeddings" => Some(Endpoint::Embeddings),
+                _ => None,
+            }
+        }
+
+        async fn call(&self, _: Endpoint, _: HeaderMap, _: Bytes, _: Arc<Hangup>) -> Response<Full<Bytes>> {
+            Response::new(Full::default())
+        }
+
+        fn refuse(&self, _: Refusal) -> Response<Full<Bytes>> {
+            let mut r = Response::new(Full::default());
+            *r.status_mut() = http::StatusCode::REQUEST_TIMEOUT;
+            r
+        }
+
+        fn draining(&self) -> bool {
+            false
+        }
+
+        fn shed(&self) {}
+    }
+
+    fn limits(max_body: usize) -> ServerLimits {
+        let t = Duration::from_secs(1);
+        ServerLimits::new(t, t, t, Arc::new(AtomicUsize::new(max_body)))
+    }
+
+    fn parse_at(buf: &[u8], max_body: usize) -> Parsed<Endpoint> {
+        parse(&Svc, buf, &limits(max_body))
+    }
 
     const BODY: &str = r#"{"model":"m","messages":[]}"#;
 
@@ -446,18 +543,18 @@ mod tests {
             ),
             BODY,
         );
-        let Parsed::Whole(r) = parse(&bytes, 1 << 20) else { panic!("not answered here") };
-        assert_eq!(r.endpoint, Endpoint::Chat);
+        let Parsed::Whole(r) = parse_at(&bytes, 1 << 20) else { panic!("not answered here") };
+        assert_eq!(r.route, Endpoint::Chat);
         assert_eq!(r.head_len + r.body_len, bytes.len());
         assert_eq!(r.headers[AUTHORIZATION], "Bearer k");
-        assert_eq!(r.headers[names::REQUEST_ID], "r1");
+        assert_eq!(r.headers[REQUEST_ID], "r1");
         assert_eq!(r.headers.len(), 2, "only the fields the handler reads");
         assert!(!r.close);
         let close = request(
             &format!("POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, Close\r\nContent-Length: {}", BODY.len()),
             BODY,
         );
-        assert!(matches!(parse(&close, 1 << 20), Parsed::Whole(r) if r.close));
+        assert!(matches!(parse_at(&close, 1 << 20), Parsed::Whole(r) if r.close));
     }
 
     #[test]
@@ -483,15 +580,15 @@ mod tests {
             request(&format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n{}content-length: {len}", "x-a: 1\r\n".repeat(40)), BODY),
         ];
         for bytes in handed_over {
-            assert!(matches!(parse(&bytes, 1 << 20), Parsed::NotHere), "answered here: {}", String::from_utf8_lossy(&bytes));
+            assert!(matches!(parse_at(&bytes, 1 << 20), Parsed::NotHere), "answered here: {}", String::from_utf8_lossy(&bytes));
         }
         // Over the body limit: hyper's path answers the 413.
         let big = request(&format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {}", BODY.len()), BODY);
-        assert!(matches!(parse(&big, BODY.len() - 1), Parsed::NotHere));
-        assert!(matches!(parse(&big, BODY.len()), Parsed::Whole(_)));
+        assert!(matches!(parse_at(&big, BODY.len() - 1), Parsed::NotHere));
+        assert!(matches!(parse_at(&big, BODY.len()), Parsed::Whole(_)));
         // A body still arriving is waited for.
         let short = &big[..big.len() - 3];
-        assert!(matches!(parse(short, BODY.len()), Parsed::BodyArriving(n) if n == big.len()));
+        assert!(matches!(parse_at(short, BODY.len()), Parsed::BodyArriving(n) if n == big.len()));
     }
 
     #[test]
@@ -518,9 +615,9 @@ mod tests {
     fn pipelined_requests_are_parsed_one_at_a_time() {
         let one = request(&format!("POST /v1/embeddings HTTP/1.1\r\nhost: x\r\ncontent-length: {}", BODY.len()), BODY);
         let two = [one.clone(), one.clone()].concat();
-        let Parsed::Whole(r) = parse(&two, 1 << 20) else { panic!("not answered here") };
+        let Parsed::Whole(r) = parse_at(&two, 1 << 20) else { panic!("not answered here") };
         assert_eq!(r.head_len + r.body_len, one.len());
-        assert_eq!(r.endpoint, Endpoint::Embeddings);
+        assert_eq!(r.route, Endpoint::Embeddings);
     }
 
     #[tokio::test(start_paused = true)]
@@ -533,7 +630,7 @@ mod tests {
         let mut buf = BytesMut::new();
         let total = 100 << 20;
         let read = read_body_rest(&mut server, &mut buf, total, Duration::from_secs(1)).await;
-        assert!(matches!(read, Err(Some(ref r)) if r.status() == 408));
+        assert!(matches!(read, Err(Some(Refusal::BodyTimeout(_)))));
         assert_eq!(&buf[..], b"{\"model\":");
         assert!(buf.capacity() <= 2 * BODY_STEP, "{} bytes allocated for 10", buf.capacity());
         // A body that does come is read whole.

@@ -21,8 +21,7 @@
 //! `fast_http` (proxied calls' own HTTP/1.1) and `dispatch` (hyper's service, for the
 //! rest), `admission` (in-flight slots, body reading), `auth` (keys, route
 //! permissions), `observe` (logs, race metrics, header names), [`metrics`] (the
-//! Prometheus registry), [`error`] (every error as HTTP), `providers` (the OpenAI
-//! providers behind a route, whole and streamed), `connection`, `limits` and `serving`
+//! Prometheus registry), [`error`] (every error as HTTP), `connection`, `limits` and `serving`
 //! (connections, head limits, accept and drain), `tasks` (the one
 //! task tracker and stop token every spawned task runs under, which the drain waits on), `budgets` (spend against budgets, for
 //! `/metrics` and `/ui`), `ui` (the status page and its recent-requests buffer), [`learning`] (learned routes'
@@ -49,7 +48,6 @@ mod logline;
 pub mod metrics;
 mod observe;
 mod probe;
-mod providers;
 mod recorded;
 mod replicas;
 mod serving;

@@ -50,8 +50,6 @@ pub(crate) struct OpenAiRoute {
     pub chat_stream: Raced,
     /// Streamed text completions.
     pub completions_stream: Raced,
-    /// The route's name as a response header value.
-    pub route_header: HeaderValue,
     /// Each provider's name as a response header value (the winner header).
     pub provider_headers: Vec<(String, HeaderValue)>,
     /// The series every request of this route records.

@@ -108,7 +108,6 @@ impl Shared<'_> {
             series: RouteSeries::new(&route.name, name_refs.iter().copied()),
             provider_headers: names.iter().filter_map(|n| Some((n.clone(), HeaderValue::from_str(n).ok()?))).collect(),
             reply_headers: reply_headers(&route_header),
-            route_header,
         })
     }
 

@@ -5,8 +5,9 @@
 //! contention agent's HTTP load (`tailcut-contend`).
 //!
 //! The SSE framing itself (fields, line endings, chunk boundaries, a UTF-8 character cut
-//! across two chunks) is `sse-stream`'s, not ours: in one criterion run on the same
-//! stream, the hand-written splitter it replaced took 84.9 µs and `sse-stream` 61.3 µs.
+//! across two chunks) is `sse-stream`'s, not ours: in an earlier same-run criterion
+//! measurement on one stream, the hand-written splitter it replaced took 84.9 µs and
+//! `sse-stream` 61.3 µs (`benches/sse.rs` runs the comparison again).
 
 use super::event::{classify, EventKind};
 use bytes::Bytes;
@@ -48,6 +49,9 @@ pub enum Failure {
 #[error("{0}")]
 pub struct BodyError(String);
 
+/// A body with its errors made [`BodyError`]s.
+type Body<S, E> = MapErr<S, fn(E) -> BodyError>;
+
 fn body_error<E: std::fmt::Display>(e: E) -> BodyError {
     BodyError(e.to_string())
 }
@@ -58,7 +62,7 @@ pub struct Events<S, E>
 where
     S: Stream<Item = Result<Bytes, E>>,
 {
-    sse: SseByteStream<MapErr<S, fn(E) -> BodyError>>,
+    sse: SseByteStream<Body<S, E>>,
     ended: bool,
 }
 

@@ -5,8 +5,11 @@
 //! (no coordinated omission).
 
 use crate::agent::{sleep_until_unix_ms, AgentError, AgentSpec, Window};
-use std::io::{BufRead, BufReader};
+use bytes::Bytes;
+use futures::{FutureExt, StreamExt};
+use std::io::Read;
 use std::time::{Duration, Instant};
+use tailcut_providers::openai::sse::{events, Event, Failure};
 
 /// What the HTTP agent measured.
 #[derive(Debug, Clone, Default)]
@@ -24,16 +27,25 @@ pub struct HttpSamples {
     pub errors: u64,
 }
 
-fn has_content_delta(line: &str) -> bool {
-    let Some(data) = line.strip_prefix("data:") else { return false };
-    let data = data.trim();
-    if data == "[DONE]" {
-        return false;
-    }
-    serde_json::from_str::<serde_json::Value>(data).ok().is_some_and(|v| {
-        let delta = &v["choices"][0]["delta"];
-        delta["content"].as_str().is_some_and(|c| !c.is_empty()) || v["choices"][0]["text"].as_str().is_some_and(|c| !c.is_empty())
-    })
+/// The body's chunks as the one SSE reader takes them. The reads block, so the stream
+/// is never pending: each `next()` is ready at once ([`next_now`]).
+fn chunks(mut body: impl Read) -> impl futures::Stream<Item = Result<Bytes, String>> + Unpin {
+    futures::stream::iter(std::iter::from_fn(move || {
+        let mut buf = vec![0u8; 8192];
+        match body.read(&mut buf) {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some(Ok(Bytes::from(buf)))
+            }
+            Err(e) => Some(Err(e.to_string())),
+        }
+    }))
+}
+
+/// The next item of a stream over blocking reads (never pending).
+fn next_now<S: futures::Stream + Unpin>(s: &mut S) -> Option<S::Item> {
+    s.next().now_or_never().flatten()
 }
 
 /// One streamed chat completion: (latency, ttft) from `scheduled`, and the number of
@@ -48,16 +60,19 @@ fn one(agent: &ureq::Agent, url: &str, model: &str, scheduled: Instant) -> Resul
     let resp = agent.post(url).set("content-type", "application/json").send_string(&body.to_string()).map_err(|e| e.to_string())?;
     let mut ttft = None;
     let mut chunks = 0u64;
-    for line in BufReader::new(resp.into_reader()).lines() {
-        let line = line.map_err(|e| e.to_string())?;
-        if has_content_delta(&line) {
-            chunks += 1;
-            if ttft.is_none() {
-                ttft = Some(scheduled.elapsed());
+    let mut events = events(self::chunks(resp.into_reader()));
+    loop {
+        match next_now(&mut events) {
+            Some(Ok(Event::Content(_))) => {
+                chunks += 1;
+                if ttft.is_none() {
+                    ttft = Some(scheduled.elapsed());
+                }
             }
-        }
-        if line.trim() == "data: [DONE]" {
-            break;
+            Some(Ok(Event::Preamble(_))) => {}
+            // A server that closes without `[DONE]` still answered.
+            Some(Ok(Event::Done) | Err(Failure::EndedWithoutDone)) | None => break,
+            Some(Err(e)) => return Err(e.to_string()),
         }
     }
     let total = scheduled.elapsed();

@@ -21,8 +21,7 @@
 //! `fast_routes` (those paths on `tailcut_http`'s fast path for proxied calls) and
 //! `dispatch` (hyper's service, for the rest), `admission` (in-flight slots, body reading), `auth` (keys, route
 //! permissions), `observe` (logs, race metrics, header names), [`metrics`] (the
-//! Prometheus registry), [`error`] (every error as HTTP), `providers` (the OpenAI
-//! providers behind a route, whole and streamed), `serving` (accept and drain; each
+//! Prometheus registry), [`error`] (every error as HTTP), `serving` (accept and drain; each
 //! connection is served by `tailcut_http::serve_connection` under one
 //! `tailcut_http::ServerLimits`), `tasks` (the one
 //! task tracker and stop token every spawned task runs under, which the drain waits on), `budgets` (spend against budgets, for
@@ -46,7 +45,6 @@ mod logline;
 pub mod metrics;
 mod observe;
 mod probe;
-mod providers;
 mod recorded;
 mod replicas;
 mod serving;

@@ -6,7 +6,6 @@
 use crate::learning::{LiveModel, LiveModels, ModelStore};
 use crate::metrics::{Metrics, RouteSeries};
 use crate::observe::{log, names};
-use crate::providers::{whole_reply, OpenAiStream};
 use crate::store::JobStore;
 use crate::tenancy::{SlidingHedgeGate, Tenant, TenantGate};
 use axum::http::{HeaderMap, HeaderValue};
@@ -26,7 +25,7 @@ use tailcut_core::stream::FirstEvent;
 use tailcut_core::trace::TraceWriter;
 use tailcut_core::validate::JsonValidator;
 use tailcut_core::Provider;
-use tailcut_providers::openai::Endpoint;
+use tailcut_providers::openai::{Endpoint, Reader};
 use tailcut_providers::HttpClient;
 use tailcut_state::ledger::SqliteLedger;
 use tokio::sync::{oneshot, Semaphore};
@@ -52,8 +51,6 @@ pub(crate) struct OpenAiRoute {
     pub chat_stream: Raced,
     /// Streamed text completions.
     pub completions_stream: Raced,
-    /// The route's name as a response header value.
-    pub route_header: HeaderValue,
     /// Each provider's name as a response header value (the winner header).
     pub provider_headers: Vec<(String, HeaderValue)>,
     /// The series every request of this route records.

@@ -116,7 +116,7 @@ async fn a_stream_holds_its_slot_until_it_ends() {
 /// The gateway's adapter skips its own JSON check (the route validator scans each reply
 /// once): a truncated reply must still be rejected, never passed to the client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_malformed_upstream_reply_is_a_502_not_a_completion() {
+async fn a_malformed_upstream_reply_is_a_502_naming_the_providers_reason() {
     let up = MockServer::start(
         Flavor::OpenAi,
         Behaviour { queue: Duration::from_millis(10), run: Duration::from_millis(10), malformed: true, ..Behaviour::default() },
@@ -127,7 +127,10 @@ async fn a_malformed_upstream_reply_is_a_502_not_a_completion() {
     let r = reqwest::Client::new().post(&url).json(&body(false)).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 502);
     let v: serde_json::Value = r.json().await.unwrap();
-    assert!(v["error"]["message"].as_str().unwrap().contains("no upstream returned a valid response"), "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("no upstream returned a valid response"), "{v}");
+    // Whole replies name each provider's reason, as streams do (one `respond`).
+    assert!(message.contains("(1 attempt(s): up: "), "the provider and its reason: {v}");
 }
 
 /// A request refused after it was routed — the budget's 429, a 502 — is counted in

@@ -43,7 +43,6 @@ pub mod redact;
 pub mod replicate;
 pub mod runpod;
 pub mod secret;
-pub mod sse;
 pub mod vast;
 
 pub use client::HttpClient;

@@ -25,7 +25,8 @@ use std::time::Duration;
 use tailcut_core::{JobResult, JobState, ProviderError};
 use tailcut_providers::client::Reply;
 use tailcut_providers::generic::{Generic, GenericSpec};
-use tailcut_providers::openai::{Endpoint, StreamAssembly};
+use tailcut_providers::openai::assemble::assemble;
+use tailcut_providers::openai::Endpoint;
 use tailcut_providers::polling::{CancelReply, Observation, Remote, MAX_ERROR_CHARS};
 use tailcut_providers::{baseten, cerebrium, fal, modal, openai, replicate, runpod, vast};
 use tailcut_testkit::fuzz::{mutate, mutation};
@@ -343,29 +344,23 @@ fn openai_whole(status: u16, body: &[u8]) -> Result<(), String> {
 /// Feeds a stream in `cuts` pieces to the assembly; checks what it makes of it.
 fn openai_stream(stream: &[u8], cuts: &[usize]) -> Result<(), String> {
     let started = tokio::time::Instant::now();
+    let mut points: Vec<usize> = cuts.iter().map(|c| c % (stream.len() + 1)).collect();
+    points.sort_unstable();
+    points.push(stream.len());
+    let mut from = 0;
+    let mut chunks = Vec::new();
+    for to in points {
+        chunks.push(Ok::<_, String>(Bytes::copy_from_slice(&stream[from..to.max(from)])));
+        from = to.max(from);
+    }
     for route in [Endpoint::Chat, Endpoint::Completions] {
-        let mut a = StreamAssembly::new(started);
-        let mut from = 0;
-        let mut points: Vec<usize> = cuts.iter().map(|c| c % (stream.len() + 1)).collect();
-        points.sort_unstable();
-        points.push(stream.len());
-        let mut failed = None;
-        for to in points {
-            match a.push(&stream[from..to.max(from)]) {
-                Ok(true) => break,
-                Ok(false) => {}
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            }
-            from = to.max(from);
-        }
-        match failed {
+        // The body is always ready, so the assembly never waits.
+        let mut body = futures::stream::iter(chunks.clone());
+        let r = futures::FutureExt::now_or_never(assemble(&mut body, started, route, "up")).ok_or("the assembly waited on a ready body")?;
+        match &r.error {
             Some(e) if e.trim().is_empty() || e.len() > MAX_ERROR_BYTES => return Err(format!("unclear stream failure: {e:.300}")),
             Some(_) => {}
             None => {
-                let r = a.finish(route, "up");
                 result_ok(&r)?;
                 if let Some(p) = &r.payload {
                     serde_json::from_slice::<Value>(&p.bytes).map_err(|e| format!("assembled completion is not JSON: {e}"))?;

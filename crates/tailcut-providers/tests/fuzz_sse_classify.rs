@@ -11,7 +11,7 @@
 
 use proptest::prelude::*;
 use std::time::Duration;
-use tailcut_providers::sse::{classify, classify_parsed, EventKind};
+use tailcut_providers::openai::event::{classify, classify_parsed, EventKind};
 
 fn check(bytes: &[u8]) -> Result<(), TestCaseError> {
     let text = String::from_utf8_lossy(bytes).into_owned();

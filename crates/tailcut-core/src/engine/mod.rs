@@ -90,6 +90,9 @@ pub struct Outcome {
     pub latency: Option<Duration>,
     /// Attempts launched.
     pub attempts: usize,
+    /// The attempts that ended without a valid result before the race ended, in launch
+    /// order: the provider and why (its trace record's reasons).
+    pub failures: Vec<(String, String)>,
     /// Policy decisions: the flags and counts (a learned policy's explanation is in the
     /// trace record, [`Outcome::settled`], not here).
     pub decisions: Decisions,

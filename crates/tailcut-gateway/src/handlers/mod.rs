@@ -1,5 +1,6 @@
 //! The HTTP handlers and the one table of paths the gateway answers. The OpenAI
-//! endpoints ([`openai`], streams in [`stream`]), the jobs API ([`jobs`]) and the
+//! endpoints ([`openai`], streams in [`stream`], both raced by [`race`] and answered by
+//! [`respond`]), the jobs API ([`jobs`]) and the
 //! operations paths ([`ops`]). The fast-path dispatcher ([`crate::dispatch`]) and the
 //! axum [`router`] both read the endpoints from [`ENDPOINTS`].
 
@@ -7,6 +8,7 @@ mod jobs;
 mod openai;
 mod ops;
 mod race;
+mod respond;
 mod stream;
 
 use crate::admission::RequestBody;

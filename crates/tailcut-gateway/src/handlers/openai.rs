@@ -3,17 +3,18 @@
 //! with the route's headers, a stream is [`super::stream`]'s. Plus `/v1/models`.
 
 use super::race::race;
+use super::respond;
 use super::stream;
 use crate::admission::admit;
 use crate::auth::{authenticate, authorize, may_use};
 use crate::error::ApiError;
 use crate::hangup::Hangup;
-use crate::observe::{hedge_reason, log, names, record_refusal, record_when_settled, with_request_id};
+use crate::observe::{hedge_reason, log, record_refusal, record_when_settled, with_request_id};
 use crate::probe::Field;
 use crate::state::{AppState, OpenAiRoute};
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
@@ -121,35 +122,11 @@ async fn serve_inner(
     let (winner, attempts, reason) = (outcome.winner.take(), outcome.attempts, hedge_reason(&outcome.decisions));
     let payload = outcome.result.as_ref().and_then(|r| r.payload.as_ref()).map(|p| p.bytes.clone());
     record_when_settled(&st.sinks, &route, outcome.settled, raced.learned.as_ref());
-    let Some(bytes) = payload else {
-        if cx.hangup.as_ref().is_some_and(|h| h.happened()) {
-            return Err(ApiError::ClientClosed);
-        }
-        if timed_out {
-            return Err(ApiError::Timeout);
-        }
-        return Err(ApiError::ProviderFailed(format!("no upstream returned a valid response ({attempts} attempt(s))")));
+    let (Some(bytes), Some(winner)) = (payload, winner) else {
+        return Err(respond::no_winner(cx.hangup.as_ref(), timed_out, attempts, &outcome.failures));
     };
-    // The route's header template, with the per-request values set in place: a copy
-    // and a walk instead of hashing six header names into a fresh map.
-    let mut h = route.reply_headers.clone();
-    for (name, value) in h.iter_mut() {
-        if name == names::REQUEST_ID {
-            if let Ok(v) = HeaderValue::from_str(rid) {
-                *value = v;
-            }
-        } else if name == names::WINNER {
-            if let Some(w) = winner.as_deref() {
-                *value = route.provider_header(w);
-            }
-        } else if name == names::ATTEMPTS {
-            *value = HeaderValue::from(attempts as u64);
-        } else if name == names::HEDGE_REASON {
-            *value = HeaderValue::from_static(reason);
-        }
-    }
     let mut resp = Response::new(axum::body::Body::from(bytes));
-    *resp.headers_mut() = h;
+    *resp.headers_mut() = respond::headers(&route, rid, &winner, attempts, reason);
     Ok(resp)
 }
 

@@ -9,7 +9,7 @@
 
 use crate::error::ApiError;
 use crate::hangup::Hangup;
-use crate::observe::{log, names, record_refusal, record_when_settled};
+use crate::observe::{log, record_refusal, record_when_settled};
 use crate::state::{AppState, OpenAiRoute, Raced};
 use axum::body::Body;
 use axum::http::HeaderValue;
@@ -58,15 +58,7 @@ pub(crate) async fn serve(
     record_when_settled(&st.sinks, route, outcome.settled, raced.learned.as_ref());
     let events = winner.as_deref().and_then(|w| handoff.take(w));
     let (Some(winner), Some(events)) = (winner, events) else {
-        if hangup.is_some_and(|h| h.happened()) {
-            return Err(ApiError::ClientClosed);
-        }
-        if stopped {
-            return Err(ApiError::Timeout);
-        }
-        let why: Vec<String> = handoff.failures().iter().map(|(p, e)| format!("{p}: {e}")).collect();
-        // Client-visible texts keep their words ("upstream"), which clients may match on.
-        return Err(ApiError::ProviderFailed(format!("every upstream failed before its first token ({})", why.join("; "))));
+        return Err(super::respond::no_winner(hangup, stopped, attempts, &outcome.failures));
     };
     let reason = match (hedged, handoff.last_start_followed_failure()) {
         (false, _) => "none",
@@ -94,15 +86,8 @@ pub(crate) async fn serve(
     });
     let mut resp = Response::new(Body::from_stream(body));
     let h = resp.headers_mut();
-    h.reserve(7);
+    *h = super::respond::headers(route, rid, &winner, attempts, reason);
     h.insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert(axum::http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    if let Ok(v) = HeaderValue::from_str(rid) {
-        h.insert(names::REQUEST_ID, v);
-    }
-    h.insert(names::WINNER, route.provider_header(&winner));
-    h.insert(names::HEDGE_REASON, HeaderValue::from_static(reason));
-    h.insert(names::ROUTE, route.route_header.clone());
-    h.insert(names::ATTEMPTS, HeaderValue::from(attempts as u64));
     Ok(resp)
 }

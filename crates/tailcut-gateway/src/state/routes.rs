@@ -52,10 +52,13 @@ impl Shared<'_> {
             // connection pool per serving thread, not five.
             let http = HttpClient::new(self.timeout, tailcut_providers::client::RetryPolicy::default()).map_err(|e| e.to_string())?;
             for ((ep, streamed), list) in SLOTS.into_iter().zip(lists.iter_mut()) {
+                // Whole replies are judged by a JSON validator requiring `choices`/`data`,
+                // which also rejects non-JSON: the gateway reads them (`Reader::Gateway`)
+                // without the provider module's own syntax check.
                 let api: Arc<dyn tailcut_core::ProviderApi> = if streamed {
-                    Arc::new(OpenAiStream::new(name, a, ep, &http, self.tls.clone()))
+                    Arc::new(a.stream_provider(name, ep, &http, self.tls.clone()))
                 } else {
-                    whole_reply(name, a, ep, http.clone())
+                    Arc::new(a.provider(name, ep, Reader::Gateway, http.clone()))
                 };
                 list.push(Provider { name: name.clone(), api, pricing: p.pricing });
             }
@@ -105,7 +108,6 @@ impl Shared<'_> {
             series: RouteSeries::new(&route.name, name_refs.iter().copied()),
             provider_headers: names.iter().filter_map(|n| Some((n.clone(), HeaderValue::from_str(n).ok()?))).collect(),
             reply_headers: reply_headers(&route_header),
-            route_header,
         })
     }
 

@@ -29,6 +29,14 @@ impl Race {
             Some(r.finished.saturating_duration_since(self.t0).max(a.submit_started.saturating_duration_since(self.t0)))
         });
         let projected_cost = self.attempts.iter().map(|a| a.projected).sum();
+        let failures = self
+            .attempts
+            .iter()
+            .filter_map(|a| {
+                let r = a.resolved.as_ref().filter(|r| !r.valid)?;
+                Some((self.shared.providers[a.provider].name.clone(), r.reasons.join("; ")))
+            })
+            .collect();
         // The caller's copy of the decisions carries the flags and counts; a learned
         // policy's explanation (with its per-provider beliefs) stays in the trace record.
         let learned = self.decisions.learned.take();
@@ -51,7 +59,7 @@ impl Race {
             })))
         };
         let (request_id, policy, attempts, decisions) = outcome_head;
-        Outcome { request_id, policy, winner, result, latency, attempts, decisions, projected_cost, settled }
+        Outcome { request_id, policy, winner, result, latency, attempts, failures, decisions, projected_cost, settled }
     }
 
     fn into_record(mut self) -> RequestTrace {

@@ -1,16 +1,26 @@
 //! OpenAI-compatible servers (vLLM, TGI, SGLang, hosted APIs): chat and text
 //! completions, non-streaming or streaming (SSE). The job is the request; cancelling
 //! closes the connection (vLLM and TGI abort the generation at once, SGLang within ~4 s).
-//! Streaming responses are assembled into one completion; the time to the first content
-//! token is recorded as a metric.
+//! Streaming responses are read by the one SSE reader ([`sse`]): assembled into one
+//! completion for `tailcut run` ([`assemble`], the time to the first content token
+//! recorded as a metric), or raced on their first content token by the gateway
+//! ([`stream`]).
+
+pub mod assemble;
+pub mod event;
+pub mod sse;
+pub mod stream;
+
+pub use assemble::StreamAssembly;
+pub use stream::OpenAiStream;
 
 use crate::channel::{correlation_id, ChannelJob};
 use crate::client::HttpClient;
 use crate::secret::Secret;
 use async_trait::async_trait;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use http::HeaderValue;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::sync::Arc;
 use tailcut_core::receipt::Evidence;
 use tailcut_core::{Capabilities, Job, JobRequest, JobResult, JobState, Payload, ProviderApi, ProviderError};
@@ -34,7 +44,7 @@ pub struct OpenAi {
     pub name: String,
     /// Base URL including `/v1`.
     pub base: String,
-    /// Model name sent when the input has none.
+    /// Model name sent to this provider (replaces the request's).
     pub model: Option<String>,
     /// Bearer key, if the server wants one.
     pub key: Option<Secret>,
@@ -157,109 +167,43 @@ async fn run(cfg: OpenAi, body: bytes::Bytes, id: String, started: Instant) -> J
             Err(e) => finish(JobResult::bare(JobState::Failed, Some(crate::client::describe(e))), started),
         };
     }
-    let mut assembly = StreamAssembly::new(started);
     let mut stream = crate::client::body_stream(resp);
-    while let Some(chunk) = stream.next().await {
-        let chunk = match chunk {
-            Ok(c) => c,
-            Err(e) => return finish(JobResult::bare(JobState::Failed, Some(format!("stream broke: {e}"))), started),
-        };
-        match assembly.push(&chunk) {
-            Err(failure) => return finish(JobResult::bare(JobState::Failed, Some(failure)), started),
-            Ok(true) => {
-                // The result is whole at `[DONE]`; the reply's last bytes are read apart
-                // from it, so that the connection serves the next job.
-                // Reads the reply's last bytes so its connection can serve the next job; bounded by
-                // the body and the client timeout, and holding nothing a drain must wait for.
-                #[allow(clippy::disallowed_methods)]
-                tokio::spawn(crate::plain::drain(stream));
-                break;
-            }
-            Ok(false) => {}
-        }
+    let result = assemble::assemble(&mut stream, started, cfg.endpoint, &cfg.name).await;
+    if result.state == JobState::Completed {
+        // The result is whole at `[DONE]`; the reply's last bytes are read apart from it,
+        // so that the connection serves the next job. Bounded by the body and the client
+        // timeout, and holding nothing a drain must wait for.
+        #[allow(clippy::disallowed_methods)]
+        tokio::spawn(crate::plain::drain(stream));
     }
-    finish(assembly.finish(cfg.endpoint, &cfg.name), started)
+    finish(result, started)
 }
 
-/// A streamed completion put back together: the content deltas, the finish reason, the
-/// usage chunk and the time to the first content token, from the server-sent events.
-#[derive(Debug)]
-pub struct StreamAssembly {
-    sse: crate::sse::SseData,
-    content: String,
-    ttft: Option<std::time::Duration>,
-    usage: Value,
-    finish_reason: Value,
-    done: bool,
-    started: Instant,
-}
-
-impl StreamAssembly {
-    /// An empty assembly for a request that started at `started`.
-    pub fn new(started: Instant) -> StreamAssembly {
-        StreamAssembly {
-            sse: crate::sse::SseData::default(),
-            content: String::new(),
-            ttft: None,
-            usage: Value::Null,
-            finish_reason: Value::Null,
-            done: false,
-            started,
+/// The body a provider gets, for whole replies and streams alike: the client's bytes as
+/// sent, unless the provider names its own `model` (which replaces the request's) or the
+/// stream must be asked for (`stream_to`: `stream` and the usage chunk set); the body is
+/// then rewritten from the request's document. A document that is not a JSON object is
+/// refused (400).
+pub fn request_body(request: &JobRequest, model: Option<&str>, stream_to: bool) -> Result<bytes::Bytes, ProviderError> {
+    if let Some(raw) = request.raw() {
+        // Nothing to rewrite: the input is neither parsed nor re-encoded.
+        if model.is_none() && !stream_to && raw.trim_ascii_start().starts_with(b"{") {
+            return Ok(raw.clone());
         }
     }
-
-    /// Adds a chunk of the stream: `Ok(true)` once `[DONE]` arrived, `Err(why)` when the
-    /// stream failed (a malformed event, an error event).
-    pub fn push(&mut self, chunk: &[u8]) -> Result<bool, String> {
-        for data in self.sse.push(chunk) {
-            if data == "[DONE]" {
-                self.done = true;
-                return Ok(true);
-            }
-            let Ok(v) = serde_json::from_str::<Value>(&data) else {
-                return Err("malformed stream event".into());
-            };
-            if let Some(err) = v.get("error") {
-                return Err(crate::polling::error_text(&format!("stream error: {err}")));
-            }
-            let piece = crate::sse::chunk_text(&v).and_then(Value::as_str).unwrap_or("");
-            if !piece.is_empty() && self.ttft.is_none() {
-                self.ttft = Some(self.started.elapsed());
-            }
-            self.content.push_str(piece);
-            if let Some(f) = crate::sse::first_choice(&v).and_then(|c| c.get("finish_reason")).filter(|f| !f.is_null()) {
-                self.finish_reason = f.clone();
-            }
-            if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
-                self.usage = u.clone();
-            }
-        }
-        Ok(false)
+    let input = request.input();
+    if !input.is_object() {
+        return Err(ProviderError::Rejected { status: 400, message: "an OpenAI-compatible request must be a JSON object".into() });
     }
-
-    /// The completion (chat or text, by `endpoint`) once the stream ended, or a failure if
-    /// it ended without `[DONE]`. `name` prefixes the time-to-first-token metric.
-    pub fn finish(self, endpoint: Endpoint, name: &str) -> JobResult {
-        if !self.done {
-            return JobResult::bare(JobState::Failed, Some("stream ended without [DONE]".into()));
-        }
-        let (content, finish_reason, usage) = (self.content, self.finish_reason, self.usage);
-        let assembled = match endpoint {
-            Endpoint::Chat => {
-                json!({"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}], "usage": usage})
-            }
-            Endpoint::Completions | Endpoint::Embeddings => {
-                json!({"object": "text_completion", "choices": [{"index": 0, "text": content, "finish_reason": finish_reason}], "usage": usage})
-            }
-        };
-        let mut r = JobResult::bare(JobState::Completed, None);
-        r.payload =
-            Some(Payload { bytes: serde_json::to_vec(&assembled).unwrap_or_default().into(), content_type: "application/json".into() });
-        if let Some(t) = self.ttft {
-            r.metrics.insert(format!("{name}_ttft_ms"), json!(t.as_secs_f64() * 1000.0));
-        }
-        r
+    let mut body = input.clone();
+    if let Some(m) = model {
+        body["model"] = json!(m);
     }
+    if stream_to {
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    Ok(serde_json::to_vec(&body).unwrap_or_default().into())
 }
 
 #[async_trait]
@@ -270,37 +214,7 @@ impl ProviderApi for OpenAi {
 
     async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, ProviderError> {
         let streamed = self.stream && self.endpoint != Endpoint::Embeddings;
-        let body = match request.raw() {
-            // Forwarded as sent: nothing to rewrite, so the input is neither parsed nor
-            // re-encoded (a body that is not a JSON object is the server's to refuse).
-            Some(raw) if self.model.is_none() && !streamed && raw.trim_ascii_start().starts_with(b"{") => raw.clone(),
-            raw => {
-                let input = request.input();
-                if !input.is_object() {
-                    return Err(ProviderError::Rejected {
-                        status: 400,
-                        message: "an OpenAI-compatible request must be a JSON object".into(),
-                    });
-                }
-                let add_model = input.get("model").is_none() && self.model.is_some();
-                match raw {
-                    Some(raw) if !add_model && !streamed => raw.clone(),
-                    _ => {
-                        let mut body = input.clone();
-                        if add_model {
-                            if let Some(m) = &self.model {
-                                body["model"] = json!(m);
-                            }
-                        }
-                        if streamed {
-                            body["stream"] = json!(true);
-                            body["stream_options"] = json!({"include_usage": true});
-                        }
-                        serde_json::to_vec(&body).unwrap_or_default().into()
-                    }
-                }
-            }
-        };
+        let body = request_body(request, self.model.as_deref(), streamed)?;
         let id = correlation_id(&self.name);
         // Both clients end the exchange at their timeout, so the request bounds itself.
         let now = Instant::now();
@@ -325,7 +239,7 @@ impl ProviderApi for OpenAi {
 pub struct Config {
     /// Base URL including `/v1` (required).
     pub base_url: Option<String>,
-    /// Model name sent when the input has none.
+    /// Model name sent to this provider (replaces the request's `model`).
     pub model: Option<String>,
     /// Environment variable holding the bearer key, if the server wants one.
     pub api_key_env: Option<String>,
@@ -340,7 +254,7 @@ pub struct Config {
 pub struct Settings {
     /// Base URL including `/v1`.
     pub base: String,
-    /// Model name sent when the input has none.
+    /// Model name sent to this provider (replaces the request's `model`).
     pub model: Option<String>,
     /// Environment variable holding the bearer key.
     pub key_env: Option<String>,

@@ -44,6 +44,7 @@ pub mod money;
 #[cfg(feature = "postgres")]
 pub mod pg;
 pub mod policy;
+pub mod policy_kind;
 pub mod provider;
 pub mod receipt;
 #[cfg(feature = "sqlite")]
@@ -56,5 +57,6 @@ pub mod validate;
 pub use engine::{Hedger, Outcome, Race, RaceError, RaceSettings};
 pub use job::{JobRequest, JobResult, JobState, Payload};
 pub use money::{MicroUsd, Pricing, RateNanoUsdPerSec};
+pub use policy_kind::PolicyKind;
 pub use provider::{CancelContext, Capabilities, Job, Provider, ProviderApi, ProviderError};
 pub use receipt::{CancelScope, Evidence, Receipt};

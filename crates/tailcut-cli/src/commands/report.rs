@@ -202,6 +202,7 @@ mod tests {
     fn row(arm: &str, primary: &str, latency_s: f64) -> LiveRow {
         LiveRow {
             arm: arm.into(),
+            policy_kind: tailcut_core::PolicyKind::from_legacy_label(arm),
             latency_s,
             latency_estimated: false,
             winner: Some(primary.into()),

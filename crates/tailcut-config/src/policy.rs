@@ -4,12 +4,12 @@
 use crate::bounds::Lo;
 use crate::context::Ctx;
 use crate::error::ConfigError;
-use crate::raw::RawPolicy;
+use crate::raw::{RawAdaptive, RawAuto, RawCost, RawPolicy, RawSingler};
 use std::sync::Arc;
 use std::time::Duration;
 use tailcut_core::policy::learned::LearnedPolicy;
 use tailcut_core::policy::{Cascade, Cutover, DeadlineTier, FixedHedge, ImmediateRace, Policy, PolicyError, QueueTimers, Single};
-use tailcut_core::Provider;
+use tailcut_core::{PolicyKind, Provider};
 use tailcut_model::{AdaptiveSettings, AutoSettings, CostBasis, LearnedKind, Model, ModelConfig, SingleRSettings};
 
 /// A policy as configured.
@@ -131,6 +131,23 @@ impl PolicySpec {
         })
     }
 
+    /// Its kind (`kind = "hedge"`).
+    pub fn kind(&self) -> PolicyKind {
+        match self {
+            PolicySpec::Single { .. } => PolicyKind::Single,
+            PolicySpec::Race { .. } => PolicyKind::Race,
+            PolicySpec::Hedge { .. } => PolicyKind::Hedge,
+            PolicySpec::Cutover { .. } => PolicyKind::Cutover,
+            PolicySpec::Cascade { .. } => PolicyKind::Cascade,
+            PolicySpec::Deadline { .. } => PolicyKind::Deadline,
+            PolicySpec::Learned(l) => match l.kind {
+                LearnedKind::Adaptive(_) => PolicyKind::Adaptive,
+                LearnedKind::Singler(_) => PolicyKind::Singler,
+                LearnedKind::Auto(_) => PolicyKind::Auto,
+            },
+        }
+    }
+
     /// The learned policy's spec, if this is one.
     pub fn learned(&self) -> Option<&LearnedSpec> {
         match self {
@@ -154,191 +171,169 @@ pub fn spec_providers(spec: &PolicySpec) -> Vec<String> {
 }
 
 pub(crate) fn policy(cx: &Ctx<'_>, key: &str, p: RawPolicy) -> Result<PolicySpec, ConfigError> {
-    let need =
-        |field: &str, v: Option<String>| v.ok_or_else(|| cx.err(format!("{key}.{field}"), format!("required for kind = \"{}\"", p.kind)));
-    let timers = |p: &RawPolicy| -> Result<QueueTimers, ConfigError> {
-        let poll = cx.millis(&format!("{key}.poll_after_ms"), p.poll_after_ms, 2500)?;
-        let safety = cx.millis(&format!("{key}.safety_at_ms"), p.safety_at_ms, 8500)?;
-        let escalate = cx.millis(&format!("{key}.escalate_at_ms"), p.escalate_at_ms, 25_000)?;
+    let kind = p.kind();
+    let k = |f: &str| format!("{key}.{f}");
+    let need = |field: &str, v: Option<String>| v.ok_or_else(|| cx.err(k(field), format!("required for kind = \"{kind}\"")));
+    let timers = |poll: Option<i64>, safety: Option<i64>, escalate: Option<i64>| -> Result<QueueTimers, ConfigError> {
+        let poll = cx.millis(&k("poll_after_ms"), poll, 2500)?;
+        let safety = cx.millis(&k("safety_at_ms"), safety, 8500)?;
+        let escalate = cx.millis(&k("escalate_at_ms"), escalate, 25_000)?;
         QueueTimers::try_new(poll, safety, escalate).map_err(|e| cx.err(key, e.to_string()))
     };
-    let allowed: &[&str] = match p.kind.as_str() {
-        "single" => &["provider"],
-        "race" => &["providers"],
-        "hedge" => &["primary", "hedge", "delay_ms"],
-        "cutover" => &["primary", "hedge", "poll_after_ms", "safety_at_ms"],
-        "cascade" => &["primary", "hedge", "fallback", "poll_after_ms", "safety_at_ms", "escalate_at_ms"],
-        "deadline" => &["primary", "hedge", "fallback", "poll_after_ms", "safety_at_ms"],
-        "adaptive" => &[
-            "primary",
-            "hedge",
-            "quantile",
-            "min_samples",
-            "min_delay_ms",
-            "max_delay_ms",
-            "extra_load_percent",
-            "extra_load_burst",
-            "half_life",
-        ],
-        "singler" => &["primary", "hedge", "level", "min_samples", "extra_load_percent", "extra_load_burst", "half_life"],
-        "auto" => &[
-            "providers",
-            "deadline_ms",
-            "target_miss",
-            "extra_load_percent",
-            "extra_load_burst",
-            "poll_after_ms",
-            "safety_at_ms",
-            "escalate_at_ms",
-            "cost",
-            "half_life",
-        ],
-        other => {
-            return Err(cx.err(
-                format!("{key}.kind"),
-                format!(
-                "unknown policy kind `{other}`; expected one of single, race, hedge, cutover, cascade, deadline, adaptive, singler, auto"
-            ),
-            ))
+    Ok(match p {
+        RawPolicy::Single(r) => PolicySpec::Single { provider: need("provider", r.provider)? },
+        RawPolicy::Race(r) => {
+            PolicySpec::Race { providers: r.providers.ok_or_else(|| cx.err(k("providers"), "required for kind = \"race\""))? }
         }
-    };
-    let present = [
-        ("provider", p.provider.is_some()),
-        ("providers", p.providers.is_some()),
-        ("primary", p.primary.is_some()),
-        ("hedge", p.hedge.is_some()),
-        ("fallback", p.fallback.is_some()),
-        ("delay_ms", p.delay_ms.is_some()),
-        ("poll_after_ms", p.poll_after_ms.is_some()),
-        ("safety_at_ms", p.safety_at_ms.is_some()),
-        ("escalate_at_ms", p.escalate_at_ms.is_some()),
-        ("quantile", p.quantile.is_some()),
-        ("min_samples", p.min_samples.is_some()),
-        ("min_delay_ms", p.min_delay_ms.is_some()),
-        ("max_delay_ms", p.max_delay_ms.is_some()),
-        ("level", p.level.is_some()),
-        ("deadline_ms", p.deadline_ms.is_some()),
-        ("target_miss", p.target_miss.is_some()),
-        ("extra_load_percent", p.extra_load_percent.is_some()),
-        ("extra_load_burst", p.extra_load_burst.is_some()),
-        ("half_life", p.half_life.is_some()),
-        ("cost", p.cost.is_some()),
-    ];
-    if let Some((field, _)) = present.iter().find(|(f, set)| *set && !allowed.contains(f)) {
-        return Err(cx.err(format!("{key}.{field}"), format!("not used by kind = \"{}\" (it takes: {})", p.kind, allowed.join(", "))));
-    }
-    if matches!(p.kind.as_str(), "adaptive" | "singler" | "auto") {
-        return learned(cx, key, p).map(PolicySpec::Learned);
-    }
-    let t = timers(&p)?;
-    Ok(match p.kind.as_str() {
-        "single" => PolicySpec::Single { provider: need("provider", p.provider)? },
-        "race" => {
-            PolicySpec::Race { providers: p.providers.ok_or_else(|| cx.err(format!("{key}.providers"), "required for kind = \"race\""))? }
+        RawPolicy::Hedge(r) => {
+            let delay = cx.millis(&k("delay_ms"), r.delay_ms, 10_000)?;
+            PolicySpec::Hedge { primary: need("primary", r.primary)?, hedge: need("hedge", r.hedge)?, delay }
         }
-        "hedge" => {
-            let delay = cx.millis(&format!("{key}.delay_ms"), p.delay_ms, 10_000)?;
-            PolicySpec::Hedge { primary: need("primary", p.primary)?, hedge: need("hedge", p.hedge)?, delay }
+        RawPolicy::Cutover(r) => {
+            let timers = timers(r.poll_after_ms, r.safety_at_ms, None)?;
+            PolicySpec::Cutover { primary: need("primary", r.primary)?, hedge: need("hedge", r.hedge)?, timers }
         }
-        "cutover" => PolicySpec::Cutover { primary: need("primary", p.primary)?, hedge: need("hedge", p.hedge)?, timers: t },
-        "cascade" => PolicySpec::Cascade {
-            primary: need("primary", p.primary)?,
-            hedge: need("hedge", p.hedge)?,
-            fallback: need("fallback", p.fallback)?,
-            timers: t,
-        },
-        _ => PolicySpec::Deadline {
-            primary: need("primary", p.primary)?,
-            hedge: need("hedge", p.hedge)?,
-            fallback: need("fallback", p.fallback)?,
-            timers: t,
-        },
+        RawPolicy::Cascade(r) => {
+            let timers = timers(r.poll_after_ms, r.safety_at_ms, r.escalate_at_ms)?;
+            PolicySpec::Cascade {
+                primary: need("primary", r.primary)?,
+                hedge: need("hedge", r.hedge)?,
+                fallback: need("fallback", r.fallback)?,
+                timers,
+            }
+        }
+        RawPolicy::Deadline(r) => {
+            let timers = timers(r.poll_after_ms, r.safety_at_ms, None)?;
+            PolicySpec::Deadline {
+                primary: need("primary", r.primary)?,
+                hedge: need("hedge", r.hedge)?,
+                fallback: need("fallback", r.fallback)?,
+                timers,
+            }
+        }
+        RawPolicy::Adaptive(r) => PolicySpec::Learned(adaptive(cx, key, r)?),
+        RawPolicy::Singler(r) => PolicySpec::Learned(singler(cx, key, r)?),
+        RawPolicy::Auto(r) => PolicySpec::Learned(auto(cx, key, r)?),
     })
 }
 
-/// Reads an `adaptive`, `singler` or `auto` policy; every number range-checked.
-fn learned(cx: &Ctx<'_>, key: &str, p: RawPolicy) -> Result<LearnedSpec, ConfigError> {
-    let k = |f: &str| format!("{key}.{f}");
-    let half_life = cx.float(&k("half_life"), p.half_life, 64.0, Lo::Incl(1.0), 1e9, "observations")?;
-    let extra_burst = cx.float(&k("extra_load_burst"), p.extra_load_burst, 5.0, Lo::Incl(1.0), 1e6, "extra attempts")?;
-    let extra = |default: f64| -> Result<f64, ConfigError> {
-        Ok(cx.float(&k("extra_load_percent"), p.extra_load_percent, default, Lo::Incl(0.0), 100.0, "percent of requests")? / 100.0)
-    };
-    let min_samples = |default: i64| cx.int(&k("min_samples"), p.min_samples, default, 1, 1_000_000_000, "samples").map(|n| n as u64);
-    let pair = |p: &RawPolicy| -> Result<Vec<String>, ConfigError> {
-        let need = |f: &str, v: &Option<String>| v.clone().ok_or_else(|| cx.err(k(f), format!("required for kind = \"{}\"", p.kind)));
-        Ok(vec![need("primary", &p.primary)?, need("hedge", &p.hedge)?])
-    };
-    let (providers, kind) = match p.kind.as_str() {
-        "adaptive" => {
-            let providers = pair(&p)?;
-            let min_delay = cx.millis(&k("min_delay_ms"), p.min_delay_ms, 0)?;
-            let max_delay = cx.millis(&k("max_delay_ms"), p.max_delay_ms, 60_000)?;
-            if max_delay < min_delay {
-                return Err(cx.err(k("max_delay_ms"), format!("expected at least min_delay_ms ({} ms)", min_delay.as_millis())));
-            }
-            let settings = AdaptiveSettings {
-                primary: 0,
-                hedge: 1,
-                quantile: cx.float(&k("quantile"), p.quantile, 0.95, Lo::Excl(0.0), 0.9999, "(a quantile level, below 1)")?,
-                min_samples: min_samples(20)?,
-                min_delay_s: min_delay.as_secs_f64(),
-                max_delay_s: max_delay.as_secs_f64(),
-                budget: extra(5.0)?,
-            };
-            (providers, LearnedKind::Adaptive(settings))
-        }
-        "singler" => {
-            let providers = pair(&p)?;
-            let settings = SingleRSettings {
-                primary: 0,
-                hedge: 1,
-                budget: extra(5.0)?,
-                level: cx.float(&k("level"), p.level, 0.99, Lo::Excl(0.0), 0.9999, "(the tail level minimised, below 1)")?,
-                min_samples: min_samples(20)?,
-            };
-            (providers, LearnedKind::Singler(settings))
-        }
-        _ => {
-            let providers = p.providers.clone().ok_or_else(|| cx.err(k("providers"), "required for kind = \"auto\""))?;
-            if providers.is_empty() || providers.len() > 8 {
-                return Err(cx.err(k("providers"), "expected 1 to 8 provider names"));
-            }
-            let deadline = cx.millis(&k("deadline_ms"), p.deadline_ms, 60_000)?;
-            if deadline.is_zero() {
-                return Err(cx.err(k("deadline_ms"), "expected a deadline of at least 1 ms"));
-            }
-            // The cutover and cascade timers default to the same shares of the deadline as
-            // the built-in ones of a 60 s deadline (2.5 s, 8.5 s, 25 s), so a 250 ms deadline
-            // weighs plans on a grid fine enough for it.
-            let d = AutoSettings::default();
-            let share = |x: f64| (x / d.deadline_s * deadline.as_secs_f64() * 1000.0).round().max(1.0) as u64;
-            let poll = cx.millis(&k("poll_after_ms"), p.poll_after_ms, share(d.poll_s))?;
-            let safety = cx.millis(&k("safety_at_ms"), p.safety_at_ms, share(d.safety_s))?;
-            let escalate = cx.millis(&k("escalate_at_ms"), p.escalate_at_ms, share(d.escalate_s))?;
-            QueueTimers::try_new(poll, safety, escalate).map_err(|e| cx.err(key, e.to_string()))?;
-            let cost = match p.cost.as_deref() {
-                None | Some("active") => CostBasis::Active,
-                Some("billed") => CostBasis::Billed,
-                Some(other) => return Err(cx.err(k("cost"), format!("`{other}`: expected \"active\" or \"billed\""))),
-            };
-            let settings = AutoSettings {
-                deadline_s: deadline.as_secs_f64(),
-                target_miss: cx.float(&k("target_miss"), p.target_miss, 0.05, Lo::Incl(0.0), 1.0, "(a share of requests)")?,
-                max_extra: extra(10.0)?,
-                poll_s: poll.as_secs_f64(),
-                safety_s: safety.as_secs_f64(),
-                escalate_s: escalate.as_secs_f64(),
-                cost,
-                ..d
-            };
-            (providers, LearnedKind::Auto(settings))
-        }
-    };
-    for (i, name) in providers.iter().enumerate() {
-        if providers[..i].contains(name) {
-            return Err(cx.err(k(if p.kind == "auto" { "providers" } else { "hedge" }), format!("provider `{name}` is named twice")));
-        }
+/// The settings every learned kind shares, each range-checked.
+struct Shared<'a> {
+    cx: &'a Ctx<'a>,
+    key: &'a str,
+}
+
+impl Shared<'_> {
+    fn k(&self, f: &str) -> String {
+        format!("{}.{f}", self.key)
     }
-    Ok(LearnedSpec { providers, kind, half_life, extra_burst })
+
+    fn half_life(&self, v: Option<f64>) -> Result<f64, ConfigError> {
+        self.cx.float(&self.k("half_life"), v, 64.0, Lo::Incl(1.0), 1e9, "observations")
+    }
+
+    fn burst(&self, v: Option<f64>) -> Result<f64, ConfigError> {
+        self.cx.float(&self.k("extra_load_burst"), v, 5.0, Lo::Incl(1.0), 1e6, "extra attempts")
+    }
+
+    fn extra(&self, v: Option<f64>, default: f64) -> Result<f64, ConfigError> {
+        Ok(self.cx.float(&self.k("extra_load_percent"), v, default, Lo::Incl(0.0), 100.0, "percent of requests")? / 100.0)
+    }
+
+    fn min_samples(&self, v: Option<i64>, default: i64) -> Result<u64, ConfigError> {
+        self.cx.int(&self.k("min_samples"), v, default, 1, 1_000_000_000, "samples").map(|n| n as u64)
+    }
+
+    /// `primary` and `hedge`, both required and distinct.
+    fn pair(&self, kind: PolicyKind, primary: Option<String>, hedge: Option<String>) -> Result<Vec<String>, ConfigError> {
+        let need = |f: &str, v: Option<String>| v.ok_or_else(|| self.cx.err(self.k(f), format!("required for kind = \"{kind}\"")));
+        let providers = vec![need("primary", primary)?, need("hedge", hedge)?];
+        self.distinct(&providers, "hedge")?;
+        Ok(providers)
+    }
+
+    fn distinct(&self, providers: &[String], field: &str) -> Result<(), ConfigError> {
+        for (i, name) in providers.iter().enumerate() {
+            if providers[..i].contains(name) {
+                return Err(self.cx.err(self.k(field), format!("provider `{name}` is named twice")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads an `adaptive` policy; every number range-checked.
+fn adaptive(cx: &Ctx<'_>, key: &str, r: RawAdaptive) -> Result<LearnedSpec, ConfigError> {
+    let s = Shared { cx, key };
+    let (half_life, extra_burst) = (s.half_life(r.half_life)?, s.burst(r.extra_load_burst)?);
+    let providers = s.pair(PolicyKind::Adaptive, r.primary, r.hedge)?;
+    let min_delay = cx.millis(&s.k("min_delay_ms"), r.min_delay_ms, 0)?;
+    let max_delay = cx.millis(&s.k("max_delay_ms"), r.max_delay_ms, 60_000)?;
+    if max_delay < min_delay {
+        return Err(cx.err(s.k("max_delay_ms"), format!("expected at least min_delay_ms ({} ms)", min_delay.as_millis())));
+    }
+    let settings = AdaptiveSettings {
+        primary: 0,
+        hedge: 1,
+        quantile: cx.float(&s.k("quantile"), r.quantile, 0.95, Lo::Excl(0.0), 0.9999, "(a quantile level, below 1)")?,
+        min_samples: s.min_samples(r.min_samples, 20)?,
+        min_delay_s: min_delay.as_secs_f64(),
+        max_delay_s: max_delay.as_secs_f64(),
+        budget: s.extra(r.extra_load_percent, 5.0)?,
+    };
+    Ok(LearnedSpec { providers, kind: LearnedKind::Adaptive(settings), half_life, extra_burst })
+}
+
+/// Reads a `singler` policy; every number range-checked.
+fn singler(cx: &Ctx<'_>, key: &str, r: RawSingler) -> Result<LearnedSpec, ConfigError> {
+    let s = Shared { cx, key };
+    let (half_life, extra_burst) = (s.half_life(r.half_life)?, s.burst(r.extra_load_burst)?);
+    let providers = s.pair(PolicyKind::Singler, r.primary, r.hedge)?;
+    let settings = SingleRSettings {
+        primary: 0,
+        hedge: 1,
+        budget: s.extra(r.extra_load_percent, 5.0)?,
+        level: cx.float(&s.k("level"), r.level, 0.99, Lo::Excl(0.0), 0.9999, "(the tail level minimised, below 1)")?,
+        min_samples: s.min_samples(r.min_samples, 20)?,
+    };
+    Ok(LearnedSpec { providers, kind: LearnedKind::Singler(settings), half_life, extra_burst })
+}
+
+/// Reads an `auto` policy; every number range-checked.
+fn auto(cx: &Ctx<'_>, key: &str, r: RawAuto) -> Result<LearnedSpec, ConfigError> {
+    let s = Shared { cx, key };
+    let (half_life, extra_burst) = (s.half_life(r.half_life)?, s.burst(r.extra_load_burst)?);
+    let providers = r.providers.ok_or_else(|| cx.err(s.k("providers"), "required for kind = \"auto\""))?;
+    if providers.is_empty() || providers.len() > 8 {
+        return Err(cx.err(s.k("providers"), "expected 1 to 8 provider names"));
+    }
+    let deadline = cx.millis(&s.k("deadline_ms"), r.deadline_ms, 60_000)?;
+    if deadline.is_zero() {
+        return Err(cx.err(s.k("deadline_ms"), "expected a deadline of at least 1 ms"));
+    }
+    // The cutover and cascade timers default to the same shares of the deadline as
+    // the built-in ones of a 60 s deadline (2.5 s, 8.5 s, 25 s), so a 250 ms deadline
+    // weighs plans on a grid fine enough for it.
+    let d = AutoSettings::default();
+    let share = |x: f64| (x / d.deadline_s * deadline.as_secs_f64() * 1000.0).round().max(1.0) as u64;
+    let poll = cx.millis(&s.k("poll_after_ms"), r.poll_after_ms, share(d.poll_s))?;
+    let safety = cx.millis(&s.k("safety_at_ms"), r.safety_at_ms, share(d.safety_s))?;
+    let escalate = cx.millis(&s.k("escalate_at_ms"), r.escalate_at_ms, share(d.escalate_s))?;
+    QueueTimers::try_new(poll, safety, escalate).map_err(|e| cx.err(key, e.to_string()))?;
+    let cost = match r.cost.unwrap_or_default() {
+        RawCost::Active => CostBasis::Active,
+        RawCost::Billed => CostBasis::Billed,
+    };
+    let settings = AutoSettings {
+        deadline_s: deadline.as_secs_f64(),
+        target_miss: cx.float(&s.k("target_miss"), r.target_miss, 0.05, Lo::Incl(0.0), 1.0, "(a share of requests)")?,
+        max_extra: s.extra(r.extra_load_percent, 10.0)?,
+        poll_s: poll.as_secs_f64(),
+        safety_s: safety.as_secs_f64(),
+        escalate_s: escalate.as_secs_f64(),
+        cost,
+        ..d
+    };
+    s.distinct(&providers, "providers")?;
+    Ok(LearnedSpec { providers, kind: LearnedKind::Auto(settings), half_life, extra_burst })
 }

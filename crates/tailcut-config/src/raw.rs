@@ -1,7 +1,11 @@
 //! Stage one: the file's shape. Unknown keys are rejected here (a provider's keys are
-//! read by [`crate::provider`], by kind).
+//! read by [`crate::provider`], by kind; a policy's by its kind's struct in [`policy`]).
 
 use serde::Deserialize;
+
+mod policy;
+
+pub(crate) use policy::*;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -114,30 +118,4 @@ pub(crate) struct RawReplay {
     pub delays_s: Option<Vec<f64>>,
     pub calibration_rounds: Option<i64>,
     pub cap_s: Option<f64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawPolicy {
-    pub kind: String,
-    pub provider: Option<String>,
-    pub providers: Option<Vec<String>>,
-    pub primary: Option<String>,
-    pub hedge: Option<String>,
-    pub fallback: Option<String>,
-    pub delay_ms: Option<i64>,
-    pub poll_after_ms: Option<i64>,
-    pub safety_at_ms: Option<i64>,
-    pub escalate_at_ms: Option<i64>,
-    pub quantile: Option<f64>,
-    pub min_samples: Option<i64>,
-    pub min_delay_ms: Option<i64>,
-    pub max_delay_ms: Option<i64>,
-    pub level: Option<f64>,
-    pub deadline_ms: Option<i64>,
-    pub target_miss: Option<f64>,
-    pub extra_load_percent: Option<f64>,
-    pub extra_load_burst: Option<f64>,
-    pub half_life: Option<f64>,
-    pub cost: Option<String>,
 }

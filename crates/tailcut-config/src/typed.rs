@@ -153,7 +153,7 @@ impl Config {
         let mut policies = Vec::new();
         for (name, value) in raw.policies {
             let key = format!("policies.{name}");
-            let rp: RawPolicy = cx.typed(&key, value)?;
+            let rp = RawPolicy::read(&cx, &key, value)?;
             let spec = crate::policy::policy(&cx, &key, rp)?;
             spec.build(&entries).map_err(|e| cx.err(&key, e.to_string()))?;
             policies.push((name, spec));

@@ -211,6 +211,10 @@ pub struct RequestTrace {
     pub request_id: String,
     /// Policy label (`hedge:runpod->cerebrium@10s`).
     pub policy: String,
+    /// The policy's kind; absent in records written before it was recorded (read
+    /// those with [`RequestTrace::kind_of_policy`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_kind: Option<crate::PolicyKind>,
     /// Decision flags.
     #[serde(flatten)]
     pub decisions: Decisions,
@@ -226,6 +230,14 @@ pub struct RequestTrace {
     pub receipts: Vec<Receipt>,
     /// Sum of the projected charges.
     pub projected_cost_micro_usd: MicroUsd,
+}
+
+impl RequestTrace {
+    /// The policy's kind: the recorded one, or for a record written before kinds were
+    /// recorded, the one its label names.
+    pub fn kind_of_policy(&self) -> Option<crate::PolicyKind> {
+        self.policy_kind.or_else(|| crate::PolicyKind::from_legacy_label(&self.policy))
+    }
 }
 
 /// Current UTC time in RFC 3339 with milliseconds.

@@ -132,6 +132,7 @@ mod tests {
     fn row(arm: &str, latency_s: f64, p: Option<f64>, deadline: Option<f64>) -> LiveRow {
         LiveRow {
             arm: arm.into(),
+            policy_kind: tailcut_core::PolicyKind::from_legacy_label(arm),
             latency_s,
             latency_estimated: false,
             winner: None,

@@ -520,7 +520,7 @@ mod tests {
         let runs = evaluate_learned(&set, &RoundSet::new(names()), &rates, &defs, &s, &[]);
         for (d, run) in defs.iter().zip(&runs) {
             // Extra attempts over any window of w rounds ≤ burst + budget·w.
-            let budget = if d.label.starts_with("auto:") { s.auto.max_extra } else { s.budget };
+            let budget = if matches!(d.kind, LearnedKind::Auto(_)) { s.auto.max_extra } else { s.budget };
             for w in [1usize, 10, 50, 200, 600] {
                 for start in 0..=set.len() - w {
                     let k: u32 = run.extra[start..start + w].iter().map(|x| u32::from(*x)).sum();

@@ -2,7 +2,7 @@
 
 use crate::rounds::RoundSet;
 use crate::summary::PolicySummary;
-use crate::sweep::{evaluate, standard_sweep_scaled, PolicyDef, ProviderRates};
+use crate::sweep::{evaluate, standard_sweep_scaled, Family, PolicyDef, ProviderRates};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use tailcut_stats::Estimator;
@@ -89,7 +89,7 @@ pub fn top(rows: &[(PolicyDef, PolicySummary)], by: SortKey, top: usize) -> Vec<
 /// The reference report's selection: singles, immediate races (`@0s`), the 6 best other
 /// fixed hedges and the 3 best cutovers by (miss rate at 60 s, active cost).
 pub fn reference_selection(rows: &[(PolicyDef, PolicySummary)]) -> Vec<usize> {
-    let pick = |pred: &dyn Fn(&str) -> bool| -> Vec<usize> { (0..rows.len()).filter(|&i| pred(&rows[i].1.policy)).collect() };
+    let pick = |pred: &dyn Fn(&Family) -> bool| -> Vec<usize> { (0..rows.len()).filter(|&i| pred(&rows[i].0.family)).collect() };
     let ranked = |mut v: Vec<usize>, n: usize| {
         v.sort_by(|&a, &b| {
             let (ka, kb) = (key(&rows[a].1, SortKey::Miss60), key(&rows[b].1, SortKey::Miss60));
@@ -98,9 +98,9 @@ pub fn reference_selection(rows: &[(PolicyDef, PolicySummary)]) -> Vec<usize> {
         v.truncate(n);
         v
     };
-    let mut out = pick(&|p| p.starts_with("single:"));
-    out.extend(pick(&|p| p.contains("@0s")));
-    out.extend(ranked(pick(&|p| p.starts_with("hedge:") && !p.contains("@0s")), 6));
-    out.extend(ranked(pick(&|p| p.starts_with("cutover:")), 3));
+    let mut out = pick(&|f| matches!(f, Family::Single { .. }));
+    out.extend(pick(&|f| matches!(f, Family::Hedge { delay, .. } if *delay == 0.0)));
+    out.extend(ranked(pick(&|f| matches!(f, Family::Hedge { delay, .. } if *delay != 0.0)), 6));
+    out.extend(ranked(pick(&|f| matches!(f, Family::Cutover { .. })), 3));
     out
 }

@@ -29,6 +29,8 @@ use tokio::time::{sleep_until, Duration, Instant};
 #[derive(Debug, Serialize)]
 struct Row {
     policy: String,
+    #[serde(skip)]
+    kind: tailcut_core::PolicyKind,
     n: usize,
     p50_s: Option<f64>,
     p95_s: Option<f64>,
@@ -140,6 +142,7 @@ fn race_policy(
         None => (spec.build(hedger.providers())?, None),
     };
     let label = policy.label().to_string();
+    let kind = policy.kind();
     bar.set_message(label.clone());
     let offsets = arrivals(args);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build()?;
@@ -190,6 +193,7 @@ fn race_policy(
     let cid = wilson(md, n as u64);
     Ok(Row {
         policy: label,
+        kind,
         n,
         p50_s: finite(quantile_nearest(&lat, 0.5)),
         p95_s: finite(quantile_nearest(&lat, 0.95)),
@@ -215,10 +219,10 @@ fn opt(v: Option<f64>) -> String {
 }
 
 fn meaning(rows: &[Row]) -> Option<String> {
-    let base = rows.iter().find(|r| r.policy.starts_with("single:"))?;
+    let base = rows.iter().find(|r| r.kind == tailcut_core::PolicyKind::Single)?;
     let best = rows
         .iter()
-        .filter(|r| !r.policy.starts_with("single:") && !r.policy.starts_with("race:") && r.p95_s.is_some())
+        .filter(|r| !matches!(r.kind, tailcut_core::PolicyKind::Single | tailcut_core::PolicyKind::Race) && r.p95_s.is_some())
         .min_by(|a, b| (a.misses, a.billed_usd_per_req.to_bits()).cmp(&(b.misses, b.billed_usd_per_req.to_bits())))?;
     let (bp95, hp95) = (base.p95_s?, best.p95_s?);
     Some(format!(

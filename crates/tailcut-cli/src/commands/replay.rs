@@ -85,7 +85,7 @@ fn plot_policies(
     let points: Vec<PolicyPoint> =
         rows.iter().map(|(_, s)| PolicyPoint { label: s.policy.clone(), p95_s: s.p95_s, usd_per_req: s.billed_usd_per_req }).collect();
     let baseline = (0..rows.len())
-        .filter(|&i| rows[i].1.policy.starts_with("single:"))
+        .filter(|&i| matches!(rows[i].0.family, tailcut_replay::sweep::Family::Single { .. }))
         .min_by(|&a, &b| points[a].p95_s.total_cmp(&points[b].p95_s).then(points[a].usd_per_req.total_cmp(&points[b].usd_per_req)));
     let n = args.top.unwrap_or(PLOT_CURVES).min(6);
     let curves: Vec<(usize, Curve)> = pick_curves(&points, printed, baseline, n)

@@ -27,8 +27,9 @@ fn spread(s: Option<Spread>) -> String {
 fn plot_arms(path: &std::path::Path, rows: &[LiveRow], arms: &[ArmSummary], deadline: f64) -> anyhow::Result<()> {
     use tailcut_replay::plot::{tail_svg, Curve};
     let baseline = baseline_arm(rows, arms);
-    let singles: Vec<&ArmSummary> = arms.iter().filter(|a| a.arm.starts_with("single:")).collect();
-    let keep = |a: &str| !a.starts_with("single:") || Some(a) == baseline.as_deref();
+    let singles: Vec<&ArmSummary> = arms.iter().filter(|a| a.policy_kind == Some(tailcut_core::PolicyKind::Single)).collect();
+    let single = |a: &str| arms.iter().any(|s| s.arm == a && s.policy_kind == Some(tailcut_core::PolicyKind::Single));
+    let keep = |a: &str| !single(a) || Some(a) == baseline.as_deref();
     let mut curves: Vec<Curve> = group_by_arm(rows)
         .into_iter()
         .filter(|(a, _)| keep(a))
@@ -54,9 +55,9 @@ fn plot_arms(path: &std::path::Path, rows: &[LiveRow], arms: &[ArmSummary], dead
 /// The single-provider arm the plot compares against: that of the most common primary
 /// of the other arms' requests, else the single arm of lowest p95.
 fn baseline_arm(rows: &[LiveRow], arms: &[ArmSummary]) -> Option<String> {
-    let singles: Vec<&ArmSummary> = arms.iter().filter(|a| a.arm.starts_with("single:")).collect();
+    let singles: Vec<&ArmSummary> = arms.iter().filter(|a| a.policy_kind == Some(tailcut_core::PolicyKind::Single)).collect();
     let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
-    for r in rows.iter().filter(|r| !r.arm.starts_with("single:")) {
+    for r in rows.iter().filter(|r| r.policy_kind != Some(tailcut_core::PolicyKind::Single)) {
         if let Some(p) = &r.primary {
             *counts.entry(p.as_str()).or_default() += 1;
         }
@@ -201,6 +202,7 @@ mod tests {
     fn row(arm: &str, primary: &str, latency_s: f64) -> LiveRow {
         LiveRow {
             arm: arm.into(),
+            policy_kind: tailcut_core::PolicyKind::from_legacy_label(arm),
             latency_s,
             latency_estimated: false,
             winner: Some(primary.into()),
@@ -229,7 +231,7 @@ mod tests {
         let arms = summarize(&rows, 60.0);
         assert_eq!(baseline_arm(&rows, &arms).as_deref(), Some("single:runpod"));
         // With no hedged arm, the single arm of lowest p95.
-        let singles: Vec<LiveRow> = rows.iter().filter(|r| r.arm.starts_with("single:")).cloned().collect();
+        let singles: Vec<LiveRow> = rows.iter().filter(|r| r.policy_kind == Some(tailcut_core::PolicyKind::Single)).cloned().collect();
         assert_eq!(baseline_arm(&singles, &summarize(&singles, 60.0)).as_deref(), Some("single:modal"));
     }
 }

@@ -264,7 +264,7 @@ impl Hedger {
         if let Some(g) = &self.shared.hedge_gate {
             g.request_started();
         }
-        Race::new(self.shared.clone(), request, policy.label().to_string())
+        Race::new(self.shared.clone(), request, policy.label().to_string(), policy.kind())
     }
 
     async fn drive(&self, policy: &dyn Policy, mut race: Race) -> Result<Outcome, RaceError> {

@@ -12,6 +12,10 @@ pub trait Policy: Send + Sync + fmt::Debug {
     /// The label written to traces and tables.
     fn label(&self) -> &str;
 
+    /// Which kind of policy it is: written to traces (`policy_kind`) so replay and
+    /// reports tell policies apart without reading labels.
+    fn kind(&self) -> crate::PolicyKind;
+
     /// Drives the race until it has a winner or nothing more can be tried. Returning
     /// early is safe: the engine cancels whatever is still running.
     async fn drive(&self, race: &mut Race) -> Result<(), RaceError>;

@@ -71,6 +71,7 @@ pub struct Race {
     shared: Arc<Shared>,
     request: JobRequest,
     policy: String,
+    policy_kind: crate::PolicyKind,
     t0: Instant,
     attempts: Vec<Attempt>,
     results: FuturesUnordered<ResultFuture>,
@@ -99,11 +100,12 @@ impl fmt::Debug for Race {
 }
 
 impl Race {
-    pub(crate) fn new(shared: Arc<Shared>, request: JobRequest, policy: String) -> Race {
+    pub(crate) fn new(shared: Arc<Shared>, request: JobRequest, policy: String, policy_kind: crate::PolicyKind) -> Race {
         Race {
             shared,
             request,
             policy,
+            policy_kind,
             t0: Instant::now(),
             attempts: Vec::with_capacity(2),
             results: FuturesUnordered::new(),

@@ -45,6 +45,10 @@ impl Policy for Cascade {
         &self.label
     }
 
+    fn kind(&self) -> crate::PolicyKind {
+        crate::PolicyKind::Cascade
+    }
+
     async fn drive(&self, race: &mut Race) -> Result<(), RaceError> {
         if cutover_then_safety(race, self.primary, self.hedge, self.timers).await? {
             return Ok(());

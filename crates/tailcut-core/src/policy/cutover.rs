@@ -35,6 +35,10 @@ impl Policy for Cutover {
         &self.label
     }
 
+    fn kind(&self) -> crate::PolicyKind {
+        crate::PolicyKind::Cutover
+    }
+
     async fn drive(&self, race: &mut Race) -> Result<(), RaceError> {
         if !cutover_then_safety(race, self.primary, self.hedge, self.timers).await? {
             race.wait_until(None).await;

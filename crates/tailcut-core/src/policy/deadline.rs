@@ -42,6 +42,10 @@ impl Policy for DeadlineTier {
         &self.label
     }
 
+    fn kind(&self) -> crate::PolicyKind {
+        crate::PolicyKind::Deadline
+    }
+
     async fn drive(&self, race: &mut Race) -> Result<(), RaceError> {
         match open(race, self.primary, self.hedge, self.timers).await? {
             Opening::Won => {}

@@ -49,6 +49,10 @@ impl Policy for FirstTokenHedge {
         &self.label
     }
 
+    fn kind(&self) -> crate::PolicyKind {
+        crate::PolicyKind::FirstToken
+    }
+
     async fn drive(&self, race: &mut Race) -> Result<(), RaceError> {
         race.launch(self.providers[0], Launch::Primary).await?;
         let mut next = 1;

@@ -31,6 +31,10 @@ impl Policy for FixedHedge {
         &self.label
     }
 
+    fn kind(&self) -> crate::PolicyKind {
+        crate::PolicyKind::Hedge
+    }
+
     async fn drive(&self, race: &mut Race) -> Result<(), RaceError> {
         let p = race.launch(self.primary, Launch::Primary).await?;
         let hedge_at = race.submit_returned(p) + self.delay;

@@ -30,6 +30,7 @@ const BELIEFS_EVERY: u64 = 16;
 #[derive(Debug)]
 pub struct LearnedPolicy {
     label: String,
+    kind: crate::PolicyKind,
     names: Vec<String>,
     /// The same names, shared with every decision's trace.
     shared_names: Vec<Arc<str>>,
@@ -262,10 +263,16 @@ impl LearnedPolicy {
         }
         let meta: Vec<(String, f64, f64)> =
             providers.iter().map(|p| (p.name.clone(), p.pricing.rate.as_usd_per_s(), p.pricing.idle_window.as_secs_f64())).collect();
+        let policy_kind = match kind {
+            LearnedKind::Adaptive(_) => crate::PolicyKind::Adaptive,
+            LearnedKind::Singler(_) => crate::PolicyKind::Singler,
+            LearnedKind::Auto(_) => crate::PolicyKind::Auto,
+        };
         let learner = Learner::new(kind, &meta, model, config, seed);
         let last_served = restored_last_served(learner.model());
         Ok(LearnedPolicy {
             label: label.to_string(),
+            kind: policy_kind,
             shared_names: meta.iter().map(|m| Arc::from(m.0.as_str())).collect(),
             names: meta.into_iter().map(|m| m.0).collect(),
             slots,
@@ -443,6 +450,10 @@ impl LearnedPolicy {
 impl Policy for LearnedPolicy {
     fn label(&self) -> &str {
         &self.label
+    }
+
+    fn kind(&self) -> crate::PolicyKind {
+        self.kind
     }
 
     async fn drive(&self, race: &mut Race) -> Result<(), RaceError> {

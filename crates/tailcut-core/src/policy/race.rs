@@ -31,6 +31,10 @@ impl Policy for ImmediateRace {
         &self.label
     }
 
+    fn kind(&self) -> crate::PolicyKind {
+        crate::PolicyKind::Race
+    }
+
     async fn drive(&self, race: &mut Race) -> Result<(), RaceError> {
         race.launch(self.providers[0], Launch::Racer).await?;
         let mut queue = self.providers[1..].iter().copied();

@@ -25,6 +25,10 @@ impl Policy for Single {
         &self.label
     }
 
+    fn kind(&self) -> crate::PolicyKind {
+        crate::PolicyKind::Single
+    }
+
     async fn drive(&self, race: &mut Race) -> Result<(), RaceError> {
         race.launch(self.provider, Launch::Primary).await?;
         race.wait_until(None).await;

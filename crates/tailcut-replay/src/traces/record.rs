@@ -18,6 +18,8 @@ pub const MAX_CLOCK_MS: f64 = 1e12;
 pub struct LiveRow {
     /// Arm (validation arm name, else the policy label).
     pub arm: String,
+    /// The policy's kind: recorded (`policy_kind`), or named by a legacy record's label.
+    pub policy_kind: Option<tailcut_core::PolicyKind>,
     /// End-to-end latency, s (+∞ when no valid result).
     pub latency_s: f64,
     /// The latency had to be reconstructed (legacy record without `winner_total_ms`).
@@ -167,7 +169,12 @@ pub fn live_row(rec: &Value) -> Result<Option<LiveRow>, String> {
             .map(str::to_string),
         _ => None,
     };
+    let policy_kind = match rec.get("policy_kind") {
+        Some(v) => Some(serde_json::from_value(v.clone()).map_err(|e| format!("policy_kind: {e}"))?),
+        None => tailcut_core::PolicyKind::from_legacy_label(&policy),
+    };
     Ok(Some(LiveRow {
+        policy_kind,
         arm: policy,
         latency_s,
         latency_estimated,

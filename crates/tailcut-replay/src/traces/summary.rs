@@ -31,6 +31,9 @@ fn spread(mut v: Vec<f64>) -> Option<Spread> {
 pub struct ArmSummary {
     /// Arm.
     pub arm: String,
+    /// The kind of policy its requests ran (that of the first that names one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_kind: Option<tailcut_core::PolicyKind>,
     /// Requests in the traces, refused ones included.
     pub n: usize,
     /// Requests never sent to any provider (refused at the first submission); not part
@@ -113,6 +116,7 @@ pub fn summarize_arm(arm: &str, all_rows: &[&LiveRow], deadline_s: f64) -> ArmSu
     }
     ArmSummary {
         arm: arm.to_string(),
+        policy_kind: all_rows.iter().find_map(|r| r.policy_kind),
         n,
         refused: n - sent,
         sent,

@@ -77,6 +77,7 @@ impl Race {
             ts: now_rfc3339(),
             request_id,
             policy,
+            policy_kind: Some(self.policy_kind),
             decisions,
             winner: winner.map(|a| providers[a.provider].name.clone()),
             winner_valid_at_ms,

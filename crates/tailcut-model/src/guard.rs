@@ -17,6 +17,11 @@
 //! - [`Tally`] and [`wilson_upper`]: a plan's realized misses, and the pessimistic bound a
 //!   plan must meet to qualify for the miss target.
 //! - [`loss`]: the documented combination of miss and cost that the experts are judged on.
+//! - [`censored`]: each provider's recent attempts read by Kaplan–Meier (cancels
+//!   right-censored), blended with the model, with the upper bound a single-provider plan
+//!   must meet live.
+
+pub mod censored;
 
 /// Adaptive-conformal control of the miss rate: see the module doc.
 #[derive(Debug, Clone)]

@@ -6,8 +6,13 @@
 //! and per working miss level (the controller's, quantised to a tenth of the target)
 //! until the next refresh. A plan's predicted miss is blended with what it did when it
 //! ran ([`Tally::blended`]): the model where its record is thin, its record where not.
+//! Live, a single-provider plan's predicted miss is also blended with its provider's
+//! recent attempts read by Kaplan–Meier ([`Censored`], set by [`Predictor::set_censored`]),
+//! and it qualifies for the miss target only when the blend's upper bound is within the
+//! working level.
 
-use crate::guard::Tally;
+use crate::guard::censored::Censored;
+use crate::guard::{Tally, QUALIFY_Z};
 use crate::model::{joint_survival, Model, GAP_EDGES_S};
 use crate::plan::{AutoSettings, Choice, Plan, Prediction, COST_TIE, TAIL_TRADE, TAIL_TRADE_MIN_GAIN};
 use crate::sketch::{bucket_of, bucket_value, DecayedSketch};
@@ -56,6 +61,10 @@ pub struct Predictor {
     tallies: HashMap<PlanKey, (Tally, u64)>,
     /// Requests recorded.
     recorded: u64,
+    /// Live: each provider's recent attempts at the deadline (empty: not used).
+    censored: Vec<Option<Censored>>,
+    /// The same, quantised, to clear the memo only when a choice could change.
+    censored_key: Vec<Option<(u32, u32)>>,
 }
 
 /// Working levels are quantised to tenths of the target, from 0 to twice the target.
@@ -139,6 +148,16 @@ fn tail_excess(s: &Shape, p_bad: f64, h: f64, cap: f64) -> f64 {
     }
 }
 
+/// The provider a plan leaves alone until the deadline: a single's, and a hedge's
+/// primary when the hedge fires only past the deadline (its miss is the primary's).
+fn alone(plan: &Plan, deadline_s: f64) -> Option<usize> {
+    match *plan {
+        Plan::Single { p } => Some(p),
+        Plan::Hedge { p, delay_s, .. } if delay_s >= deadline_s => Some(p),
+        _ => None,
+    }
+}
+
 impl Predictor {
     /// Tables for `settings` from the model's current state.
     pub fn new(model: &Model, settings: AutoSettings) -> Predictor {
@@ -153,6 +172,8 @@ impl Predictor {
             bucket: LEVEL_BUCKETS / 2,
             tallies: HashMap::new(),
             recorded: 0,
+            censored: Vec::new(),
+            censored_key: Vec::new(),
         };
         p.refresh(model);
         p
@@ -224,6 +245,24 @@ impl Predictor {
     /// The working miss level in use (quantised).
     pub fn level(&self) -> f64 {
         self.settings.target_miss
+    }
+
+    /// Sets each provider's recent history at the deadline (live; see the module doc).
+    /// The memo is cleared when a provider's estimate or bound moved by a thousandth of
+    /// the miss scale, so an unchanged history costs no re-planning.
+    pub fn set_censored(&mut self, censored: Vec<Option<Censored>>) {
+        let q = |x: f64| (x.clamp(0.0, 1.0) * 1000.0).round() as u32;
+        let key: Vec<Option<(u32, u32)>> = censored.iter().map(|c| c.map(|c| (q(c.blended(0.0)), q(c.upper(0.0, QUALIFY_Z))))).collect();
+        if key != self.censored_key {
+            self.memo.clear();
+            self.censored_key = key;
+        }
+        self.censored = censored;
+    }
+
+    /// Provider `p`'s recent history at the deadline, when set.
+    pub fn censored(&self, p: usize) -> Option<Censored> {
+        self.censored.get(p).copied().flatten()
     }
 
     /// Records what a plan did when it ran (read at the next refresh).
@@ -453,11 +492,21 @@ impl Predictor {
             .filter(|p| p.live_needed() <= s.max_live)
             .map(|p| {
                 let mut pr = self.predict_with(&p, surv);
+                if let Some(c) = alone(&p, s.deadline_s).and_then(|q| self.censored(q)) {
+                    pr.miss = c.blended(pr.miss);
+                }
                 if let Some((t, last)) = self.tallies.get(&PlanKey::of(&p, s.deadline_s)) {
                     pr.miss = self.aged(t, *last).blended(pr.miss, MODEL_PRIOR_TRIALS);
                 }
                 (p, pr)
             })
+            .collect();
+        // A plan that leaves one provider alone until the deadline qualifies, when that
+        // provider has live history, only when the upper bound of its blended miss is
+        // within the working level (hedges within the deadline, cutovers, cascades: the
+        // model).
+        let upper: Vec<f64> = (0..self.providers.len())
+            .map(|q| self.censored(q).map_or(0.0, |c| c.upper(self.predict_with(&Plan::Single { p: q }, surv).miss, QUALIFY_Z)))
             .collect();
         let cheapest = |it: &mut dyn Iterator<Item = &(Plan, Prediction)>| -> Option<(Plan, Prediction)> {
             it.fold(None, |best: Option<(Plan, Prediction)>, (p, pr)| match best {
@@ -477,19 +526,22 @@ impl Predictor {
             })
         };
         let within = |pr: &Prediction| pr.extra <= s.max_extra + 1e-9;
-        let meets = |pr: &Prediction| pr.miss <= s.target_miss;
+        let meets = |p: &Plan, pr: &Prediction| {
+            pr.miss <= s.target_miss && alone(p, s.deadline_s).is_none_or(|q| upper.get(q).is_none_or(|u| *u <= s.target_miss))
+        };
         let fallback = (Plan::Single { p: 0 }, Prediction { miss: 1.0, active_usd: 0.0, idle_usd: 0.0, extra: 0.0, tail_s: f64::INFINITY });
-        if let Some(best) = cheapest(&mut preds.iter().filter(|(_, pr)| within(pr) && meets(pr))) {
+        if let Some(best) = cheapest(&mut preds.iter().filter(|(p, pr)| within(pr) && meets(p, pr))) {
             // Plans within COST_TIE of the cheapest cost the same for practical purposes:
             // among them take the least predicted miss (a queue cutover costs what the
             // primary alone costs when the primary is warm, and misses less).
             let bar = best.1.cost_on(basis) * (1.0 + COST_TIE) + 1e-12;
-            let pick = least_miss(&mut preds.iter().filter(|(_, pr)| within(pr) && meets(pr) && pr.cost_on(basis) <= bar)).unwrap_or(best);
+            let pick =
+                least_miss(&mut preds.iter().filter(|(p, pr)| within(pr) && meets(p, pr) && pr.cost_on(basis) <= bar)).unwrap_or(best);
             // Trade up to TAIL_TRADE of the cost for a faster tail (see its doc).
             let trade = best.1.cost_on(basis) * (1.0 + TAIL_TRADE) + 1e-12;
             let faster = preds
                 .iter()
-                .filter(|(_, pr)| within(pr) && meets(pr) && pr.cost_on(basis) <= trade)
+                .filter(|(p, pr)| within(pr) && meets(p, pr) && pr.cost_on(basis) <= trade)
                 .min_by(|a, b| a.1.tail_s.total_cmp(&b.1.tail_s).then(a.1.cost_on(basis).total_cmp(&b.1.cost_on(basis))));
             let pick = match faster {
                 Some(f) if f.1.tail_s < pick.1.tail_s * (1.0 - TAIL_TRADE_MIN_GAIN) => *f,
@@ -498,7 +550,7 @@ impl Predictor {
             return Choice { base: pick, alt: None };
         }
         let base = least_miss(&mut preds.iter().filter(|(_, pr)| within(pr))).unwrap_or(fallback);
-        let over = cheapest(&mut preds.iter().filter(|(_, pr)| meets(pr)))
+        let over = cheapest(&mut preds.iter().filter(|(p, pr)| meets(p, pr)))
             .or_else(|| least_miss(&mut preds.iter()))
             .filter(|(_, pr)| pr.miss < base.1.miss - 1e-9 && pr.extra > base.1.extra);
         match over {

@@ -10,7 +10,10 @@
 //!
 //! Learning is explicit: feed each finished request's trace to
 //! [`LearnedPolicy::observe_trace`] (the CLI and gateway do so once the trace is
-//! settled), so the same code learns live, in the simulator and in tests.
+//! settled), so the same code learns live, in the simulator and in tests. For `auto` the
+//! same call settles the request ([`guarded`]): its miss moves the controller's working
+//! level, its plan's record grows, and its attempts join the censored history the
+//! planner judges single-provider plans by.
 
 use super::{Policy, PolicyError, QueueTimers};
 use crate::engine::{Launch, Race, RaceError, Wake};
@@ -22,6 +25,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailcut_model::{Decision, LearnedKind, Learner, Model, ModelConfig, Observation, Outcome, Plan, Why};
 use tokio::time::Instant;
+
+pub mod guarded;
+use guarded::LiveGuard;
 
 /// Model updates between recomputations of the quantiles a decision records.
 const BELIEFS_EVERY: u64 = 16;
@@ -50,6 +56,8 @@ struct Inner {
     /// plan for the same reason for many requests in a row (until the model's tables
     /// refresh), and formatting the explanation is most of a decision's cost.
     explained: Option<Explained>,
+    /// `auto`'s live settling (None for the other policies).
+    guard: Option<LiveGuard>,
 }
 
 /// A decision's explanation, kept to be repeated (shared, not copied, into each trace).
@@ -78,6 +86,9 @@ impl Inner {
         }
         let learner = &mut self.learner;
         let d = self.explained.get_or_insert_with(|| Explained::new(plan, why, learner.state().explain(plan, why)));
+        if let Some(g) = &mut self.guard {
+            g.decided(&d.label, plan);
+        }
         let choice = LearnedChoice {
             plan: d.label.clone(),
             reason: d.reason.clone(),
@@ -270,13 +281,14 @@ impl LearnedPolicy {
         };
         let learner = Learner::new(kind, &meta, model, config, seed);
         let last_served = restored_last_served(learner.model());
+        let guard = LiveGuard::new(&kind, meta.len());
         Ok(LearnedPolicy {
             label: label.to_string(),
             kind: policy_kind,
             shared_names: meta.iter().map(|m| Arc::from(m.0.as_str())).collect(),
             names: meta.into_iter().map(|m| m.0).collect(),
             slots,
-            inner: Mutex::new(Inner { learner, last_served, beliefs: Vec::new(), beliefs_at: None, explained: None }),
+            inner: Mutex::new(Inner { learner, last_served, beliefs: Vec::new(), beliefs_at: None, explained: None, guard }),
         })
     }
 
@@ -331,6 +343,18 @@ impl LearnedPolicy {
         self.observe_trace(trace, started);
     }
 
+    /// `auto`'s working miss level `α_t` now (None for the other policies): the target
+    /// until settled requests move it.
+    pub fn working_level(&self) -> Option<f64> {
+        let mut inner = self.inner.lock().ok()?;
+        inner.guard.is_some().then(|| inner.learner.state().working_level())
+    }
+
+    /// `auto`'s requests settled so far (0 for the other policies).
+    pub fn settled(&self) -> u64 {
+        self.inner.lock().ok().and_then(|i| i.guard.as_ref().map(LiveGuard::settled)).unwrap_or(0)
+    }
+
     fn gaps(inner: &Inner, now: Instant) -> Vec<Option<f64>> {
         inner.last_served.iter().map(|t| t.map(|t| now.saturating_duration_since(t).as_secs_f64())).collect()
     }
@@ -349,6 +373,10 @@ impl LearnedPolicy {
             .collect();
         let obs = observations(trace, &self.names, &gaps);
         inner.learner.observe(&obs);
+        let Inner { learner, guard, .. } = &mut *inner;
+        if let Some(g) = guard {
+            g.settle(learner, trace, &obs);
+        }
         for a in &trace.attempts {
             if let (Some(p), Some(true), Some(w)) = (self.names.iter().position(|n| *n == a.provider), a.valid, a.wall_ms) {
                 let done = started + Duration::from_secs_f64((a.submit_offset_ms + w).max(0.0) / 1000.0);

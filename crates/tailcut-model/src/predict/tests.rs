@@ -165,3 +165,67 @@ fn a_tail_seen_only_through_early_cancels_is_not_credited_with_an_end() {
     assert_eq!(plan.primary(), 1, "{plan:?} {pr:?}");
     assert!(pr.miss <= 0.01, "{pr:?}");
 }
+
+/// Live history against a model that says a provider never misses: a 250 ms deadline,
+/// `a` learned at 100 ms, `b` at 200 ms (dearer).
+fn two_fast() -> (Model, AutoSettings) {
+    let mut m = Model::new(&[("a".into(), 0.001, 0.0), ("b".into(), 0.002, 0.0)], ModelConfig::default());
+    for _ in 0..200 {
+        m.observe_request(&[obs(0, 0.1, None), obs(1, 0.2, None)]);
+    }
+    // The timers are the defaults' shares of the deadline, as a gateway route's are.
+    let k = 0.25 / 60.0;
+    let settings = AutoSettings {
+        deadline_s: 0.25,
+        target_miss: 0.05,
+        // No extra load: `a` alone or `b` alone.
+        max_extra: 0.0,
+        max_live: 2,
+        poll_s: 2.5 * k,
+        safety_s: 8.5 * k,
+        escalate_s: 25.0 * k,
+        cap_s: 300.0 * k,
+        ..AutoSettings::default()
+    };
+    (m, settings)
+}
+
+#[test]
+fn a_single_needs_its_censored_histories_upper_bound_within_the_level() {
+    use crate::guard::censored::{CensoredSet, HISTORY_LEN};
+    let (m, settings) = two_fast();
+    let mut p = Predictor::new(&m, settings);
+    let alone = |plan: Plan| match plan {
+        Plan::Single { p: 0 } => true,
+        Plan::Hedge { p: 0, delay_s, .. } => delay_s >= 0.25,
+        _ => false,
+    };
+    let (plan, pr) = p.decide(&[None, None], 0.5);
+    assert!(alone(plan), "the model alone leaves a alone: {plan:?} {pr:?}");
+    // `a`'s last 64 attempts: 4 past the deadline (6 %) — two answered late, two
+    // cancelled past it (right-censored there: known to miss) — and 60 in time. The
+    // blended point estimate (32·0 + 64·0.0625)/96 = 4.2 % is within 5 %; its upper bound
+    // is not, so `single:a` no longer qualifies.
+    let mut set = CensoredSet::new(2);
+    let mut attempts: Vec<Observation> = (0..60).map(|_| obs(0, 0.1, None)).collect();
+    attempts.extend([obs(0, 0.4, None), obs(0, 0.5, None)]);
+    attempts.extend((0..2).map(|_| Observation { outcome: Outcome::Censored { after_s: 0.3 }, ..obs(0, 0.0, None) }));
+    for o in &attempts {
+        set.observe(&m, std::slice::from_ref(o));
+    }
+    assert_eq!(set.provider(0).unwrap().len(), HISTORY_LEN);
+    let at = set.at(0.25);
+    let c = at[0].unwrap();
+    assert!((c.blended(0.0) - 64.0 * 0.0625 / 96.0).abs() < 1e-3 && c.blended(0.0) < 0.05, "{c:?}");
+    p.set_censored(at);
+    let (plan, pr) = p.decide(&[None, None], 0.5);
+    assert!(!alone(plan) && plan.primary() == 1, "{plan:?} {pr:?}");
+    // A clean history of `a` qualifies it again.
+    let mut clean = CensoredSet::new(2);
+    for _ in 0..HISTORY_LEN {
+        clean.observe(&m, &[obs(0, 0.1, None)]);
+    }
+    p.set_censored(clean.at(0.25));
+    let (plan, pr) = p.decide(&[None, None], 0.5);
+    assert!(alone(plan), "{plan:?} {pr:?}");
+}

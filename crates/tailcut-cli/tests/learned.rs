@@ -14,7 +14,7 @@ fn replay_learned_rows_join_json_csv_and_text() {
     let json: serde_json::Value = serde_json::from_str(&stdout(&tailcut(&[&args[..], &["--json"]].concat()))).unwrap();
     let eval = json["evaluation"].as_array().unwrap();
     assert_eq!(eval.len(), 55 + 13, "55 fixed rows, auto, and adaptive + singler per ordered pair");
-    let auto = eval.iter().find(|r| r["policy"] == "auto:60s/miss5%/extra35%").unwrap();
+    let auto = eval.iter().find(|r| r["policy"] == "auto:60s/miss5%/extra100%").unwrap();
     assert_eq!(auto["learned"], true);
     assert_eq!(auto["n"], 36);
     let ran: u64 = auto["plans"].as_array().unwrap().iter().map(|p| p[1].as_u64().unwrap()).sum();
@@ -24,7 +24,7 @@ fn replay_learned_rows_join_json_csv_and_text() {
     assert!(csv.lines().any(|l| l.starts_with("evaluation,adaptive:runpod->cerebrium@p95,36,")), "{csv}");
     let text = stdout(&tailcut(&args));
     assert!(text.contains("Learned policies, causal (model warmed on the calibration rounds"), "{text}");
-    assert!(text.contains("auto:60s/miss5%/extra35% chose: "), "{text}");
+    assert!(text.contains("auto:60s/miss5%/extra100% chose: "), "{text}");
 }
 
 #[test]

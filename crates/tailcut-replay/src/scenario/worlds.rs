@@ -274,11 +274,7 @@ fn mean_loss(run: &StreamRun, r: std::ops::Range<usize>, deadline: f64, cost_ref
 /// Whether `b` dominates `a` on (p95, active cost): within 2 % or better on both, and
 /// more than 5 % better on at least one.
 pub fn dominates(b: &ScenarioRow, a: &ScenarioRow) -> bool {
-    let p = |r: &ScenarioRow| r.p95_s.unwrap_or(f64::INFINITY);
-    let (pb, pa, cb, ca) = (p(b), p(a), b.active_usd_per_req, a.active_usd_per_req);
-    let within = |x: f64, y: f64| x <= y * 1.02 || (x.is_infinite() && y.is_infinite());
-    let better = |x: f64, y: f64| x < y * 0.95;
-    within(pb, pa) && within(cb, ca) && (better(pb, pa) || better(cb, ca))
+    crate::verdict::dominates(b.p95_s, b.active_usd_per_req, a.p95_s, a.active_usd_per_req)
 }
 
 /// `auto`'s settings in a world: its deadline, a 5 % target, up to one extra attempt per
@@ -298,26 +294,32 @@ pub fn evaluate_world(seed: u64, index: usize, requests: usize, mode: AutoMode) 
     let mut frozen: Option<(f64, f64, ScenarioRow)> = None;
     let mut best: Option<(f64, ScenarioRow)> = None;
     let mut feasible = false;
-    for def in sc.fixed_defs() {
-        let run = sc.run_fixed(&def.family);
-        let r1 = row(def.label.clone(), &run, first.clone(), d);
-        let r2 = row(def.label.clone(), &run, second.clone(), d);
+    let defs = sc.fixed_defs();
+    let runs: Vec<StreamRun> = defs.iter().map(|def| sc.run_fixed(&def.family)).collect();
+    let mut frozen_i = 0;
+    for (i, (def, run)) in defs.iter().zip(&runs).enumerate() {
+        let r1 = row(def.label.clone(), run, first.clone(), d);
+        let r2 = row(def.label.clone(), run, second.clone(), d);
         feasible |= r2.miss_rate <= 0.05;
         if frozen.as_ref().is_none_or(|f| r1.miss_rate < f.0 || (r1.miss_rate == f.0 && r1.active_usd_per_req < f.1)) {
             frozen = Some((r1.miss_rate, r1.active_usd_per_req, r2.clone()));
+            frozen_i = i;
         }
-        let l = mean_loss(&run, second.clone(), d, cost_ref);
+        let l = mean_loss(run, second.clone(), d, cost_ref);
         if best.as_ref().is_none_or(|b| l < b.0) {
             best = Some((l, r2));
         }
     }
     let auto_kind = LearnedKind::Auto(auto_settings(&sc));
-    let run = sc.run_learned_with(auto_kind, sc.seed, mode != AutoMode::Model, mode == AutoMode::Paired);
+    let run = match mode {
+        AutoMode::Paired => sc.run_learned_paired(auto_kind, sc.seed, &runs),
+        _ => sc.run_learned_with(auto_kind, sc.seed, mode != AutoMode::Model, false),
+    };
     let auto = row(crate::learned::auto_label(&auto_settings(&sc)), &run, second.clone(), d);
     let n = second.len();
     let auto_misses = run.lats[second.clone()].iter().filter(|l| **l > d).count();
     let (frozen, best) = (frozen.expect("a sweep has fixed plans"), best.expect("a sweep has fixed plans"));
-    let loss_frozen_run = sc.run_fixed(&sc.fixed_defs().into_iter().find(|x| x.label == frozen.2.policy).expect("frozen plan").family);
+    let loss_frozen_run = &runs[frozen_i];
     WorldResult {
         index,
         world: sc.world().map(|w| w.summary.clone()).unwrap_or_default(),
@@ -325,7 +327,7 @@ pub fn evaluate_world(seed: u64, index: usize, requests: usize, mode: AutoMode) 
         n,
         dominated: dominates(&frozen.2, &auto),
         loss_auto: mean_loss(&run, second.clone(), d, cost_ref),
-        loss_frozen: mean_loss(&loss_frozen_run, second.clone(), d, cost_ref),
+        loss_frozen: mean_loss(loss_frozen_run, second.clone(), d, cost_ref),
         loss_best: best.0,
         auto_extra: auto.extra_per_req,
         auto,

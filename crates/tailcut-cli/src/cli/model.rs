@@ -126,8 +126,8 @@ pub struct ScenarioSweepArgs {
     pub each: bool,
     /// How `auto` learns: `model` (its model alone, as `scenario run`), `guarded` (also
     /// its miss controller and its plans' realized records, from what it launched), or
-    /// `paired` (also the experts over the fixed plans, each priced on every request's
-    /// draws as a paired benchmark runs them).
+    /// `paired`, the default (also the experts over the fixed plans, each priced on its
+    /// own run of the stream, as a paired benchmark runs them).
     #[arg(long, value_enum, default_value_t = SweepAutoArg::Paired)]
     pub auto: SweepAutoArg,
 }
@@ -139,7 +139,7 @@ pub enum SweepAutoArg {
     Model,
     /// Miss controller and plan records (partial information).
     Guarded,
-    /// Also the experts, with every fixed plan priced on each request (paired).
+    /// Also the experts, every fixed plan priced on its own run (paired).
     Paired,
 }
 

@@ -8,8 +8,9 @@
 //! drift of one provider's cold-start mix, a slow regime shared by several providers, an
 //! outage, a price change; and an arrival cadence (Poisson, regular or bursty) with a
 //! mean gap from seconds to half an hour. Every policy runs the whole stream with its
-//! own provider state, as in the named families; `auto` learns online from what it
-//! launched (partial information); every figure is measured on the second half.
+//! own provider state, as in the named families; `auto` learns online (by default with
+//! paired information: its fixed experts priced on their own runs, [`AutoMode`]); every
+//! figure is measured on the second half.
 
 use super::{prov, Scenario};
 use crate::scenario::rows::{row, ScenarioRow, StreamRun};

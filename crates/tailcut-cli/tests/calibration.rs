@@ -134,7 +134,7 @@ fn replay_learned_prints_auto_calibration_and_carries_it_in_json() {
         .filter(|r| r["learned"] == true && !r["policy"].as_str().unwrap().starts_with("auto:"))
         .all(|r| r.get("reliability").is_none()));
     let text = stdout(&tailcut(&args));
-    assert!(text.contains("Calibration of auto:60s/miss5%/extra35%: its predicted miss and active cost"), "{text}");
+    assert!(text.contains("Calibration of auto:60s/miss5%/extra100%: its predicted miss and active cost"), "{text}");
     assert!(text.contains("realized (95% CI)") && text.contains("Brier"), "{text}");
 }
 

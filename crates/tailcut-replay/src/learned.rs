@@ -280,20 +280,33 @@ pub(crate) fn settle_experts_at(
     r: usize,
     buf: &mut Vec<(bool, f64)>,
 ) {
-    let s = LearnedSettings { auto: *a, ..LearnedSettings::default() };
-    let Some(ex) = state.experts_mut() else { return };
-    buf.clear();
-    let (plans, budgets) = ex.round_mut();
-    for (plan, budget) in plans.iter().zip(budgets.iter_mut()) {
-        let (family, _) = gate_with(set, r, plan, budget);
-        let (lat, act, bill, _) = evaluate_round(set, rates, &family, s.auto.cap_s, r);
-        let cost = match s.auto.cost {
-            tailcut_model::CostBasis::Active => act,
-            tailcut_model::CostBasis::Billed => bill,
-        };
-        buf.push((lat > s.auto.deadline_s, cost));
-    }
+    price_experts(state, set, rates, a, r, buf);
     state.settle_experts(buf);
+}
+
+/// Prices every expert plan of `state` on round `r` into `buf` (`(missed, cost $)` per
+/// expert, in expert order) without recording. Each plan is priced on its own run of
+/// the round, as its fixed row is: in a paired round every arm's outcome is known, and
+/// a fixed plan's extra attempts are not gated by `auto`'s extra-load bucket (the
+/// fixed rows have none).
+pub(crate) fn price_experts(
+    state: &PolicyState,
+    set: &RoundSet,
+    rates: &[ProviderRates],
+    a: &AutoSettings,
+    r: usize,
+    buf: &mut Vec<(bool, f64)>,
+) {
+    buf.clear();
+    let Some(plans) = state.expert_plans() else { return };
+    for plan in plans {
+        let (lat, act, bill, _) = evaluate_round(set, rates, &plan_family(plan), a.cap_s, r);
+        let cost = match a.cost {
+            CostBasis::Active => act,
+            CostBasis::Billed => bill,
+        };
+        buf.push((lat > a.deadline_s, cost));
+    }
 }
 
 /// Replays `defs` causally over `set` after feeding `warmup` to the shared model; `auto`

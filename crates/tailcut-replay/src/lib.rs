@@ -19,6 +19,8 @@
 //! - [`scenario`]: simulated request streams (cadence, degradation, correlation, outage,
 //!   price, stragglers) where each policy's launches shape what later requests find;
 //! - [`synth`]: synthetic paired rounds drawn from the simulator profiles;
+//! - [`verdict`]: `auto` against the calibration-frozen and the hindsight-best fixed
+//!   plans (p95 × cost, domination);
 //! - [`plot`]: SVG latency distributions.
 
 #![warn(missing_docs)]
@@ -35,6 +37,7 @@ pub mod summary;
 pub mod sweep;
 pub mod synth;
 pub mod traces;
+pub mod verdict;
 
 pub use rounds::{LoadOptions, Loaded, ReplayError, RoundSet};
 pub use summary::PolicySummary;

@@ -20,7 +20,7 @@ use crate::rounds::RoundSet;
 use crate::sweep::{evaluate_round, standard_sweep, Family, ProviderRates};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tailcut_model::{AdaptiveSettings, LearnedKind, Model, ModelConfig, Observation, Outcome, PolicyState, SingleRSettings};
+use tailcut_model::{AdaptiveSettings, CostBasis, LearnedKind, Model, ModelConfig, Observation, Outcome, PolicyState, SingleRSettings};
 use tailcut_sim::SimProfile;
 
 mod curve;
@@ -322,8 +322,30 @@ fn launches(f: &Family, d: &[Draw], lat: f64) -> Vec<(usize, f64, f64, bool)> {
 
 enum Driver<'a> {
     Fixed(&'a Family),
-    /// A learned policy; `true` = `auto` settles each outcome (controller, plan records).
-    Learned(Box<PolicyState>, Model, bool),
+    /// A learned policy; `true` = `auto` settles each outcome (controller, plan records);
+    /// with paired information, the fixed experts' own runs of the stream.
+    Learned(Box<PolicyState>, Model, bool, Option<&'a [StreamRun]>),
+}
+
+/// Replaces the fixed experts' outcomes in `buf` (and the judged expert's, a fixed plan)
+/// with what each fixed plan's own run of the stream did at request `k`.
+fn own_run_outcomes(state: &PolicyState, own: &[StreamRun], k: usize, deadline: f64, basis: CostBasis, buf: &mut [(bool, f64)]) {
+    let Some(plans) = state.expert_plans() else { return };
+    let fixed = own.len().min(plans.len().saturating_sub(2));
+    let at = |i: usize| {
+        let run = &own[i];
+        let cost = if basis == CostBasis::Billed { run.billed[k] } else { run.active[k] };
+        (run.lats[k] > deadline, cost)
+    };
+    for (i, slot) in buf.iter_mut().enumerate().take(fixed) {
+        *slot = at(i);
+    }
+    // The judged expert plays one of the fixed plans: its own run too.
+    if let (Some(judged), Some(last)) = (plans.last(), buf.len().checked_sub(1)) {
+        if let Some(i) = plans[..fixed].iter().position(|p| p == judged) {
+            buf[last] = at(i);
+        }
+    }
 }
 
 impl Scenario {
@@ -356,7 +378,7 @@ impl Scenario {
             let mut decided = None;
             let (family, extra) = match &mut driver {
                 Driver::Fixed(f) => ((*f).clone(), 0u8),
-                Driver::Learned(state, _, _) => {
+                Driver::Learned(state, _, _, _) => {
                     let (plan, _) = state.decide_plan(&gaps);
                     decided = Some(plan);
                     crate::learned::gate_plan(&one, 0, &plan, state)
@@ -364,19 +386,26 @@ impl Scenario {
             };
             let rates = self.rates_at(k);
             let (lat, act, bill, hedged) = evaluate_round(&one, &rates, &family, crate::synth::CAP_S, 0);
-            if let (Driver::Learned(state, _, true), Some(_)) = (&mut driver, decided) {
+            if let (Driver::Learned(state, _, true, own), Some(_)) = (&mut driver, decided) {
                 // Paired information (`scenario sweep --auto paired`): every expert plan
-                // is priced on this request's draws, as a paired benchmark would run them.
+                // is priced on this request, as a paired benchmark would run them. A
+                // fixed expert is priced on its own run of the stream (its own provider
+                // state, as its row is), once this request's decision is made; the
+                // model's choice on this request's draws as `auto` found them.
                 if let LearnedKind::Auto(a) = *state.kind() {
                     let mut buf = Vec::new();
-                    crate::learned::settle_experts_at(state, &one, &rates, &a, 0, &mut buf);
+                    crate::learned::price_experts(state, &one, &rates, &a, 0, &mut buf);
+                    if let Some(own) = own {
+                        own_run_outcomes(state, own, k, self.deadline_s, a.cost, &mut buf);
+                    }
+                    state.settle_experts(&buf);
                 }
             }
-            if let (Driver::Learned(state, _, true), Some(plan)) = (&mut driver, decided) {
+            if let (Driver::Learned(state, _, true, _), Some(plan)) = (&mut driver, decided) {
                 // Partial information: only what the plan it ran did (the controller's
                 // miss and the plan's record).
                 let cost = match state.kind() {
-                    LearnedKind::Auto(a) if a.cost == tailcut_model::CostBasis::Billed => bill,
+                    LearnedKind::Auto(a) if a.cost == CostBasis::Billed => bill,
                     _ => act,
                 };
                 state.settle(&plan, lat > self.deadline_s, cost);
@@ -412,7 +441,7 @@ impl Scenario {
                 let queue_s = if completed || started { d.queue } else { d.queue.map(|_| end - at + 1e-3) };
                 obs.push(Observation { provider: p, outcome, queue_s, idle_gap_s: gaps[p], warm: completed.then_some(d.warm) });
             }
-            if let Driver::Learned(state, model, _) = &mut driver {
+            if let Driver::Learned(state, model, _, _) = &mut driver {
                 model.observe_request(&obs);
                 state.observed(model, obs.len() as u64);
             }
@@ -442,15 +471,31 @@ impl Scenario {
     /// (the fixed sweep, its model, its record) with every expert priced on each
     /// request's draws, as a paired benchmark would run them (full information).
     pub fn run_learned_with(&self, kind: LearnedKind, seed: u64, guarded: bool, paired: bool) -> StreamRun {
+        if paired {
+            let own: Vec<StreamRun> = self.fixed_defs().iter().map(|d| self.run_fixed(&d.family)).collect();
+            return self.run_learned_paired(kind, seed, &own);
+        }
+        self.run_learned_inner(kind, seed, guarded, None)
+    }
+
+    /// `auto` with paired information, its fixed experts (the order of
+    /// [`Scenario::fixed_defs`]) priced on `own`, their own runs of the stream: at
+    /// request `k` an expert's loss is what its run did at `k`, learned only after
+    /// request `k` is decided (causal).
+    pub fn run_learned_paired(&self, kind: LearnedKind, seed: u64, own: &[StreamRun]) -> StreamRun {
+        self.run_learned_inner(kind, seed, true, Some(own))
+    }
+
+    fn run_learned_inner(&self, kind: LearnedKind, seed: u64, guarded: bool, own: Option<&[StreamRun]>) -> StreamRun {
         let rates = self.rates_at(0);
         let meta: Vec<(String, f64, f64)> = rates.iter().map(|r| (r.name.clone(), r.rate, r.idle_s)).collect();
         let model = Model::new(&meta, ModelConfig::default());
         let mut state = PolicyState::new(kind, &model, seed);
-        if let (LearnedKind::Auto(a), true) = (kind, paired) {
+        if let (LearnedKind::Auto(a), true) = (kind, own.is_some()) {
             let plans = self.fixed_defs().iter().map(|d| crate::learned::family_plan(&d.family)).collect();
             state = state.with_experts(plans, crate::learned::loss_cost_ref(&rates, a.deadline_s), 1.0, true);
         }
-        self.run(Driver::Learned(Box::new(state), model, guarded || paired))
+        self.run(Driver::Learned(Box::new(state), model, guarded || own.is_some(), own))
     }
 
     /// The fixed sweep of this scenario.

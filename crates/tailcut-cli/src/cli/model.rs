@@ -126,9 +126,9 @@ pub struct ScenarioSweepArgs {
     pub each: bool,
     /// How `auto` learns: `model` (its model alone, as `scenario run`), `guarded` (also
     /// its miss controller and its plans' realized records, from what it launched), or
-    /// `paired` (also the experts over the fixed plans, each priced on every request's
-    /// draws as a paired benchmark runs them).
-    #[arg(long, value_enum, default_value_t = SweepAutoArg::Guarded)]
+    /// `paired`, the default (also the experts over the fixed plans, each priced on its
+    /// own run of the stream, as a paired benchmark runs them).
+    #[arg(long, value_enum, default_value_t = SweepAutoArg::Paired)]
     pub auto: SweepAutoArg,
 }
 
@@ -139,7 +139,7 @@ pub enum SweepAutoArg {
     Model,
     /// Miss controller and plan records (partial information).
     Guarded,
-    /// Also the experts, with every fixed plan priced on each request (paired).
+    /// Also the experts, every fixed plan priced on its own run (paired).
     Paired,
 }
 
@@ -193,8 +193,9 @@ pub struct LearnedArgs {
     /// `auto`'s target miss rate at the deadline.
     #[arg(long, default_value_t = 0.05, value_name = "P")]
     pub auto_miss: f64,
-    /// `auto`'s most extra attempts per request.
-    #[arg(long, default_value_t = 0.35, value_name = "X")]
+    /// `auto`'s most extra attempts per request (1: every plan of at most two live
+    /// attempts always fits, as the fixed rows it is compared with have no cap).
+    #[arg(long, default_value_t = 1.0, value_name = "X")]
     pub auto_max_extra: f64,
     /// The cost `auto` minimises.
     #[arg(long, value_enum, default_value_t = CostArg::Active)]

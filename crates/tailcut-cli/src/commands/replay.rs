@@ -11,6 +11,7 @@ use tailcut_replay::rounds::{load, LoadOptions, RoundSet};
 use tailcut_replay::runner::{reference_selection, run_sweep, top, SortKey, SweepSettings};
 use tailcut_replay::summary::PolicySummary;
 use tailcut_replay::sweep::{evaluate, PolicyDef, ProviderRates};
+use tailcut_replay::verdict::{frozen_plan, verdict, Point, Verdict};
 use tailcut_stats::Estimator;
 
 type Rows = Vec<(PolicyDef, PolicySummary)>;
@@ -326,6 +327,7 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         evaluated.push((split, rows));
     }
     bar.finish();
+    let verdicts = auto_verdicts(&evaluated, &learned_out, learned.as_ref(), &rates);
 
     if let Some(path) = &args.plot {
         if let (Some((split, rows)), Some(printed)) = (evaluated.last(), picks(&evaluated, args).last()) {
@@ -341,6 +343,10 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
             let mut list: Vec<serde_json::Value> = pick.iter().map(|&i| json!(&rows[i].1)).collect();
             list.extend(lrows.iter().map(|r| json!(r)));
             out.insert(split.key.to_string(), serde_json::Value::Array(list));
+        }
+        if !verdicts.is_empty() {
+            let v: serde_json::Map<String, serde_json::Value> = verdicts.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+            out.insert("auto_verdict".into(), serde_json::Value::Object(v));
         }
         crate::output::print_json(&out)?;
         return Ok(ExitCode::SUCCESS);
@@ -421,6 +427,9 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
                     crate::commands::calibration::print_reliability(&mut out, r, ls.auto.deadline_s);
                 }
             }
+            if let Some((_, v)) = verdicts.iter().find(|(k, _)| *k == split.key) {
+                print_verdict(&mut out, v);
+            }
         }
     }
     if learned.is_some() {
@@ -438,4 +447,54 @@ pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         out.write("tailcut replay", &format!("{} rounds from {}", all.len(), config.source), html)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `auto` against the calibration-frozen and the hindsight-best fixed plans, per split
+/// with learned rows (the frozen plan only in the evaluation split).
+fn auto_verdicts(
+    evaluated: &[(Split, Rows)],
+    learned_out: &[(Vec<LearnedRow>, Vec<Vec<f64>>)],
+    learned: Option<&LearnedSettings>,
+    rates: &[tailcut_replay::ProviderRates],
+) -> Vec<(&'static str, Verdict)> {
+    let Some(ls) = learned else { return Vec::new() };
+    let d = ls.auto.deadline_s;
+    let cost_ref = tailcut_replay::learned::loss_cost_ref(rates, d);
+    let frozen = evaluated.iter().find(|(s, _)| s.key == "calibration").and_then(|(_, rows)| frozen_plan(rows.iter().map(|r| &r.1), d));
+    evaluated
+        .iter()
+        .zip(learned_out)
+        .filter_map(|((split, rows), (lrows, _))| {
+            let auto = lrows.first()?;
+            let f = if split.key == "evaluation" { frozen.as_deref() } else { None };
+            verdict(rows.iter().map(|r| &r.1), &auto.summary, f, d, cost_ref).map(|v| (split.key, v))
+        })
+        .collect()
+}
+
+fn print_verdict(out: &mut Tee, v: &Verdict) {
+    let p = |x: &Point| {
+        format!(
+            "{}: p95 {} s, active ${:.5}/req, miss {:.1} %, p95 × cost {}",
+            x.policy,
+            x.p95_s.map_or("-".into(), |p| format!("{p:.2}")),
+            x.active_usd_per_req,
+            x.miss_rate * 100.0,
+            x.p95_x_cost.map_or("-".into(), |c| format!("{c:.4}"))
+        )
+    };
+    out.note(&format!("auto against the fixed plans (miss past {} s):", tailcut_replay::fmt_g(v.deadline_s)));
+    out.note(&format!("  auto           {}", p(&v.auto)));
+    if let Some(f) = &v.frozen {
+        out.note(&format!(
+            "  frozen         {} — {}",
+            p(f),
+            if v.dominated_by_frozen == Some(true) { "DOMINATES auto" } else { "does not dominate auto" }
+        ));
+    }
+    out.note(&format!(
+        "  hindsight-best {}; auto's p95 × cost is {}× its",
+        p(&v.best),
+        v.product_vs_best.map_or("-".into(), |r| format!("{r:.2}"))
+    ));
 }

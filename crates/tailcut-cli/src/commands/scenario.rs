@@ -80,7 +80,7 @@ fn sweep(a: &ScenarioSweepArgs) -> anyhow::Result<ExitCode> {
         match mode {
             worlds::AutoMode::Model => "; auto from its model alone",
             worlds::AutoMode::Guarded => "; auto guarded (miss controller and plan records, from what it launched)",
-            worlds::AutoMode::Paired => "; auto paired (experts over the fixed plans priced on every request, controller, records)",
+            worlds::AutoMode::Paired => "; auto paired (experts over the fixed plans, each priced on its own run of the stream, controller, records)",
         }
     );
     println!(

@@ -58,7 +58,7 @@ pub use handlers::router;
 pub use logline::log_event;
 pub use serving::{serve, serve_per_core};
 pub use state::AppState;
+pub use tailcut_http::raise_fd_limit;
 /// The job store (`tailcut_state::jobs`), under the name the gateway's modules use.
 pub use tailcut_state::jobs as store;
-pub use tailcut_http::raise_fd_limit;
 pub use ui::escape_html;

@@ -1,7 +1,7 @@
 //! The live half of `auto`'s guarantees (issue 28 items 1 and 6): what each settled
 //! request did, fed back to the learner that decided it.
 //!
-//! [`LiveGuard`] remembers which plan each decision's label stands for, and when a
+//! `LiveGuard` remembers which plan each decision's label stands for, and when a
 //! request's trace comes back settled:
 //!
 //! - judges it: a **miss** is a request with no valid winner, or whose winner came past

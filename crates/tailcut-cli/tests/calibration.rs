@@ -3,12 +3,7 @@
 //! JSON, the SVG diagram; exit 2 when a trace holds no prediction), and the model
 //! commands a newcomer meets first (`model show` with no model, `model fit` on the
 //! reference tool's live records).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use std::process::Command;
 use tailcut_testkit::cli::{fixture, stdout};

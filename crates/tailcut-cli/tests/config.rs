@@ -2,12 +2,7 @@
 //! binary: every out-of-range number, unsafe gateway setting and unwritable output path
 //! exits 2 naming the file and key (never a panic, exit 101, or a silent start), and a
 //! gateway with authentication off says so at start.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};

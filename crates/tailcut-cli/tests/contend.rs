@@ -1,10 +1,5 @@
 //! `tailcut contend` through the real binary (short windows so the suite stays fast).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use std::path::PathBuf;
 use std::process::Command;

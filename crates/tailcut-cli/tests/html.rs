@@ -1,12 +1,7 @@
 //! `tailcut report --html FILE` and `tailcut replay --html FILE` through the real binary:
 //! one self-contained file (no script, no external asset) with the command's tables and
 //! its plot inlined as SVG, while what the command prints stays exactly the same.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -1,11 +1,6 @@
 //! Learned policies through the real binary: `replay --learned`, `model fit|show` and
 //! `scenario list|run`.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use std::process::Command;
 use tailcut_testkit::cli::{fixture, stdout};

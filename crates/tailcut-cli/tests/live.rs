@@ -1,11 +1,6 @@
 //! Live commands against a real local `tailcut sim-provider`: no --go needed on loopback,
 //! refusal without --go for paid providers, and credentials never reaching any output.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use std::process::{Command, Stdio};
 use tailcut_testkit::cli::{spawn_announcing, Spawned};

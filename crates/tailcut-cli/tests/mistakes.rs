@@ -1,12 +1,7 @@
 //! A newcomer's typical mistakes, through the real binary: each exits 2 with a message
 //! naming the flag, or the file and key, and what was expected — never a silent success,
 //! an empty table, exit 1 or a panic.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use std::process::{Command, Output};
 

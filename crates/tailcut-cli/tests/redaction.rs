@@ -3,12 +3,7 @@
 //! `tailcut serve` (whole and streamed completions, jobs): the credential must appear in
 //! no stdout, stderr, trace, job store, ledger or HTTP response — and the redaction
 //! marker must, so the echo really went through.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

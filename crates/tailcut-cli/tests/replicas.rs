@@ -12,12 +12,7 @@
 // Tests spawn and read the wall clock freely (clippy.toml's bans are for the gateway's
 // own code).
 #![allow(clippy::disallowed_methods)]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

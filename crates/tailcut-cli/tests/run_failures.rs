@@ -1,12 +1,7 @@
 //! `tailcut run` when no attempt succeeds: against a real local server that answers
 //! 401 and a closed port, the command exits 1 and names each attempt's cause on stderr;
 //! `--json` still prints the record.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use std::io::{Read, Write};
 use std::net::TcpListener;

@@ -1,12 +1,7 @@
 //! Receipts against a real local `tailcut sim-provider` through the RunPod adapter: a
 //! job cancelled while still in the queue executed nothing, so its receipt shows no
 //! execution and a reconciled cost of zero, as the provider billed.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -2,12 +2,7 @@
 //! error must name in a `# expect: KEY` first line): every one is refused at load with
 //! a `ConfigError` naming the file and that key, never accepted and never a panic.
 //! They are also the seeds of the loader's fuzz test (`fuzz_loader.rs`).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use std::path::{Path, PathBuf};
 use tailcut_config::{AuthMode, Config, ConfigError};

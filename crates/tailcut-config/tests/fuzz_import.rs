@@ -6,12 +6,7 @@
 //! what it writes is TOML whose tables are only those the importer writes (no name can
 //! open a table of its own), whose providers are exactly the YAML's, and which the
 //! config loader then accepts or refuses without a panic.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use proptest::prelude::*;
 use std::time::Duration;

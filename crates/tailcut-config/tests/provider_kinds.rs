@@ -1,12 +1,7 @@
 //! Every provider kind is read by dispatch to its provider module: each kind's minimal
 //! table loads, builds and reports its kind; a key of another kind, an unknown key, or a
 //! missing required key is refused naming the key and what the kind takes.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use tailcut_config::{ApiConfig, Config};
 use tailcut_providers::ProviderKind;

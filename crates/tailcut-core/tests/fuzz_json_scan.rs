@@ -3,12 +3,7 @@
 //! as serde_json decides when it reads an object's keys and skips its values (the
 //! scan's contract; a skim, like the scan, does not check the UTF-8 inside string
 //! values or the range of numbers it skips), when it decides at all.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use proptest::prelude::*;
 use std::time::Duration;

@@ -13,12 +13,7 @@
 
 // Tests spawn their own servers and clients freely: the tracker rule is for the gateway.
 #![allow(clippy::disallowed_methods)]
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use async_trait::async_trait;
 use bytes::Bytes;

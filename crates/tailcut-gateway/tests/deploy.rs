@@ -1,10 +1,5 @@
 //! The shipped Dockerfile and Kubernetes manifests parse and agree with the gateway.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use serde::Deserialize;
 use std::path::PathBuf;

@@ -1,11 +1,6 @@
 //! The cost of learning per request: one model update (the attempts of a request) plus
 //! one `auto` decision, as the live engine and the replay pay it.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use tailcut_model::{AutoSettings, LearnedKind, Model, ModelConfig, Observation, Outcome, PolicyState};

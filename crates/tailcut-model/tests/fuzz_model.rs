@@ -5,12 +5,7 @@
 //! Properties: the loader never panics and decides each case within [`CASE_LIMIT`];
 //! a model it accepts passes its own range checks, saves to JSON that loads back equal,
 //! and can be asked for its quantiles without a panic.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use proptest::prelude::*;
 use std::time::Duration;

@@ -2,12 +2,7 @@
 //! config's are, and the error names the field; a model that could not be loaded back
 //! is never saved; the file's size and provider count are bounded before anything is
 //! built from it.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use serde_json::Value;
 use tailcut_model::{Model, ModelConfig, Observation, Outcome};

@@ -2,12 +2,7 @@
 //! and damaged events it never panics, and it decides as a full parse decides — except
 //! that, like the JSON scan it uses, it does not check the range of numbers it skips
 //! (such an event is valid JSON syntax that `serde_json` refuses to hold as a float).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use proptest::prelude::*;
 use std::time::Duration;

@@ -5,12 +5,7 @@
 //! `moss_rounds.jsonl` with its packaged config, for the three splits), keeping both its
 //! rounded `to_record()` output and the unrounded values. Every one of the 55 policies
 //! on all three splits must match: rounded fields exactly, unrounded values to the bit.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    reason = "a test or bench: a failed step should stop it loudly, and it reports on stdout"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "tests stop loudly, report on stdout")]
 
 use std::path::PathBuf;
 use tailcut_replay::rounds::load_file;

@@ -116,7 +116,8 @@ pub fn summarize_arm(arm: &str, all_rows: &[&LiveRow], deadline_s: f64) -> ArmSu
     }
     ArmSummary {
         arm: arm.to_string(),
-        policy_kind: all_rows.iter().find_map(|r| r.policy_kind),
+        // One kind only when every row has it (the `all` row mixes kinds: it has none).
+        policy_kind: all_rows.first().and_then(|f| f.policy_kind).filter(|k| all_rows.iter().all(|r| r.policy_kind == Some(*k))),
         n,
         refused: n - sent,
         sent,

@@ -248,6 +248,3 @@ impl BudgetGate for MemoryLedger {
         Ok(LedgerSummary { total: s.total, charges: s.charges, by_provider: s.by_provider.iter().map(|(k, v)| (k.clone(), *v)).collect() })
     }
 }
-
-#[cfg(test)]
-mod tests;

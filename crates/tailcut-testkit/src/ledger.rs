@@ -1,16 +1,17 @@
-//! The memory ledger's unit tests: both stops, and accounts with the global limits.
+//! One test suite for every `BudgetGate` (the memory ledger in tailcut-core, the SQLite ledger
+//! in tailcut-state): each backend's tests call these on a fresh ledger.
 
-use super::*;
+use tailcut_core::ledger::{Account, BudgetGate, Charge, LedgerError};
+use tailcut_core::MicroUsd;
 
-fn charge(amount: i64, opens: bool) -> Charge<'static> {
+/// A charge of `amount` to `runpod` for request `r`; `opens` when it opens the request.
+pub fn charge(amount: i64, opens: bool) -> Charge<'static> {
     Charge { provider: "runpod", request_id: "r", amount: MicroUsd(amount), opens_request: opens }
 }
 
-fn limits() -> BudgetLimits {
-    BudgetLimits { soft_stop: MicroUsd(80), hard_stop: MicroUsd(100) }
-}
-
-fn exercise(ledger: &dyn BudgetGate) {
+/// Both stops, on a fresh ledger with soft stop 80 and hard stop 100: a new request may
+/// not cross the soft stop, a hedge of one in flight may, and nothing crosses the hard stop.
+pub fn enforces_both_stops(ledger: &dyn BudgetGate) {
     assert_eq!(ledger.charge(&charge(70, true)).unwrap(), MicroUsd(70));
     // A new request would cross the soft stop.
     let err = ledger.charge(&charge(20, true)).unwrap_err();
@@ -26,16 +27,15 @@ fn exercise(ledger: &dyn BudgetGate) {
     assert_eq!(s.charges, 3);
 }
 
-#[test]
-fn memory_ledger_enforces_both_stops() {
-    exercise(&MemoryLedger::new(limits()));
-}
-
-fn account(limit: i64) -> Account {
+/// Account `team-a` with a limit of `limit` micro-dollars.
+pub fn account(limit: i64) -> Account {
     Account { name: "team-a".into(), limit: Some(MicroUsd(limit)) }
 }
 
-fn exercise_accounts(ledger: &dyn BudgetGate) {
+/// Per-key accounts with the global limits, on a fresh ledger with soft stop 80 and a hard
+/// stop of at least 1000: an account's limit and the global one both refuse without moving
+/// either total, and a reconciliation corrects both.
+pub fn charges_accounts_with_the_global_limits(ledger: &dyn BudgetGate) {
     let a = account(50);
     assert_eq!(ledger.charge_account(&charge(30, true), &a).unwrap(), MicroUsd(30));
     // The account's limit refuses, and nothing moves: neither the global total nor the account's.
@@ -56,9 +56,4 @@ fn exercise_accounts(ledger: &dyn BudgetGate) {
     assert_eq!(ledger.charge_account(&charge(40, false), &a).unwrap(), MicroUsd(90));
     assert_eq!(ledger.account_spent("team-b").unwrap(), MicroUsd(40));
     assert_eq!(ledger.account_spent("nobody").unwrap(), MicroUsd(0));
-}
-
-#[test]
-fn memory_ledger_charges_accounts_with_the_global_limits() {
-    exercise_accounts(&MemoryLedger::new(BudgetLimits { soft_stop: MicroUsd(80), hard_stop: MicroUsd(1000) }));
 }

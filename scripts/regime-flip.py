@@ -32,33 +32,10 @@ import argparse
 import asyncio
 import json
 import os
-import random
-import re
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 
-REPLY = json.dumps({
-    "id": "x", "object": "chat.completion", "created": 0, "model": "m",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-}).encode()
-
-
-def sse_body():
-    events = [
-        {"choices": [{"index": 0, "delta": {"role": "assistant"}}]},
-        {"choices": [{"index": 0, "delta": {"content": "ok"}}]},
-        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-    ]
-    out = b"".join(b"data: " + json.dumps(dict(e, id="x", object="chat.completion.chunk", model="m")).encode() + b"\n\n" for e in events)
-    return out + b"data: [DONE]\n\n"
-
-
-SSE = sse_body()
+from loopback_openai import Provider, gateway, latency_summary, open_loop, scrape
 
 
 class World:
@@ -66,53 +43,6 @@ class World:
 
     def __init__(self):
         self.flipped = False
-
-
-class Provider:
-    """A keep-alive HTTP/1.1 server answering POST .../chat/completions after a delay
-    that depends on the world: `before(rng)` / `after(rng)` give the seconds to wait
-    before the response headers."""
-
-    def __init__(self, name, world, before, after, seed):
-        self.name = name
-        self.world = world
-        self.before = before
-        self.after = after
-        self.rng = random.Random(seed)
-        self.requests = 0
-        self.stalled = 0
-
-    async def handle(self, reader, writer):
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                m = re.search(rb"(?i)content-length:\s*(\d+)", head)
-                body = await reader.readexactly(int(m.group(1))) if m else b""
-                self.requests += 1
-                wait = (self.after if self.world.flipped else self.before)(self.rng)
-                if wait >= 1.0:
-                    self.stalled += 1
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                stream = b'"stream":true' in body.replace(b" ", b"")
-                if stream:
-                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n" % len(SSE) + SSE)
-                else:
-                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(REPLY) + REPLY)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
-            pass
-        except asyncio.CancelledError:
-            # Shutting down with the gateway's kept-alive connections still open.
-            pass
-        finally:
-            writer.close()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 DEFAULT_POLICY = """kind = "auto"
@@ -125,23 +55,14 @@ CONFIG = """
 listen = "127.0.0.1:{port}"
 auth = "none"
 store = ":memory:"
-{gateway_extra}
+GATEWAY_EXTRA
 [budget]
 ledger = ":memory:"
 [trace]
-path = "{trace}"
-[providers.flaky]
-adapter = "openai"
-base_url = "http://127.0.0.1:{flaky}/v1"
-rate_usd_per_s = 0.001
-expected_run_s = 1
-[providers.steady]
-adapter = "openai"
-base_url = "http://127.0.0.1:{steady}/v1"
-rate_usd_per_s = 0.001
-expected_run_s = 1
+path = "TRACE"
+PROVIDERS
 [policies.chat]
-{policy}
+POLICY
 [routes.chat]
 kind = "openai"
 models = ["m"]
@@ -149,139 +70,48 @@ policy = "chat"
 """
 
 
-async def one_request(port, stream):
-    """(seconds, winner) of one request; seconds is None when it failed."""
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream}).encode()
-    t = time.perf_counter()
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-                     b"connection: close\r\ncontent-length: %d\r\n\r\n" % len(body) + body)
-        await writer.drain()
-        if stream:
-            buf = b""
-            while b'"content":"ok"' not in buf.replace(b" ", b""):
-                chunk = await reader.read(65536)
-                if not chunk:
-                    return None, None
-                buf += chunk
-            took = time.perf_counter() - t
-            await reader.read()
-        else:
-            buf = await reader.read()
-            took = time.perf_counter() - t
-        if not buf.startswith(b"HTTP/1.1 200"):
-            return None, None
-        w = re.search(rb"(?im)^x-tailcut-winner:\s*(\S+)", buf)
-        return took, (w.group(1).decode() if w else "?")
-    finally:
-        writer.close()
-
-
-async def load(port, rate, phase_s, phases, stream, world):
-    """Sends every phase's requests on an open loop; flips `world` when half the phases
-    are over. Returns one list of (seconds | None, winner) per phase."""
-    tasks = [[] for _ in range(phases)]
-    start = time.perf_counter()
-    per_phase = int(rate * phase_s)
-    for ph in range(phases):
-        if ph == phases // 2:
-            world.flipped = True
-        for i in range(per_phase):
-            delay = start + (ph * per_phase + i) / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks[ph].append(asyncio.create_task(asyncio.wait_for(one_request(port, stream), 30)))
-    out = []
-    for ts in tasks:
-        got = []
-        for t in ts:
-            try:
-                got.append(await t)
-            except (OSError, asyncio.TimeoutError):
-                got.append((None, None))
-        out.append(got)
-    return out
-
-
-def quantile(xs, q):
-    xs = sorted(xs)
-    if not xs:
-        return float("nan")
-    return xs[min(len(xs) - 1, max(0, int(-(-q * len(xs) // 1)) - 1))]
-
-
-def scrape(port):
-    import urllib.request
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    keep = {}
-    for line in text.splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        name, _, value = line.rpartition(" ")
-        if name.startswith(("tailcut_attempts_total", "tailcut_hedges_total", "tailcut_hedges_denied_total", "tailcut_wins_total",
-                            "tailcut_learned_shifts")):
-            keep[name] = float(value)
-    return keep
-
-
 async def run_mode(args, mode, policy):
     """One mode against a fresh gateway and a fresh (unflipped) world."""
     world = World()
     stall = args.stall_s
-    flaky = Provider("flaky", world, lambda r: stall if r.random() < args.stall_p else 0.002, lambda r: 0.002, args.seed)
-    steady = Provider("steady", world, lambda r: 0.120, lambda r: 0.400, args.seed + 1)
-    servers, ports = [], {}
+    flaky = Provider("flaky", lambda r: 0.002 if world.flipped else (stall if r.random() < args.stall_p else 0.002), args.seed)
+    steady = Provider("steady", lambda r: 0.400 if world.flipped else 0.120, args.seed + 1)
     for p in (flaky, steady):
-        srv = await asyncio.start_server(p.handle, "127.0.0.1", 0, backlog=4096)
-        servers.append(srv)
-        ports[p.name] = srv.sockets[0].getsockname()[1]
+        await p.start()
     tmp = tempfile.mkdtemp(prefix="tailcut-flip-")
-    gw_port = free_port()
-    cfg = CONFIG.format(port=gw_port, trace=os.path.join(tmp, "trace.jsonl"), flaky=ports["flaky"], steady=ports["steady"],
-                        policy=policy, gateway_extra=args.gateway_extra)
-    path = os.path.join(tmp, "gateway.toml")
-    with open(path, "w") as f:
-        f.write(cfg)
-    log = open(os.path.join(tmp, "gateway.log"), "w")
-    gw = subprocess.Popen([args.tailcut, "serve", "--config", path], stdout=log, stderr=subprocess.STDOUT)
+    trace = os.path.join(tmp, "trace.jsonl")
+    cfg = (CONFIG.replace("GATEWAY_EXTRA", args.gateway_extra).replace("TRACE", trace)
+           .replace("PROVIDERS", flaky.toml() + steady.toml()).replace("POLICY", policy))
+    per_phase = int(args.rate * args.phase_s)
+    flip_at = (args.phases // 2) * per_phase
+
+    def flip(i):
+        if i == flip_at:
+            world.flipped = True
+
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", gw_port), 0.2).close()
-                break
-            except OSError:
-                if gw.poll() is not None:
-                    sys.exit(f"tailcut serve exited: see {log.name}")
-                await asyncio.sleep(0.1)
-        lat = await load(gw_port, args.rate, args.phase_s, args.phases, mode == "stream", world)
-        await asyncio.sleep(args.stall_s + 0.5)
-        counters = scrape(gw_port)
+        async with gateway(args.tailcut, cfg, tmp) as port:
+            got = await open_loop(port, args.rate, per_phase * args.phases, mode == "stream", flip)
+            await asyncio.sleep(args.stall_s + 0.5)
+            counters = scrape(port)
     finally:
-        gw.send_signal(signal.SIGTERM)
-        try:
-            gw.wait(10)
-        except subprocess.TimeoutExpired:
-            gw.kill()
-        for s in servers:
-            s.close()
+        flaky.close()
+        steady.close()
     phases = []
-    for ph, got in enumerate(lat):
-        ok = [x for x, _ in got if x is not None]
+    for ph in range(args.phases):
+        part = got[ph * per_phase:(ph + 1) * per_phase]
+        ok = [x for x, _ in part if x is not None]
         wins = {}
-        for x, w in got:
+        for x, w in part:
             if x is not None:
                 wins[w] = wins.get(w, 0) + 1
         phases.append({
             "phase": ph + 1, "world": "flipped" if ph >= args.phases // 2 else "before",
-            "requests": len(got), "errors": len(got) - len(ok),
+            "requests": len(part), "errors": len(part) - len(ok),
             "over_bar": sum(1 for x in ok if x * 1000 > args.bar_ms),
-            "p50_ms": round(quantile(ok, 0.5) * 1000, 1), "p95_ms": round(quantile(ok, 0.95) * 1000, 1),
-            "p99_ms": round(quantile(ok, 0.99) * 1000, 1), "wins": dict(sorted(wins.items())),
+            **latency_summary(ok), "wins": dict(sorted(wins.items())),
         })
-    return {"phases": phases, "counters": counters, "trace": os.path.join(tmp, "trace.jsonl"),
-            "stalled_flaky": flaky.stalled}
+    return {"phases": phases, "counters": counters, "trace": trace, "stalled_flaky": flaky.stalled}
 
 
 async def main():

@@ -29,173 +29,29 @@ import argparse
 import asyncio
 import json
 import os
-import random
-import re
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
-import time
 
-REPLY = json.dumps({
-    "id": "x", "object": "chat.completion", "created": 0, "model": "m",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-}).encode()
-
-
-def sse_body():
-    events = [
-        {"choices": [{"index": 0, "delta": {"role": "assistant"}}]},
-        {"choices": [{"index": 0, "delta": {"content": "ok"}}]},
-        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-    ]
-    out = b"".join(b"data: " + json.dumps(dict(e, id="x", object="chat.completion.chunk", model="m")).encode() + b"\n\n" for e in events)
-    return out + b"data: [DONE]\n\n"
-
-
-SSE = sse_body()
-
-
-class Provider:
-    """A keep-alive HTTP/1.1 server answering POST .../chat/completions."""
-
-    def __init__(self, name, stall_s, stall_p, seed):
-        self.name = name
-        self.stall_s = stall_s
-        self.stall_p = stall_p
-        self.rng = random.Random(seed)
-        self.requests = 0
-        self.stalled = 0
-
-    async def handle(self, reader, writer):
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                m = re.search(rb"(?i)content-length:\s*(\d+)", head)
-                body = await reader.readexactly(int(m.group(1))) if m else b""
-                self.requests += 1
-                if self.stall_p > 0 and self.rng.random() < self.stall_p:
-                    self.stalled += 1
-                    await asyncio.sleep(self.stall_s)
-                stream = b'"stream":true' in body.replace(b" ", b"")
-                if stream:
-                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n" % len(SSE) + SSE)
-                else:
-                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(REPLY) + REPLY)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
-            pass
-        except asyncio.CancelledError:
-            # Shutting down with the gateway's kept-alive connections still open.
-            pass
-        finally:
-            writer.close()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
+from loopback_openai import Provider, gateway, latency_summary, open_loop, scrape
 
 CONFIG = """
 [gateway]
+listen = "127.0.0.1:{port}"
 auth = "none"
 store = ":memory:"
+GATEWAY_EXTRA
 [budget]
 ledger = ":memory:"
 [trace]
-path = "{trace}"
-[providers.stally]
-adapter = "openai"
-base_url = "http://127.0.0.1:{stally}/v1"
-rate_usd_per_s = 0.001
-expected_run_s = 1
-[providers.fast]
-adapter = "openai"
-base_url = "http://127.0.0.1:{fast}/v1"
-rate_usd_per_s = 0.001
-expected_run_s = 1
+path = "TRACE"
+PROVIDERS
 [policies.chat]
-{policy}
+POLICY
 [routes.chat]
 kind = "openai"
 models = ["m"]
 policy = "chat"
-{route_extra}
+ROUTE_EXTRA
 """
-
-
-async def one_request(port, stream):
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream}).encode()
-    t = time.perf_counter()
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-                     b"connection: close\r\ncontent-length: %d\r\n\r\n" % len(body) + body)
-        await writer.drain()
-        if stream:
-            buf = b""
-            while b'"content":"ok"' not in buf.replace(b" ", b""):
-                chunk = await reader.read(65536)
-                if not chunk:
-                    return None
-                buf += chunk
-            took = time.perf_counter() - t
-            await reader.read()
-            return took if buf.startswith(b"HTTP/1.1 200") else None
-        data = await reader.read()
-        took = time.perf_counter() - t
-        return took if data.startswith(b"HTTP/1.1 200") else None
-    finally:
-        writer.close()
-
-
-async def load(port, rate, duration, stream):
-    tasks = []
-    start = time.perf_counter()
-    for i in range(int(rate * duration)):
-        delay = start + i / rate - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(asyncio.wait_for(one_request(port, stream), 30)))
-    out = []
-    for t in tasks:
-        try:
-            out.append(await t)
-        except (OSError, asyncio.TimeoutError):
-            out.append(None)
-    return out
-
-
-def quantile(xs, q):
-    xs = sorted(xs)
-    if not xs:
-        return float("nan")
-    return xs[min(len(xs) - 1, max(0, int(-(-q * len(xs) // 1)) - 1))]
-
-
-def scrape(port):
-    import urllib.request
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    counters = {}
-    for line in text.splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        name, _, value = line.rpartition(" ")
-        counters[name] = float(value)
-    return counters
-
-
-def summarise(counters):
-    keep = {}
-    for k, v in counters.items():
-        if k.startswith(("tailcut_attempts_total", "tailcut_hedges_total", "tailcut_hedges_denied_total", "tailcut_wins_total")):
-            keep[k] = v
-    return keep
 
 
 async def main():
@@ -213,57 +69,33 @@ async def main():
     ap.add_argument("--json", action="store_true", help="print one JSON document")
     args = ap.parse_args()
 
-    stally = Provider("stally", args.stall, args.stall_p, args.seed)
-    fast = Provider("fast", 0, 0, args.seed)
-    servers = []
-    ports = {}
-    for p in (stally, fast):
-        srv = await asyncio.start_server(p.handle, "127.0.0.1", 0, backlog=4096)
-        servers.append(srv)
-        ports[p.name] = srv.sockets[0].getsockname()[1]
-
+    stall, stall_p = args.stall, args.stall_p
+    stally = await Provider("stally", lambda r: stall if stall_p > 0 and r.random() < stall_p else 0, args.seed,
+                            stall_at_s=min(stall, 1.0) or 1.0).start()
+    fast = await Provider("fast", lambda r: 0, args.seed).start()
     tmp = tempfile.mkdtemp(prefix="tailcut-stall-")
-    gw_port = free_port()
-    cfg = CONFIG.format(trace=os.path.join(tmp, "trace.jsonl"), stally=ports["stally"], fast=ports["fast"],
-                        policy=args.policy, route_extra=args.route_extra)
-    cfg = cfg.replace('[gateway]\n', f'[gateway]\nlisten = "127.0.0.1:{gw_port}"\n{args.gateway_extra}\n', 1)
-    path = os.path.join(tmp, "gateway.toml")
-    with open(path, "w") as f:
-        f.write(cfg)
-    log = open(os.path.join(tmp, "gateway.log"), "w")
-    gw = subprocess.Popen([args.tailcut, "serve", "--config", path], stdout=log, stderr=subprocess.STDOUT)
+    cfg = (CONFIG.replace("GATEWAY_EXTRA", args.gateway_extra).replace("TRACE", os.path.join(tmp, "trace.jsonl"))
+           .replace("PROVIDERS", stally.toml() + fast.toml()).replace("POLICY", args.policy)
+           .replace("ROUTE_EXTRA", args.route_extra))
     results = {"policy": args.policy, "rate": args.rate, "duration_s": args.duration, "stall_s": args.stall,
                "stall_p": args.stall_p, "modes": {}}
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", gw_port), 0.2).close()
-                break
-            except OSError:
-                if gw.poll() is not None:
-                    sys.exit(f"tailcut serve exited: see {log.name}")
-                await asyncio.sleep(0.1)
-        for mode in args.modes.split(","):
-            before = summarise(scrape(gw_port))
-            stalled_before = stally.stalled
-            lat = await load(gw_port, args.rate, args.duration, mode == "stream")
-            await asyncio.sleep(args.stall + 0.5)
-            after = summarise(scrape(gw_port))
-            ok = [x for x in lat if x is not None]
-            delta = {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0)}
-            results["modes"][mode] = {
-                "requests": len(lat), "errors": len(lat) - len(ok), "stalled_primary": stally.stalled - stalled_before,
-                "p50_ms": round(quantile(ok, 0.5) * 1000, 1), "p95_ms": round(quantile(ok, 0.95) * 1000, 1),
-                "p99_ms": round(quantile(ok, 0.99) * 1000, 1), "counters": delta,
-            }
+        async with gateway(args.tailcut, cfg, tmp) as port:
+            for mode in args.modes.split(","):
+                before = scrape(port)
+                stalled_before = stally.stalled
+                got = await open_loop(port, args.rate, int(args.rate * args.duration), mode == "stream")
+                await asyncio.sleep(args.stall + 0.5)
+                after = scrape(port)
+                ok = [x for x, _ in got if x is not None]
+                delta = {k: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0)}
+                results["modes"][mode] = {
+                    "requests": len(got), "errors": len(got) - len(ok), "stalled_primary": stally.stalled - stalled_before,
+                    **latency_summary(ok), "counters": delta,
+                }
     finally:
-        gw.send_signal(signal.SIGTERM)
-        try:
-            gw.wait(10)
-        except subprocess.TimeoutExpired:
-            gw.kill()
-        for s in servers:
-            s.close()
+        stally.close()
+        fast.close()
     if args.json:
         print(json.dumps(results, indent=1))
         return

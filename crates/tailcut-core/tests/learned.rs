@@ -16,6 +16,7 @@ use tailcut_core::validate::NonEmpty;
 use tailcut_core::{JobRequest, Pricing, Provider, RateNanoUsdPerSec};
 use tailcut_model::{AdaptiveSettings, AutoSettings, LearnedKind, ModelConfig};
 use tailcut_sim::{SimProfile, SimProvider};
+use tailcut_testkit::learned::drive;
 use tailcut_testkit::{Recorder, Script, ScriptedProvider};
 use tokio::time::Instant;
 
@@ -47,20 +48,6 @@ fn adaptive(budget: f64) -> LearnedKind {
     })
 }
 
-/// Runs `n` requests one after another, feeding each settled trace back to the policy.
-async fn drive(h: &Hedger, policy: &LearnedPolicy, n: usize) -> Vec<tailcut_core::trace::RequestTrace> {
-    let mut out = Vec::new();
-    for i in 0..n {
-        let t0 = Instant::now();
-        let outcome = h.run(policy, JobRequest::new(format!("r{i}"), serde_json::json!({}))).await.unwrap();
-        let trace = outcome.settled.wait().await.unwrap();
-        policy.observe_trace(&trace, t0);
-        out.push(trace);
-        tokio::time::sleep(s(1.0)).await;
-    }
-    out
-}
-
 #[tokio::test(start_paused = true)]
 async fn adaptive_learns_the_primary_quantile_then_hedges_a_straggler_there() {
     let recorder = Recorder::new();
@@ -69,7 +56,7 @@ async fn adaptive_learns_the_primary_quantile_then_hedges_a_straggler_there() {
     primary.push(Script::valid_after(s(10.0)));
     let h = hedger(primary, vec![Script::valid_after(s(1.0))], false, 2, &recorder);
     let policy = LearnedPolicy::try_new(h.providers(), "adaptive:p->h", adaptive(0.05), None, ModelConfig::default(), 1).unwrap();
-    let traces = drive(&h, &policy, 41).await;
+    let traces = drive(&h, &policy, 41, s(1.0)).await;
     // Before 20 samples it never hedges and says why.
     assert!(traces[0].decisions.learned.as_ref().unwrap().reason.contains("fewer than 20 samples"));
     assert!(traces[..40].iter().all(|t| !t.decisions.hedge_launched));
@@ -101,7 +88,7 @@ async fn a_spent_budget_denies_the_hedge() {
         budget: 0.25,
     });
     let policy = LearnedPolicy::try_new(h.providers(), "adaptive:p->h", kind, None, ModelConfig::default(), 1).unwrap();
-    let traces = drive(&h, &policy, 12).await;
+    let traces = drive(&h, &policy, 12, s(1.0)).await;
     assert!(traces[1].decisions.learned.as_ref().unwrap().reason.contains("= 1.000s"), "{:?}", traces[1].decisions);
     let launched = traces.iter().filter(|t| t.decisions.hedge_launched).count();
     let denied: u32 = traces.iter().map(|t| t.decisions.hedges_denied).sum();
@@ -175,7 +162,7 @@ proptest! {
             let h = hedger(primary, hedge, true, max_live, &recorder);
             let auto = AutoSettings { max_live, max_extra: 1.0, target_miss: 0.0, ..AutoSettings::default() };
             let policy = LearnedPolicy::try_new(h.providers(), "auto", LearnedKind::Auto(auto), None, ModelConfig::default(), 3).unwrap();
-            drive(&h, &policy, lat.len()).await;
+            drive(&h, &policy, lat.len(), s(1.0)).await;
             prop_assert!(recorder.max_alive() <= max_live, "{} alive with cap {max_live}", recorder.max_alive());
             Ok(())
         })?;
@@ -191,7 +178,7 @@ async fn a_policy_built_from_a_saved_model_knows_each_providers_idle_gap() {
     let primary: Vec<Script> = (0..8).map(|_| Script::valid_after(s(2.0))).collect();
     let h = hedger(primary, vec![Script::valid_after(s(1.0))], false, 2, &recorder);
     let policy = LearnedPolicy::try_new(h.providers(), "adaptive:p->h", adaptive(0.05), None, ModelConfig::default(), 1).unwrap();
-    drive(&h, &policy, 4).await;
+    drive(&h, &policy, 4, s(1.0)).await;
     // The last request's primary answered 2 s after its start, then `drive` slept 1 s.
     let saved = policy.model().unwrap();
     let p = saved.providers[0].last_served_unix_s.expect("the primary served");
@@ -202,7 +189,7 @@ async fn a_policy_built_from_a_saved_model_knows_each_providers_idle_gap() {
 
     let restarted =
         LearnedPolicy::try_new(h.providers(), "adaptive:p->h", adaptive(0.05), Some(loaded.clone()), ModelConfig::default(), 1).unwrap();
-    let first = drive(&h, &restarted, 1).await.remove(0);
+    let first = drive(&h, &restarted, 1, s(1.0)).await.remove(0);
     let beliefs = &first.decisions.learned.as_ref().unwrap().model;
     let gap = beliefs[0].idle_gap_s.expect("the restored gap");
     // The paused clock does not move the wall clock: the gap is the one at saving (1 s),
@@ -215,7 +202,7 @@ async fn a_policy_built_from_a_saved_model_knows_each_providers_idle_gap() {
     offline.providers.iter_mut().for_each(|p| p.last_served_unix_s = None);
     let cold_gaps =
         LearnedPolicy::try_new(h.providers(), "adaptive:p->h", adaptive(0.05), Some(offline), ModelConfig::default(), 1).unwrap();
-    let first = drive(&h, &cold_gaps, 1).await.remove(0);
+    let first = drive(&h, &cold_gaps, 1, s(1.0)).await.remove(0);
     assert!(first.decisions.learned.as_ref().unwrap().model.iter().all(|b| b.idle_gap_s.is_none()));
 
     // A saved time that is not a time is refused, naming the provider by its place.

@@ -12,10 +12,9 @@ use tailcut_core::engine::{Hedger, RaceSettings};
 use tailcut_core::ledger::{BudgetLimits, MemoryLedger};
 use tailcut_core::policy::learned::LearnedPolicy;
 use tailcut_core::validate::NonEmpty;
-use tailcut_core::JobRequest;
 use tailcut_model::{AutoSettings, LearnedKind, ModelConfig};
+use tailcut_testkit::learned::drive;
 use tailcut_testkit::{Recorder, Script, ScriptedProvider};
-use tokio::time::Instant;
 
 fn s(secs: f64) -> Duration {
     Duration::from_secs_f64(secs)
@@ -40,26 +39,13 @@ fn route(p: f64, h: f64) -> (Hedger, LearnedPolicy) {
     (hedger, policy)
 }
 
-async fn drive(h: &Hedger, policy: &LearnedPolicy, n: usize) -> Vec<tailcut_core::trace::RequestTrace> {
-    let mut out = Vec::new();
-    for i in 0..n {
-        let t0 = Instant::now();
-        let outcome = h.run(policy, JobRequest::new(format!("r{i}"), serde_json::json!({}))).await.unwrap();
-        let trace = outcome.settled.wait().await.unwrap();
-        policy.observe_trace(&trace, t0);
-        out.push(trace);
-        tokio::time::sleep(s(0.05)).await;
-    }
-    out
-}
-
 #[tokio::test(start_paused = true)]
 async fn the_working_level_moves_live_with_every_settled_request() {
     // Both providers take 300 ms: every request misses the 250 ms deadline, whatever
     // the plan. Each miss lowers α_t by γ·(1 − α) = 0.019.
     let (h, policy) = route(0.3, 0.3);
     assert_eq!(policy.working_level(), Some(0.05));
-    let traces = drive(&h, &policy, 20).await;
+    let traces = drive(&h, &policy, 20, s(0.05)).await;
     let level = policy.working_level().unwrap();
     assert!(level < 0.05 - 0.01, "the working level never moved: {level}");
     assert_eq!(policy.settled(), 20);
@@ -70,6 +56,6 @@ async fn the_working_level_moves_live_with_every_settled_request() {
 
     // Requests that meet the deadline raise it again, by γ·α = 0.001 each, up to α.
     let (h, policy) = route(0.1, 0.1);
-    drive(&h, &policy, 10).await;
+    drive(&h, &policy, 10, s(0.05)).await;
     assert_eq!(policy.working_level(), Some(0.05), "capped at the target");
 }

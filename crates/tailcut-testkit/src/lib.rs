@@ -24,6 +24,7 @@
 pub mod cli;
 pub mod config;
 pub mod fuzz;
+pub mod learned;
 pub mod ledger;
 pub mod postgres;
 pub mod scripts;

@@ -7,23 +7,8 @@ use tailcut_config::{ApiConfig, Config};
 use tailcut_providers::ProviderKind;
 
 /// The smallest table of each HTTP kind (an exhaustive match: a new kind must add one).
-fn minimal(kind: ProviderKind) -> &'static str {
-    match kind {
-        ProviderKind::RunPod => "endpoint_id = \"e\"",
-        ProviderKind::Replicate => "model = \"owner/model\"",
-        ProviderKind::Fal => "model = \"fal-ai/flux/dev\"",
-        ProviderKind::Baseten => "model_id = \"abc\"",
-        ProviderKind::Modal => "url = \"https://ws--app.modal.run\"",
-        ProviderKind::Cerebrium => "url = \"https://api.aws.us-east-1.cerebrium.ai/v4/p-1/app/predict\"",
-        ProviderKind::OpenAi => "base_url = \"http://127.0.0.1:8000/v1\"",
-        ProviderKind::Vast => "endpoint = \"my-endpoint\"\nworker_path = \"/v1/completions\"",
-        ProviderKind::Generic => "http = { submit = { url = \"https://x/jobs\" } }",
-        ProviderKind::Sim => "",
-    }
-}
-
 fn table(kind: ProviderKind, extra: &str) -> String {
-    format!("[providers.p]\nadapter = \"{kind}\"\nrate_usd_per_s = 0.001\ntimeout_s = 5\n{}\n{extra}\n", minimal(kind))
+    format!("[providers.p]\nadapter = \"{kind}\"\nrate_usd_per_s = 0.001\ntimeout_s = 5\n{}\n{extra}\n", kind.minimal_table())
 }
 
 fn err(text: &str) -> String {

@@ -188,6 +188,7 @@ impl Settings {
 #[async_trait]
 impl ProviderModule for Settings {
     type Config = Config;
+    const MINIMAL_TABLE: &'static str = "model_id = \"abc\"";
 
     fn from_config(c: Config) -> Result<Settings, Invalid> {
         let base = match (&c.base_url, &c.model_id) {

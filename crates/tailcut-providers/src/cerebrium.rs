@@ -116,6 +116,7 @@ pub struct Settings {
 #[async_trait]
 impl ProviderModule for Settings {
     type Config = Config;
+    const MINIMAL_TABLE: &'static str = "url = \"https://api.aws.us-east-1.cerebrium.ai/v4/p-1/app/predict\"";
 
     fn from_config(c: Config) -> Result<Settings, Invalid> {
         let url = match (&c.url, &c.project_id, &c.app) {

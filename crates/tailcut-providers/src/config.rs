@@ -23,6 +23,10 @@ pub trait ProviderModule: Sized + Send + Sync {
     /// The keys as written in `[providers.NAME]` (besides `adapter`, the pricing keys and
     /// [`SharedKeys`]), with `#[serde(deny_unknown_fields)]`.
     type Config: DeserializeOwned;
+    /// The fewest keys (TOML lines, without `adapter` and the pricing keys) that
+    /// configure this kind: what `docs/configuration.md` shows first, and what the
+    /// config tests load, build and then break one key at a time.
+    const MINIMAL_TABLE: &'static str;
     /// Checks the keys and fills in defaults.
     fn from_config(config: Self::Config) -> Result<Self, Invalid>;
     /// The URL submissions go to (whether it is loopback decides whether it is paid).

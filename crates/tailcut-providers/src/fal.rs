@@ -174,6 +174,7 @@ pub struct Settings {
 #[async_trait]
 impl ProviderModule for Settings {
     type Config = Config;
+    const MINIMAL_TABLE: &'static str = "model = \"fal-ai/flux/dev\"";
 
     fn from_config(c: Config) -> Result<Settings, Invalid> {
         let model = c.model.ok_or_else(|| Invalid::new("model", "required (e.g. fal-ai/flux/dev)"))?;

@@ -351,6 +351,7 @@ pub struct Settings {
 #[async_trait]
 impl ProviderModule for Settings {
     type Config = Config;
+    const MINIMAL_TABLE: &'static str = "http = { submit = { url = \"https://x/jobs\" } }";
 
     fn from_config(c: Config) -> Result<Settings, Invalid> {
         let spec = c.http.ok_or_else(|| Invalid::new("http", "required: the job API description (submit, status, result, cancel)"))?;

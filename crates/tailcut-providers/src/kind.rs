@@ -1,7 +1,7 @@
 //! The one list of provider kinds — which HTTP API a provider speaks — and the dispatch
 //! from a kind to its provider module. Configuration, the gateway and the mock servers
-//! all read this list; adding a kind is one line in `provider_kinds!` plus its module
-//! (`docs/adding-a-provider.md`). [`HttpConfig`] is a configured HTTP provider of any kind.
+//! all read this list (`for_each_provider_kind!` in `lib.rs`); adding a kind is one line there
+//! plus its module (`docs/adding-a-provider.md`). [`HttpConfig`] is a configured HTTP provider of any kind.
 
 use crate::client::RetryPolicy;
 use crate::config::{is_paid, Build, Check, HttpSettings, Invalid, ProviderModule, SharedKeys};
@@ -37,6 +37,15 @@ macro_rules! provider_kinds {
                 match self {
                     $(ProviderKind::$kind => $name,)*
                     ProviderKind::Sim => "sim",
+                }
+            }
+
+            /// The fewest keys that configure this kind
+            /// ([`ProviderModule::MINIMAL_TABLE`]; none for the simulator).
+            pub fn minimal_table(self) -> &'static str {
+                match self {
+                    $(ProviderKind::$kind => <crate::$module::Settings as ProviderModule>::MINIMAL_TABLE,)*
+                    ProviderKind::Sim => "",
                 }
             }
 
@@ -122,26 +131,7 @@ macro_rules! provider_kinds {
     };
 }
 
-provider_kinds! {
-    /// RunPod serverless queue API.
-    RunPod = "runpod" => runpod,
-    /// Replicate predictions.
-    Replicate = "replicate" => replicate,
-    /// fal queue API.
-    Fal = "fal" => fal,
-    /// Baseten async predict.
-    Baseten = "baseten" => baseten,
-    /// The Modal web-endpoint pattern.
-    Modal = "modal" => modal,
-    /// Cerebrium REST inference.
-    Cerebrium = "cerebrium" => cerebrium,
-    /// An OpenAI-compatible server.
-    OpenAi = "openai" => openai,
-    /// Vast.ai serverless: route, then call the worker.
-    Vast = "vast" => vast,
-    /// A JSON job API described in the config (`[providers.NAME.http]`).
-    Generic = "http" => generic,
-}
+crate::for_each_provider_kind!(provider_kinds);
 
 impl ProviderKind {
     /// The kind with config spelling `s`.

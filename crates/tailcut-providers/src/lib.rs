@@ -24,26 +24,57 @@
 // Unit tests spawn and read the wall clock freely (clippy.toml).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
-pub mod baseten;
+/// The one list of provider kinds: each line a `ProviderKind` variant, its config spelling
+/// (`adapter = "..."`) and its provider module (`src/<module>.rs`). It calls `$callback!`
+/// with the list: this crate declares the modules from it and generates [`ProviderKind`],
+/// [`KindConfig`] and [`KindSettings`] (`kind.rs`); the mock servers of
+/// `tailcut-mockproviders` declare their route modules and their router from it. Adding a
+/// kind is one line here plus its module (`docs/adding-a-provider.md`).
+#[macro_export]
+macro_rules! for_each_provider_kind {
+    ($callback:ident) => {
+        $callback! {
+            /// RunPod serverless queue API.
+            RunPod = "runpod" => runpod,
+            /// Replicate predictions.
+            Replicate = "replicate" => replicate,
+            /// fal queue API.
+            Fal = "fal" => fal,
+            /// Baseten async predict.
+            Baseten = "baseten" => baseten,
+            /// The Modal web-endpoint pattern.
+            Modal = "modal" => modal,
+            /// Cerebrium REST inference.
+            Cerebrium = "cerebrium" => cerebrium,
+            /// An OpenAI-compatible server.
+            OpenAi = "openai" => openai,
+            /// Vast.ai serverless: route, then call the worker.
+            Vast = "vast" => vast,
+            /// A JSON job API described in the config (`[providers.NAME.http]`).
+            Generic = "http" => generic,
+        }
+    };
+}
+
+/// Declares each kind's provider module.
+macro_rules! provider_modules {
+    ($($(#[doc = $doc:literal])* $kind:ident = $name:literal => $module:ident,)*) => {
+        $(pub mod $module;)*
+    };
+}
+for_each_provider_kind!(provider_modules);
+
 pub mod bounds;
 mod cause;
-pub mod cerebrium;
 pub mod channel;
 pub mod client;
 pub mod config;
-pub mod fal;
-pub mod generic;
 mod invalid;
 pub mod kind;
-pub mod modal;
-pub mod openai;
 pub mod plain;
 pub mod polling;
 pub mod redact;
-pub mod replicate;
-pub mod runpod;
 pub mod secret;
-pub mod vast;
 
 pub use client::HttpClient;
 pub use config::{Invalid, ProviderModule};

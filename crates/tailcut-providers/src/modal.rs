@@ -143,6 +143,7 @@ pub struct Settings {
 #[async_trait]
 impl ProviderModule for Settings {
     type Config = Config;
+    const MINIMAL_TABLE: &'static str = "url = \"https://ws--app.modal.run\"";
 
     fn from_config(c: Config) -> Result<Settings, Invalid> {
         let url = c

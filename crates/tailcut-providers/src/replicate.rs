@@ -183,6 +183,7 @@ pub struct Settings {
 #[async_trait]
 impl ProviderModule for Settings {
     type Config = Config;
+    const MINIMAL_TABLE: &'static str = "model = \"owner/model\"";
 
     fn from_config(c: Config) -> Result<Settings, Invalid> {
         let target = match (c.version, c.model, c.deployment) {

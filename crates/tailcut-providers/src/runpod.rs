@@ -166,6 +166,7 @@ pub struct Settings {
 #[async_trait]
 impl ProviderModule for Settings {
     type Config = Config;
+    const MINIMAL_TABLE: &'static str = "endpoint_id = \"e\"";
 
     fn from_config(c: Config) -> Result<Settings, Invalid> {
         let base = trimmed(c.base_url.as_deref().unwrap_or("https://api.runpod.ai/v2"));

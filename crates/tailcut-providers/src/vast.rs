@@ -243,6 +243,7 @@ pub struct Settings {
 #[async_trait]
 impl ProviderModule for Settings {
     type Config = Config;
+    const MINIMAL_TABLE: &'static str = "endpoint = \"my-endpoint\"\nworker_path = \"/v1/completions\"";
 
     fn from_config(c: Config) -> Result<Settings, Invalid> {
         let endpoint = c

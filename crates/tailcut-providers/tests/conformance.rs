@@ -346,43 +346,27 @@ async fn timeout(kind: ProviderKind) {
     assert!(t.elapsed() < Duration::from_millis(900), "{kind:?}: right-censored at the deadline");
 }
 
+/// One suite per kind, from the one list of kinds (`for_each_provider_kind!`).
 macro_rules! conformance {
-    ($($module:ident => $kind:expr),* $(,)?) => {$(
+    ($($(#[doc = $doc:literal])* $kind_variant:ident = $name:literal => $module:ident,)*) => {$(
         mod $module {
             use super::*;
-            #[tokio::test] async fn submit_then_result() { super::submit_then_result($kind).await }
-            #[tokio::test] async fn state_transitions() { super::state_transitions($kind).await }
-            #[tokio::test] async fn cancel_while_queued() { super::cancel_while_queued($kind).await }
-            #[tokio::test] async fn cancel_while_running() { super::cancel_while_running($kind).await }
-            #[tokio::test] async fn cancel_after_finish() { super::cancel_after_finish($kind).await }
-            #[tokio::test] async fn status_5xx() { super::status_5xx($kind).await }
-            #[tokio::test] async fn status_429_retry_after() { super::status_429($kind).await }
-            #[tokio::test] async fn malformed_body() { super::malformed($kind).await }
-            #[tokio::test] async fn server_vanishes() { super::server_vanishes($kind).await }
-            #[tokio::test] async fn timeout() { super::timeout($kind).await }
+            const KIND: ProviderKind = ProviderKind::$kind_variant;
+            #[tokio::test] async fn submit_then_result() { super::submit_then_result(KIND).await }
+            #[tokio::test] async fn state_transitions() { super::state_transitions(KIND).await }
+            #[tokio::test] async fn cancel_while_queued() { super::cancel_while_queued(KIND).await }
+            #[tokio::test] async fn cancel_while_running() { super::cancel_while_running(KIND).await }
+            #[tokio::test] async fn cancel_after_finish() { super::cancel_after_finish(KIND).await }
+            #[tokio::test] async fn status_5xx() { super::status_5xx(KIND).await }
+            #[tokio::test] async fn status_429_retry_after() { super::status_429(KIND).await }
+            #[tokio::test] async fn malformed_body() { super::malformed(KIND).await }
+            #[tokio::test] async fn server_vanishes() { super::server_vanishes(KIND).await }
+            #[tokio::test] async fn timeout() { super::timeout(KIND).await }
         }
-    )*
-    /// The kinds with a suite, in order.
-    const COVERED: &[ProviderKind] = &[$($kind),*];
-    };
+    )*};
 }
 
-conformance! {
-    runpod => ProviderKind::RunPod,
-    replicate => ProviderKind::Replicate,
-    fal => ProviderKind::Fal,
-    baseten => ProviderKind::Baseten,
-    modal => ProviderKind::Modal,
-    cerebrium => ProviderKind::Cerebrium,
-    openai => ProviderKind::OpenAi,
-    vast => ProviderKind::Vast,
-    generic => ProviderKind::Generic,
-}
-
-#[test]
-fn every_http_kind_has_a_suite() {
-    assert_eq!(COVERED, ProviderKind::HTTP, "one suite per provider kind, from the one list");
-}
+tailcut_providers::for_each_provider_kind!(conformance);
 
 #[tokio::test]
 async fn runpod_stream_health_and_purge() {

@@ -1,16 +1,7 @@
 //! Each provider kind's HTTP surface over the shared engine: one module per kind, and
 //! what they share (error replies, injected faults, vanishing).
 
-mod baseten;
-mod cerebrium;
-mod fal;
-mod generic;
-mod modal;
-mod openai;
-mod replicate;
-mod runpod;
 mod shared;
-mod vast;
 
 use crate::engine::State;
 use axum::Router;
@@ -18,19 +9,25 @@ use shared::gone;
 use std::sync::Arc;
 use tailcut_providers::ProviderKind;
 
-pub(crate) fn router(state: Arc<State>) -> Router {
-    let r = match state.kind {
-        ProviderKind::RunPod => runpod::router(),
-        ProviderKind::Replicate => replicate::router(),
-        ProviderKind::Fal => fal::router(),
-        ProviderKind::Baseten => baseten::router(),
-        ProviderKind::Modal => modal::router(),
-        ProviderKind::Cerebrium => cerebrium::router(),
-        ProviderKind::OpenAi => openai::router(),
-        ProviderKind::Vast => vast::router(),
-        ProviderKind::Generic => generic::router(),
-        // Refused by `MockServer::start`; a router that answers nothing otherwise.
-        ProviderKind::Sim => Router::new(),
+/// Declares one route module per provider kind (`routes/<module>.rs`, named as the
+/// provider module) and [`kind_router`], from the one list of kinds: a new kind's mock is
+/// its module, with no arm to add here.
+macro_rules! kind_routes {
+    ($($(#[doc = $doc:literal])* $kind:ident = $name:literal => $module:ident,)*) => {
+        $(mod $module;)*
+
+        /// The router of `kind`'s mock (empty for the simulator, which has no mock).
+        fn kind_router(kind: ProviderKind) -> Router<Arc<State>> {
+            match kind {
+                $(ProviderKind::$kind => $module::router(),)*
+                // Refused by `MockServer::start`; a router that answers nothing otherwise.
+                ProviderKind::Sim => Router::new(),
+            }
+        }
     };
-    r.layer(axum::middleware::from_fn_with_state(state.clone(), gone)).with_state(state)
+}
+tailcut_providers::for_each_provider_kind!(kind_routes);
+
+pub(crate) fn router(state: Arc<State>) -> Router {
+    kind_router(state.kind).layer(axum::middleware::from_fn_with_state(state.clone(), gone)).with_state(state)
 }

@@ -296,6 +296,7 @@ impl Settings {
 #[async_trait]
 impl crate::config::ProviderModule for Settings {
     type Config = Config;
+    const MINIMAL_TABLE: &'static str = "base_url = \"http://127.0.0.1:8000/v1\"";
 
     fn from_config(c: Config) -> Result<Settings, crate::config::Invalid> {
         use crate::config::Invalid;

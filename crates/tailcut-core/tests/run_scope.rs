@@ -72,12 +72,15 @@ async fn concurrent_races_on_one_task_charge_each_launch_to_their_own_account() 
     assert_eq!(ledger.summary().unwrap().total, price_p + price_p + price_p + price_h, "every launch charged globally once");
 }
 
+/// What each submit saw: the provider, and the job tag's id and attempt number.
+type Seen = Arc<Mutex<Vec<(&'static str, Option<(String, i32)>)>>>;
+
 /// A provider that records, on each submit, the job tag its request carries.
 #[derive(Debug)]
 struct Tagged {
     name: &'static str,
     inner: Arc<dyn ProviderApi>,
-    seen: Arc<Mutex<Vec<(&'static str, Option<(String, i32)>)>>>,
+    seen: Seen,
 }
 
 #[async_trait]
@@ -100,7 +103,7 @@ async fn each_attempt_reads_its_own_races_job_tag() {
     let ledger = Arc::new(MemoryLedger::new(BudgetLimits::UNLIMITED));
     let p = vec![Script::valid_after(s(100.0)), Script::valid_after(s(1.0)), Script::valid_after(s(1.0))];
     let plain = hedger(ledger, p, vec![Script::valid_after(s(5.0))]);
-    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
     let providers = ["p", "h"]
         .into_iter()
         .zip(plain.providers())

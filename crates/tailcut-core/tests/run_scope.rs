@@ -127,3 +127,18 @@ async fn each_attempt_reads_its_own_races_job_tag() {
     let tag = |id: &str, n: i32| Some((id.to_string(), n));
     assert_eq!(*seen.lock().unwrap(), vec![("p", tag("job-a", 0)), ("p", tag("job-b", 0)), ("p", None), ("h", tag("job-a", 1))]);
 }
+
+/// A scope given several stops stops at the first of them (the gateway adds the client's
+/// hang-up to whatever stop its caller gave), its live attempt cancelled with a receipt.
+#[tokio::test(start_paused = true)]
+async fn a_scope_stops_at_the_first_of_its_stops() {
+    let ledger = Arc::new(MemoryLedger::new(BudgetLimits::UNLIMITED));
+    let h = hedger(ledger, vec![Script::valid_after(s(100.0))], vec![]);
+    let single = Single::try_new(h.providers(), "p").unwrap();
+    let t0 = tokio::time::Instant::now();
+    let scope = RunScope::new().stop(sleep(s(1.0))).stop(std::future::pending());
+    let out = h.run_scoped(&single, req("a"), scope).await.unwrap();
+    assert_eq!((out.winner, out.decisions.stopped_by_caller), (None, true));
+    assert_eq!(t0.elapsed(), s(1.0), "stopped by the first stop, not held by the second");
+    assert_eq!(out.settled.wait().await.unwrap().receipts.len(), 1);
+}

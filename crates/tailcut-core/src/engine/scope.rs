@@ -48,9 +48,16 @@ impl RunScope {
         self
     }
 
-    /// The race stops when `stop` resolves (say, the caller went away).
+    /// The race stops when `stop` resolves (say, the caller went away); given several,
+    /// when the first of them resolves.
     pub fn stop(mut self, stop: impl Future<Output = ()> + Send + 'static) -> RunScope {
-        self.stop = Some(Box::pin(stop));
+        let stop: BoxFuture<'static, ()> = Box::pin(stop);
+        self.stop = Some(match self.stop.take() {
+            None => stop,
+            Some(first) => Box::pin(async move {
+                futures::future::select(first, stop).await;
+            }),
+        });
         self
     }
 

@@ -166,7 +166,7 @@ impl Hedging {
         let id = format!("py-{}-{n}", tailcut_core::trace::now_rfc3339());
         let request = JobRequest::new(id.clone(), input);
         let t0 = Instant::now();
-        let outcome = match self.hedger.run_stopping(policy.as_ref(), request, None, Some(stop)).await {
+        let outcome = match self.hedger.run_until(policy.as_ref(), request, stop).await {
             Ok(o) => o,
             Err(e @ RaceError::Budget(_)) => {
                 let e = anyhow::Error::new(e).context(format!("request {id} refused"));

@@ -1,7 +1,8 @@
 //! What travels through a race: the request, job states, and results.
 
+use crate::handover::StreamHandoff;
 use serde::{Deserialize, Serialize};
-use std::any::Any;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -62,9 +63,10 @@ pub struct JobRequest {
     pub request_id: String,
     /// The job input, shared by every attempt.
     input: Arc<Input>,
-    /// What the caller hands every attempt's provider besides the input (e.g. a
-    /// [`StreamHandoff`](crate::stream::StreamHandoff)); never sent anywhere.
-    extension: Option<Arc<dyn Any + Send + Sync>>,
+    /// The race's stream hand-over, from its [`RunScope`](crate::engine::RunScope).
+    handoff: Option<StreamHandoff>,
+    /// The caller's job the race runs for, from its [`RunScope`](crate::engine::RunScope).
+    job: Option<Arc<JobTag>>,
 }
 
 impl std::fmt::Debug for JobRequest {
@@ -72,7 +74,8 @@ impl std::fmt::Debug for JobRequest {
         f.debug_struct("JobRequest")
             .field("request_id", &self.request_id)
             .field("input", &self.input)
-            .field("extension", &self.extension.is_some())
+            .field("handoff", &self.handoff.is_some())
+            .field("job", &self.job.as_deref().map(JobTag::id))
             .finish()
     }
 }
@@ -89,12 +92,17 @@ struct Input {
 impl JobRequest {
     /// A request with the given id and input.
     pub fn new(request_id: impl Into<String>, input: serde_json::Value) -> JobRequest {
-        JobRequest { request_id: request_id.into(), input: Arc::new(Input { document: input.into(), raw: None }), extension: None }
+        JobRequest { request_id: request_id.into(), input: Arc::new(Input { document: input.into(), raw: None }), handoff: None, job: None }
     }
 
     /// A request whose input was parsed from `raw`; `raw` must be the JSON text of `input`.
     pub fn with_raw(request_id: impl Into<String>, input: serde_json::Value, raw: bytes::Bytes) -> JobRequest {
-        JobRequest { request_id: request_id.into(), input: Arc::new(Input { document: input.into(), raw: Some(raw) }), extension: None }
+        JobRequest {
+            request_id: request_id.into(),
+            input: Arc::new(Input { document: input.into(), raw: Some(raw) }),
+            handoff: None,
+            job: None,
+        }
     }
 
     /// A request whose input is the JSON text `raw`, parsed only if an adapter needs
@@ -104,21 +112,28 @@ impl JobRequest {
         JobRequest {
             request_id: request_id.into(),
             input: Arc::new(Input { document: std::sync::OnceLock::new(), raw: Some(raw) }),
-            extension: None,
+            handoff: None,
+            job: None,
         }
     }
 
-    /// This request carrying `value` to every attempt's provider (one extension per
-    /// request; a second call replaces the first). Providers that expect one read it with
-    /// [`JobRequest::extension`]; the rest never see it.
-    pub fn with_extension<T: Any + Send + Sync>(mut self, value: T) -> JobRequest {
-        self.extension = Some(Arc::new(value));
+    /// This request as a race's attempts see it: carrying its scope's hand-over and job
+    /// tag (set only by the engine, from the caller's [`RunScope`](crate::engine::RunScope)).
+    pub(crate) fn scoped(mut self, handoff: Option<StreamHandoff>, job: Option<Arc<JobTag>>) -> JobRequest {
+        self.handoff = handoff;
+        self.job = job;
         self
     }
 
-    /// The request's extension, if it has one of type `T`.
-    pub fn extension<T: Any + Send + Sync>(&self) -> Option<&T> {
-        self.extension.as_deref().and_then(|e| e.downcast_ref::<T>())
+    /// The stream hand-over of the race this request is raced in, if its caller gave one:
+    /// a stream provider's job hands its stream over there.
+    pub fn handoff(&self) -> Option<&StreamHandoff> {
+        self.handoff.as_ref()
+    }
+
+    /// The caller's job the race runs for, if it runs for one (the gateway's jobs API).
+    pub fn job(&self) -> Option<&JobTag> {
+        self.job.as_deref()
     }
 
     /// The input document every provider receives.
@@ -132,6 +147,32 @@ impl JobRequest {
     /// re-encoding [`JobRequest::input`]; anything that rewrites the input ignores them.
     pub fn raw(&self) -> Option<&bytes::Bytes> {
         self.input.raw.as_ref()
+    }
+}
+
+/// The caller's job a race runs for (the gateway's jobs API): the id its attempts are
+/// recorded under, each numbered in submit order. Given to the race in its
+/// [`RunScope`](crate::engine::RunScope), read by providers as [`JobRequest::job`].
+#[derive(Debug)]
+pub struct JobTag {
+    id: String,
+    submitted: AtomicI32,
+}
+
+impl JobTag {
+    /// The tag of job `id`, no attempt submitted yet.
+    pub fn new(id: impl Into<String>) -> JobTag {
+        JobTag { id: id.into(), submitted: AtomicI32::new(0) }
+    }
+
+    /// The job's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The number of the attempt submitted now: 0 for the first, then 1, 2, ...
+    pub fn next_attempt(&self) -> i32 {
+        self.submitted.fetch_add(1, Ordering::Relaxed)
     }
 }
 

@@ -13,6 +13,8 @@
 //! - [`validate`]: result validators looked up by name;
 //! - [`ledger`]: the budget-gate contract and the in-memory ledger, in integer micro-USD
 //!   (the durable ledgers are in `tailcut-state`);
+//! - [`handover`]: a streamed reply's events and the slot the winner's stream is handed
+//!   over in;
 //! - [`stream`]: streams as races (a stream job's result is its first content event; the
 //!   winner's stream is handed over intact), driven by any policy, such as
 //!   [`policy::first_token`], the first-token hedge chain;
@@ -34,6 +36,7 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod engine;
+pub mod handover;
 pub mod job;
 #[cfg(feature = "json")]
 pub mod json_scan;
@@ -49,8 +52,8 @@ pub mod text;
 pub mod trace;
 pub mod validate;
 
-pub use engine::{Hedger, Outcome, Race, RaceError, RaceSettings};
-pub use job::{JobRequest, JobResult, JobState, Payload};
+pub use engine::{Hedger, Outcome, Race, RaceError, RaceSettings, RunScope};
+pub use job::{JobRequest, JobResult, JobState, JobTag, Payload};
 pub use money::{MicroUsd, Pricing, RateNanoUsdPerSec};
 pub use policy_kind::PolicyKind;
 pub use provider::{CancelContext, Capabilities, Job, Provider, ProviderApi, ProviderError};

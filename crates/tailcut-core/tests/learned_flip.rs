@@ -20,7 +20,7 @@ use bytes::Bytes;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tailcut_core::engine::{Hedger, RaceSettings};
+use tailcut_core::engine::{Hedger, RaceSettings, RunScope};
 use tailcut_core::ledger::{BudgetLimits, MemoryLedger};
 use tailcut_core::policy::learned::LearnedPolicy;
 use tailcut_core::receipt::Evidence;
@@ -141,9 +141,9 @@ async fn run(shift_threshold: f64) -> Run {
             world.flipped.store(true, Ordering::SeqCst);
         }
         let handoff = StreamHandoff::new();
-        let request = JobRequest::new(format!("s{i}"), serde_json::json!({"stream": true})).with_extension(handoff.clone());
+        let request = JobRequest::new(format!("s{i}"), serde_json::json!({"stream": true}));
         let t0 = Instant::now();
-        let outcome = h.run(&policy, request).await.unwrap();
+        let outcome = h.run_scoped(&policy, request, RunScope::new().handoff(handoff.clone())).await.unwrap();
         let ttft = t0.elapsed();
         let trace = outcome.settled.wait().await.unwrap();
         let plan = trace.decisions.learned.as_ref().unwrap().plan.to_string();

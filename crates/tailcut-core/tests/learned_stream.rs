@@ -13,7 +13,7 @@ use bytes::Bytes;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tailcut_core::engine::{Hedger, RaceSettings};
+use tailcut_core::engine::{Hedger, RaceSettings, RunScope};
 use tailcut_core::ledger::{BudgetLimits, MemoryLedger};
 use tailcut_core::policy::learned::LearnedPolicy;
 use tailcut_core::receipt::Evidence;
@@ -87,9 +87,9 @@ async fn drive(h: &Hedger, policy: &LearnedPolicy, n: usize) -> Vec<(RequestTrac
     let mut out = Vec::new();
     for i in 0..n {
         let handoff = StreamHandoff::new();
-        let request = JobRequest::new(format!("s{i}"), serde_json::json!({"stream": true})).with_extension(handoff.clone());
+        let request = JobRequest::new(format!("s{i}"), serde_json::json!({"stream": true}));
         let t0 = Instant::now();
-        let outcome = h.run(policy, request).await.unwrap();
+        let outcome = h.run_scoped(policy, request, RunScope::new().handoff(handoff.clone())).await.unwrap();
         let ttft = t0.elapsed();
         let winner = outcome.winner.clone().expect("a stream wins");
         assert!(handoff.take(&winner).is_some(), "the winner's stream is handed over");

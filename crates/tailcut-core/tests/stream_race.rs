@@ -11,10 +11,10 @@ use bytes::Bytes;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tailcut_core::engine::{Hedger, RaceSettings};
+use tailcut_core::engine::{Hedger, RaceSettings, RunScope};
 use tailcut_core::ledger::{BudgetLimits, MemoryLedger};
 use tailcut_core::policy::first_token::FirstTokenHedge;
-use tailcut_core::policy::{FixedHedge, Policy};
+use tailcut_core::policy::{FixedHedge, Policy, Single};
 use tailcut_core::receipt::Evidence;
 use tailcut_core::stream::{FirstEvent, StreamEvent, StreamHandoff, StreamJob};
 use tailcut_core::trace::Role;
@@ -110,8 +110,13 @@ fn chain(h: &Hedger, delay: Duration) -> FirstTokenHedge {
     FirstTokenHedge::try_new(h.providers(), &names, delay).unwrap()
 }
 
-fn request(handoff: &StreamHandoff) -> JobRequest {
-    JobRequest::new("req-1", serde_json::json!({"stream": true})).with_extension(handoff.clone())
+fn request() -> JobRequest {
+    JobRequest::new("req-1", serde_json::json!({"stream": true}))
+}
+
+/// The race's scope: its streams handed over in `handoff`.
+fn handing_to(handoff: &StreamHandoff) -> RunScope {
+    RunScope::new().handoff(handoff.clone())
 }
 
 async fn collect(handoff: &StreamHandoff, winner: &str) -> Vec<StreamEvent> {
@@ -131,7 +136,7 @@ async fn the_next_stream_starts_at_the_first_token_timeout() {
     assert_eq!(policy.label(), "stream:a->b@first-token+500ms");
     let handoff = StreamHandoff::new();
     let t0 = Instant::now();
-    let out = t.hedger.run(&policy, request(&handoff)).await.unwrap();
+    let out = t.hedger.run_scoped(&policy, request(), handing_to(&handoff)).await.unwrap();
     assert_eq!(out.winner.as_deref(), Some("b"));
     assert_eq!(t0.elapsed(), ms(600), "b started at 500 ms and sent its first token 100 ms later");
     assert_eq!(out.latency, Some(ms(600)));
@@ -144,7 +149,7 @@ async fn the_next_stream_starts_at_the_first_token_timeout() {
     assert_eq!(trace.winner_total_ms, Some(600.0));
     // No hedge before the timeout: a first token at 499 ms wins alone.
     let t = setup(vec![slow_then_tokens(ms(499)), slow_then_tokens(ms(1))], BudgetLimits::UNLIMITED, 2);
-    let out = t.hedger.run(&chain(&t.hedger, ms(500)), request(&StreamHandoff::new())).await.unwrap();
+    let out = t.hedger.run_scoped(&chain(&t.hedger, ms(500)), request(), handing_to(&StreamHandoff::new())).await.unwrap();
     assert_eq!(out.winner.as_deref(), Some("a"));
     assert_eq!((out.attempts, out.decisions.hedge_launched), (1, false));
     assert_eq!(t.counters[1].submits.load(Ordering::SeqCst), 0);
@@ -163,7 +168,7 @@ async fn the_winners_stream_is_handed_over_intact() {
     let loser = vec![(ms(0), pre("loser-role")), (ms(1), pre("loser-keepalive")), (ms(60_000), tok("late"))];
     let t = setup(vec![loser, winner.clone()], BudgetLimits::UNLIMITED, 2);
     let handoff = StreamHandoff::new();
-    let out = t.hedger.run(&chain(&t.hedger, ms(100)), request(&handoff)).await.unwrap();
+    let out = t.hedger.run_scoped(&chain(&t.hedger, ms(100)), request(), handing_to(&handoff)).await.unwrap();
     assert_eq!(out.winner.as_deref(), Some("b"));
     let payload = out.result.as_ref().and_then(|r| r.payload.as_ref()).unwrap();
     assert_eq!(payload.bytes, Bytes::from("data: one\n\n"), "the race result is the first content event");
@@ -177,14 +182,14 @@ async fn the_winners_stream_is_handed_over_intact() {
 async fn a_stream_that_ends_before_any_content_wins_with_its_end_and_a_failure_after_it_is_handed_over() {
     let t = setup(vec![vec![(ms(10), pre("role")), (ms(10), StreamEvent::Done)]], BudgetLimits::UNLIMITED, 2);
     let handoff = StreamHandoff::new();
-    let out = t.hedger.run(&chain(&t.hedger, ms(100)), request(&handoff)).await.unwrap();
+    let out = t.hedger.run_scoped(&chain(&t.hedger, ms(100)), request(), handing_to(&handoff)).await.unwrap();
     assert_eq!(out.winner.as_deref(), Some("a"));
     assert_eq!(collect(&handoff, "a").await, vec![pre("role"), StreamEvent::Done]);
 
     let broken = vec![(ms(10), tok("x")), (ms(10), StreamEvent::Failed("engine died".into())), (ms(10), tok("never"))];
     let t = setup(vec![broken], BudgetLimits::UNLIMITED, 2);
     let handoff = StreamHandoff::new();
-    let out = t.hedger.run(&chain(&t.hedger, ms(100)), request(&handoff)).await.unwrap();
+    let out = t.hedger.run_scoped(&chain(&t.hedger, ms(100)), request(), handing_to(&handoff)).await.unwrap();
     assert_eq!(out.winner.as_deref(), Some("a"));
     assert_eq!(collect(&handoff, "a").await, vec![tok("x"), StreamEvent::Failed("engine died".into())]);
 }
@@ -194,7 +199,7 @@ async fn every_losing_stream_is_closed_with_a_receipt() {
     let scripts = vec![slow_then_tokens(ms(60_000)), slow_then_tokens(ms(60_000)), slow_then_tokens(ms(50))];
     let t = setup(scripts, BudgetLimits::UNLIMITED, 3);
     let handoff = StreamHandoff::new();
-    let out = t.hedger.run(&chain(&t.hedger, ms(200)), request(&handoff)).await.unwrap();
+    let out = t.hedger.run_scoped(&chain(&t.hedger, ms(200)), request(), handing_to(&handoff)).await.unwrap();
     assert_eq!(out.winner.as_deref(), Some("c"));
     assert_eq!(out.attempts, 3);
     let trace = out.settled.wait().await.unwrap();
@@ -221,7 +226,7 @@ async fn the_budget_refuses_launches_before_anything_is_submitted() {
     // One submission fits the budget (1 µ$ each): the hedge is refused and counted.
     let one = BudgetLimits { soft_stop: MicroUsd(1), hard_stop: MicroUsd(1) };
     let t = setup(vec![slow_then_tokens(ms(1_000)), slow_then_tokens(ms(1))], one, 2);
-    let out = t.hedger.run(&chain(&t.hedger, ms(100)), request(&StreamHandoff::new())).await.unwrap();
+    let out = t.hedger.run_scoped(&chain(&t.hedger, ms(100)), request(), handing_to(&StreamHandoff::new())).await.unwrap();
     assert_eq!(out.winner.as_deref(), Some("a"));
     assert_eq!(out.attempts, 1);
     assert_eq!(out.decisions.budget_refusals, 1);
@@ -230,7 +235,7 @@ async fn the_budget_refuses_launches_before_anything_is_submitted() {
     // No budget at all: the request is refused and nothing reaches a provider.
     let none = BudgetLimits { soft_stop: MicroUsd(0), hard_stop: MicroUsd(0) };
     let t = setup(vec![slow_then_tokens(ms(1))], none, 2);
-    let refused = t.hedger.run(&chain(&t.hedger, ms(100)), request(&StreamHandoff::new())).await.unwrap_err();
+    let refused = t.hedger.run_scoped(&chain(&t.hedger, ms(100)), request(), handing_to(&StreamHandoff::new())).await.unwrap_err();
     assert!(matches!(refused, RaceError::Budget(_)), "{refused:?}");
     assert_eq!(t.counters[0].submits.load(Ordering::SeqCst), 0);
 }
@@ -241,7 +246,7 @@ async fn a_failure_before_the_first_token_falls_through_at_once() {
     let t = setup(vec![failing, slow_then_tokens(ms(20))], BudgetLimits::UNLIMITED, 2);
     let handoff = StreamHandoff::new();
     let t0 = Instant::now();
-    let out = t.hedger.run(&chain(&t.hedger, ms(5_000)), request(&handoff)).await.unwrap();
+    let out = t.hedger.run_scoped(&chain(&t.hedger, ms(5_000)), request(), handing_to(&handoff)).await.unwrap();
     assert_eq!(out.winner.as_deref(), Some("b"));
     assert_eq!(t0.elapsed(), ms(70), "b started when a failed at 50 ms, not at the 5 s timeout");
     assert!(out.decisions.hedge_launched);
@@ -255,7 +260,7 @@ async fn a_failure_before_the_first_token_falls_through_at_once() {
     let fail = |why: &str| vec![(ms(10), StreamEvent::Failed(why.into()))];
     let t = setup(vec![fail("HTTP 500"), fail("HTTP 503")], BudgetLimits::UNLIMITED, 2);
     let handoff = StreamHandoff::new();
-    let out = t.hedger.run(&chain(&t.hedger, ms(5_000)), request(&handoff)).await.unwrap();
+    let out = t.hedger.run_scoped(&chain(&t.hedger, ms(5_000)), request(), handing_to(&handoff)).await.unwrap();
     assert_eq!((out.winner, out.attempts), (None, 2));
     assert_eq!(handoff.failures().len(), 2);
 }
@@ -266,7 +271,7 @@ async fn any_policy_drives_streams() {
     let t = setup(vec![slow_then_tokens(ms(10_000)), slow_then_tokens(ms(10))], BudgetLimits::UNLIMITED, 2);
     let policy = FixedHedge::try_new(t.hedger.providers(), "a", "b", ms(300)).unwrap();
     let handoff = StreamHandoff::new();
-    let out = t.hedger.run(&policy, request(&handoff)).await.unwrap();
+    let out = t.hedger.run_scoped(&policy, request(), handing_to(&handoff)).await.unwrap();
     assert_eq!(out.winner.as_deref(), Some("b"));
     assert_eq!(collect(&handoff, "b").await, vec![pre("role"), tok("x"), tok("y"), StreamEvent::Done]);
     let trace = out.settled.wait().await.unwrap();
@@ -278,7 +283,8 @@ async fn any_policy_drives_streams() {
 async fn the_total_deadline_closes_every_stream_with_a_receipt() {
     let t = setup(vec![slow_then_tokens(ms(60_000)), slow_then_tokens(ms(60_000))], BudgetLimits::UNLIMITED, 2);
     let stop_at = Instant::now() + ms(1_000);
-    let out = t.hedger.run_by(&chain(&t.hedger, ms(100)), request(&StreamHandoff::new()), stop_at).await.unwrap();
+    let out =
+        t.hedger.run_scoped(&chain(&t.hedger, ms(100)), request(), handing_to(&StreamHandoff::new()).stop_at(Some(stop_at))).await.unwrap();
     assert_eq!(out.winner, None);
     assert!(out.decisions.stopped_by_caller);
     let trace = out.settled.wait().await.unwrap();
@@ -287,34 +293,60 @@ async fn the_total_deadline_closes_every_stream_with_a_receipt() {
     assert_eq!(closed, vec![1, 1]);
 }
 
-/// A reader that sent its stream's end may finish by itself after the stream it fed is
-/// dropped (a provider reads the reply's last bytes so that its connection is kept); a
-/// reader still streaming is stopped with its stream.
-#[tokio::test(start_paused = true)]
-async fn a_reader_past_its_end_may_finish_but_one_still_streaming_is_stopped_with_its_stream() {
-    let finished = Arc::new(AtomicUsize::new(0));
-    let reader = |end_first: bool| {
-        let finished = finished.clone();
-        move |tx: tailcut_core::stream::EventSender| async move {
+/// A stream provider whose reader sends a token (and then the stream's end, when
+/// `end_first`), works on for 100 ms and counts itself finished.
+#[derive(Debug)]
+struct Lingering {
+    end_first: bool,
+    finished: Arc<AtomicUsize>,
+}
+
+#[async_trait]
+impl ProviderApi for Lingering {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { reports_queued: false, cancel_evidence: Evidence::RequestChannelClosed, reports_billed_time: false }
+    }
+
+    async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, ProviderError> {
+        let (end_first, finished) = (self.end_first, self.finished.clone());
+        Ok(Arc::new(StreamJob::start("p", request, move |tx| async move {
             tx.send(tok("a"));
             if end_first {
                 tx.send(StreamEvent::Done);
             }
             tokio::time::sleep(ms(100)).await;
             finished.fetch_add(1, Ordering::SeqCst);
-        }
-    };
+        })))
+    }
+}
 
+/// A race of one [`Lingering`] provider; its stream, handed over.
+async fn lingering_race(end_first: bool, finished: &Arc<AtomicUsize>) -> StreamHandoff {
+    let pricing = Pricing { rate: RateNanoUsdPerSec(1000), idle_window: Duration::ZERO, expected_run: Duration::from_secs(1) };
+    let api = Arc::new(Lingering { end_first, finished: finished.clone() });
+    let providers = vec![Provider { name: "p".into(), api, pricing }];
+    let ledger = Arc::new(MemoryLedger::new(BudgetLimits::UNLIMITED));
+    let hedger = Hedger::new(providers, Arc::new(FirstEvent), ledger, RaceSettings::default(), None);
     let handoff = StreamHandoff::new();
-    let job = StreamJob::start("p", &request(&handoff), reader(true));
-    assert_eq!(job.result(Instant::now() + ms(1000)).await.state, JobState::Completed);
+    let policy = Single::try_new(hedger.providers(), "p").unwrap();
+    let out = hedger.run_scoped(&policy, request(), handing_to(&handoff)).await.unwrap();
+    assert_eq!(out.winner.as_deref(), Some("p"));
+    handoff
+}
+
+/// A reader that sent its stream's end may finish by itself after the stream it fed is
+/// dropped (a provider reads the reply's last bytes so that its connection is kept); a
+/// reader still streaming is stopped with its stream.
+#[tokio::test(start_paused = true)]
+async fn a_reader_past_its_end_may_finish_but_one_still_streaming_is_stopped_with_its_stream() {
+    let finished = Arc::new(AtomicUsize::new(0));
+
+    let handoff = lingering_race(true, &finished).await;
     assert_eq!(collect(&handoff, "p").await, vec![tok("a"), StreamEvent::Done]);
     tokio::time::sleep(ms(200)).await;
     assert_eq!(finished.load(Ordering::SeqCst), 1, "the reader past its end was stopped with its stream");
 
-    let handoff = StreamHandoff::new();
-    let job = StreamJob::start("p", &request(&handoff), reader(false));
-    assert_eq!(job.result(Instant::now() + ms(1000)).await.state, JobState::Completed);
+    let handoff = lingering_race(false, &finished).await;
     drop(handoff.take("p").expect("the winner's stream is handed over"));
     tokio::time::sleep(ms(200)).await;
     assert_eq!(finished.load(Ordering::SeqCst), 1, "a reader still streaming outlived its dropped stream");

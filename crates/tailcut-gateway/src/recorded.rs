@@ -1,28 +1,14 @@
 //! Providers of jobs routes whose submits are recorded: each job attempt's provider job
-//! id is stored in the job store when its submit returns, so a later process (or another
-//! replica) can cancel it by id.
+//! id is stored in the job store when its submit returns, under the race's job tag
+//! ([`tailcut_core::JobRequest::job`]), so a later process (or another replica) can cancel
+//! it by id.
 
 use crate::observe::log;
 use crate::store::JobStore;
 use async_trait::async_trait;
 use serde_json::json;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use tailcut_core::{Capabilities, Job, JobRequest, Provider, ProviderApi, ProviderError};
-
-/// The job a request races for (the request's extension on jobs routes): attempts are
-/// recorded under it, numbered in submit order.
-#[derive(Debug)]
-pub(crate) struct JobTag {
-    pub id: String,
-    seq: AtomicI32,
-}
-
-impl JobTag {
-    pub(crate) fn new(id: &str) -> JobTag {
-        JobTag { id: id.to_string(), seq: AtomicI32::new(0) }
-    }
-}
 
 /// A jobs route's provider whose submits are recorded in the job store (with the
 /// provider's job id) before the race sees them.
@@ -54,10 +40,10 @@ impl ProviderApi for Recorded {
 
     async fn submit(&self, request: &JobRequest) -> Result<Arc<dyn Job>, ProviderError> {
         let job = self.inner.submit(request).await?;
-        if let Some(tag) = request.extension::<JobTag>() {
-            let seq = tag.seq.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = self.store.record_attempt(&tag.id, seq, &self.provider, job.job_id().as_deref()).await {
-                log("job_attempt_not_recorded", || json!({"job": tag.id, "provider": self.provider, "error": e.to_string()}));
+        if let Some(tag) = request.job() {
+            let seq = tag.next_attempt();
+            if let Err(e) = self.store.record_attempt(tag.id(), seq, &self.provider, job.job_id().as_deref()).await {
+                log("job_attempt_not_recorded", || json!({"job": tag.id(), "provider": self.provider, "error": e.to_string()}));
             }
         }
         Ok(job)

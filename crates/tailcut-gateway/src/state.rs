@@ -7,7 +7,7 @@ use crate::learning::{LiveModel, LiveModels, ModelStore};
 use crate::metrics::{Metrics, RouteSeries};
 use crate::observe::{log, names};
 use crate::store::JobStore;
-use crate::tenancy::{SlidingHedgeGate, Tenant, TenantGate};
+use crate::tenancy::{SlidingHedgeGate, Tenant};
 use axum::http::{HeaderMap, HeaderValue};
 use serde_json::json;
 use std::cell::RefCell;
@@ -163,7 +163,7 @@ impl Runtime {
             config: &config,
             store,
             replicas: replicas.clone(),
-            budget: Arc::new(TenantGate { global: global.clone() }),
+            budget: global.clone(),
             trace,
             // The provider clients' own timeout is a backstop a second past the total
             // timeout: at the total timeout the race stops itself and cancels its live

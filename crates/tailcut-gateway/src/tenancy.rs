@@ -2,16 +2,17 @@
 //! budgets and per-key caps on running jobs; and the per-route hedge-load cap.
 //!
 //! A key's budget is an [`Account`] in the gateway's one ledger (the SQLite file of
-//! `budget.ledger`, or memory for `":memory:"`), kept under the key's name: each
-//! submission is checked against and charged to the key's account and the global limits
-//! in one transaction ([`TenantGate`]), so a key's spend survives `SIGHUP` reloads,
-//! restarts and `kill -9` exactly as the global spend does.
+//! `budget.ledger`, or memory for `":memory:"`), kept under the key's name: the key's
+//! requests race with it in their `RunScope`, so each submission is checked against and
+//! charged to the key's account and the global limits in one transaction
+//! ([`BudgetGate::charge_account`](tailcut_core::ledger::BudgetGate::charge_account)), and a key's spend survives `SIGHUP` reloads, restarts
+//! and `kill -9` exactly as the global spend does.
 
 use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tailcut_core::engine::HedgeGate;
-use tailcut_core::ledger::{Account, BudgetGate, Charge, ChargeFuture, LedgerError, LedgerSummary};
+use tailcut_core::ledger::Account;
 use tailcut_core::MicroUsd;
 use tokio::time::Instant;
 
@@ -82,7 +83,7 @@ pub struct Tenant {
     /// Rate limit.
     pub bucket: Option<Bucket>,
     /// The key's account in the gateway's ledger, when it has a budget (charged with the
-    /// global limits by [`TenantGate`]).
+    /// global limits on each launch of the key's races: their `RunScope`'s account).
     pub ledger: Option<Arc<Account>>,
     /// Allowed routes (None: all).
     pub routes: Option<Vec<String>>,
@@ -133,67 +134,6 @@ impl Drop for RunningJob {
                 counts.remove(&self.key);
             }
         }
-    }
-}
-
-tokio::task_local! {
-    /// The current request's tenant account (charged together with the global limits).
-    pub static TENANT_LEDGER: Option<Arc<Account>>;
-}
-
-/// The current request's account, if it runs for a tenant with a budget.
-fn current_account() -> Option<Arc<Account>> {
-    TENANT_LEDGER.try_with(Clone::clone).ok().flatten()
-}
-
-/// The gateway's budget gate: charges the current request's tenant account (if any) and
-/// the global limits in one atomic ledger step, both or neither.
-#[derive(Debug)]
-pub struct TenantGate {
-    /// The ledger (global limits, and every key's account).
-    pub global: Arc<dyn BudgetGate>,
-}
-
-impl BudgetGate for TenantGate {
-    fn charge(&self, charge: &Charge<'_>) -> Result<MicroUsd, LedgerError> {
-        match current_account() {
-            Some(account) => self.global.charge_account(charge, &account),
-            None => self.global.charge(charge),
-        }
-    }
-
-    fn charge_async<'a>(&'a self, charge: &'a Charge<'a>) -> ChargeFuture<'a> {
-        match current_account() {
-            Some(account) => Box::pin(async move { self.global.charge_account_async(charge, &account).await }),
-            None => self.global.charge_async(charge),
-        }
-    }
-
-    fn charge_account_async<'a>(&'a self, charge: &'a Charge<'a>, account: &'a Account) -> ChargeFuture<'a> {
-        self.global.charge_account_async(charge, account)
-    }
-
-    fn reconcile(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str) -> Result<(), LedgerError> {
-        match current_account() {
-            Some(account) => self.global.reconcile_account(provider, request_id, delta, note, &account.name),
-            None => self.global.reconcile(provider, request_id, delta, note),
-        }
-    }
-
-    fn summary(&self) -> Result<LedgerSummary, LedgerError> {
-        self.global.summary()
-    }
-
-    fn charge_account(&self, charge: &Charge<'_>, account: &Account) -> Result<MicroUsd, LedgerError> {
-        self.global.charge_account(charge, account)
-    }
-
-    fn reconcile_account(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str, account: &str) -> Result<(), LedgerError> {
-        self.global.reconcile_account(provider, request_id, delta, note, account)
-    }
-
-    fn account_spent(&self, account: &str) -> Result<MicroUsd, LedgerError> {
-        self.global.account_spent(account)
     }
 }
 
@@ -339,28 +279,29 @@ mod tests {
         assert_eq!(w.totals(200), (0, 0));
     }
 
-    #[tokio::test]
-    async fn the_gate_charges_the_tenant_account_and_the_global_limits_together() {
-        use tailcut_core::ledger::BudgetLimits;
+    #[test]
+    fn a_tenants_account_is_charged_with_the_global_limits_and_survives_a_restart() {
+        use tailcut_core::ledger::{BudgetGate, BudgetLimits, Charge, LedgerError};
         use tailcut_state::ledger::SqliteLedger;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.sqlite");
         let limits = BudgetLimits { soft_stop: MicroUsd(1_000_000), hard_stop: MicroUsd(1_000_000) };
-        let tenant = Tenant::new("team-a", None, Some(0.05), None);
         let charge = |amount| Charge { provider: "p", request_id: "r", amount: MicroUsd(amount), opens_request: true };
         {
-            let gate = TenantGate { global: Arc::new(SqliteLedger::open(&path, limits).unwrap()) };
-            TENANT_LEDGER.scope(tenant.ledger.clone(), async { gate.charge(&charge(30_000)).unwrap() }).await;
-            // Outside a tenant's request: the global limits only.
+            let tenant = Tenant::new("team-a", None, Some(0.05), None);
+            let gate = SqliteLedger::open(&path, limits).unwrap();
+            gate.charge_account(&charge(30_000), tenant.ledger.as_deref().unwrap()).unwrap();
+            // A race without a tenant's account: the global limits only.
             gate.charge(&charge(1)).unwrap();
         }
-        // A restart (or a reload: a new gate over the same file) still counts the key's spend.
-        let gate = TenantGate { global: Arc::new(SqliteLedger::open(&path, limits).unwrap()) };
+        // A restart (or a reload: a new ledger over the same file) still counts the key's spend.
+        let gate = SqliteLedger::open(&path, limits).unwrap();
         let tenant = Tenant::new("team-a", None, Some(0.05), None);
-        let refused = TENANT_LEDGER.scope(tenant.ledger.clone(), async { gate.charge(&charge(30_000)) }).await;
+        let account = tenant.ledger.as_deref().unwrap();
+        let refused = gate.charge_account(&charge(30_000), account);
         assert!(matches!(refused, Err(LedgerError::AccountBudgetExceeded { .. })), "{refused:?}");
         assert_eq!(gate.summary().unwrap().total, MicroUsd(30_001), "a refused charge moves no total");
-        TENANT_LEDGER.scope(tenant.ledger.clone(), async { gate.charge(&charge(20_000)).unwrap() }).await;
+        gate.charge_account(&charge(20_000), account).unwrap();
         assert_eq!(gate.account_spent("team-a").unwrap(), MicroUsd(50_000));
     }
 

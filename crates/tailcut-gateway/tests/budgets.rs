@@ -79,3 +79,41 @@ async fn a_keys_spend_survives_reload_and_restart() {
     assert_eq!(l.account_spent("team-a").unwrap(), tailcut_core::MicroUsd(20_000));
     assert_eq!(l.summary().unwrap().total, tailcut_core::MicroUsd(20_000));
 }
+
+/// A key's streamed requests and its jobs race with its account in their scope too:
+/// each launch is charged to it with the global spend, and a spent key's next stream is
+/// refused with its budget named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_streams_and_jobs_are_charged_to_its_account() {
+    let up = MockServer::start(Flavor::OpenAi, Behaviour::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (ledger, file) = (dir.path().join("ledger.sqlite"), dir.path().join("gateway.toml"));
+    let jobs_route = "[routes.jobs]\nkind = \"jobs\"\npolicy = \"one\"\n";
+    std::fs::write(&file, format!("{}{jobs_route}", config(&up.url(), &ledger))).unwrap();
+    let http = reqwest::Client::new();
+    let state = AppState::new(tailcut_config::Config::load(&file).unwrap(), Some(file.clone())).unwrap();
+    let url = serve(state).await;
+    let base = url.trim_end_matches("/v1/chat/completions");
+    let messages = serde_json::json!([{"role": "user", "content": "hi"}]);
+    let stream = || async {
+        let body = serde_json::json!({"model": "m", "messages": messages, "stream": true});
+        let r = http.post(&url).bearer_auth("secret-a").json(&body).send().await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    };
+
+    let (status, body) = stream().await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("[DONE]"), "{body}");
+    let job = serde_json::json!({"route": "jobs", "input": {"model": "m", "messages": messages}});
+    let r = http.post(format!("{base}/v1/jobs?wait=30")).bearer_auth("secret-a").json(&job).send().await.unwrap();
+    let row: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(row["state"], "succeeded", "{row}");
+
+    let l = tailcut_state::ledger::SqliteLedger::open(&ledger, tailcut_core::ledger::BudgetLimits::UNLIMITED).unwrap();
+    use tailcut_core::ledger::BudgetGate;
+    assert_eq!(l.account_spent("team-a").unwrap(), tailcut_core::MicroUsd(20_000), "the stream's and the job's launches");
+    assert_eq!(l.summary().unwrap().total, tailcut_core::MicroUsd(20_000));
+    let (status, body) = stream().await;
+    assert_eq!(status, 429, "a spent key's stream was raced: {body}");
+    assert!(body.contains("team-a"), "the refusal names the key's budget: {body}");
+}

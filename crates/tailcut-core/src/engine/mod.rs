@@ -20,13 +20,15 @@
 mod launch;
 mod policy;
 mod race;
+mod scope;
 
 pub use launch::Launch;
 pub use policy::Policy;
 pub use race::{AttemptId, Race, Wake};
+pub use scope::RunScope;
 
 use crate::job::{JobRequest, JobResult};
-use crate::ledger::{BudgetGate, LedgerError};
+use crate::ledger::{Account, BudgetGate, LedgerError};
 use crate::money::MicroUsd;
 use crate::provider::Provider;
 use crate::trace::{Decisions, RequestTrace, TraceWriter};
@@ -149,12 +151,22 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Charges provider `index`'s projected submission cost; nothing may be submitted
+    /// Charges provider `index`'s projected submission cost, to `account` (the race's
+    /// scope's) as well as the global limits when there is one; nothing may be submitted
     /// unless this succeeds. Returns the amount charged.
-    pub(crate) async fn charge_launch(&self, index: usize, request_id: &str, opens_request: bool) -> Result<MicroUsd, LedgerError> {
+    pub(crate) async fn charge_launch(
+        &self,
+        index: usize,
+        request_id: &str,
+        opens_request: bool,
+        account: Option<&Account>,
+    ) -> Result<MicroUsd, LedgerError> {
         let Some(entry) = self.providers.get(index) else { return Ok(MicroUsd::ZERO) };
         let charge = entry.projected_charge(request_id, opens_request);
-        self.budget.charge_async(&charge).await?;
+        match account {
+            Some(account) => self.budget.charge_account_async(&charge, account).await?,
+            None => self.budget.charge_async(&charge).await?,
+        };
         Ok(charge.amount)
     }
 }
@@ -211,46 +223,44 @@ impl Hedger {
         self.shared.settings
     }
 
-    /// Races `request` under `policy`. Returns as soon as a winner is known or no
-    /// attempt can produce one; loser cancellation and the trace write continue in the
-    /// background (see [`Outcome::settled`]).
+    /// Races `request` under `policy` in the default scope (see [`Hedger::run_scoped`]).
+    /// Returns as soon as a winner is known or no attempt can produce one; loser
+    /// cancellation and the trace write continue in the background (see
+    /// [`Outcome::settled`]).
     pub async fn run(&self, policy: &dyn Policy, request: JobRequest) -> Result<Outcome, RaceError> {
-        self.run_stopping(policy, request, None, None).await
+        self.run_scoped(policy, request, RunScope::new()).await
     }
 
-    /// Like [`Hedger::run`], but when `stop` resolves first the race ends at once: every
-    /// attempt still running is cancelled (with receipts) and the outcome has no winner
-    /// unless one had already arrived.
-    ///
-    /// A submit already in flight is allowed to finish (so its job is known and can be
-    /// cancelled): dropping it could leave a provider job nobody knows about.
+    /// Like [`Hedger::run`], but when `stop` resolves first the race ends at once (see
+    /// [`Hedger::run_scoped`]).
     pub async fn run_until(
         &self,
         policy: &dyn Policy,
         request: JobRequest,
         stop: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<Outcome, RaceError> {
-        self.run_stopping(policy, request, None, Some(Box::pin(stop))).await
+        self.run_scoped(policy, request, RunScope::new().stop(stop)).await
     }
 
-    /// Like [`Hedger::run_until`] with a deadline: at `stop_at` the race ends as if
-    /// stopped (`decisions.stopped_by_caller`), its live attempts cancelled with receipts.
-    /// Its waits share one timer with the policy's own deadlines.
+    /// Like [`Hedger::run`] with a deadline: at `stop_at` the race ends as if stopped
+    /// (see [`Hedger::run_scoped`]).
     pub async fn run_by(&self, policy: &dyn Policy, request: JobRequest, stop_at: tokio::time::Instant) -> Result<Outcome, RaceError> {
-        self.run_stopping(policy, request, Some(stop_at), None).await
+        self.run_scoped(policy, request, RunScope::new().stop_at(Some(stop_at))).await
     }
 
-    /// The general form of [`Hedger::run_by`] and [`Hedger::run_until`]: the race stops
-    /// (every live attempt cancelled with receipts) at `stop_at`, or when `stop` resolves
-    /// (say, the caller went away), whichever comes first; either may be absent.
-    pub async fn run_stopping(
-        &self,
-        policy: &dyn Policy,
-        request: JobRequest,
-        stop_at: Option<tokio::time::Instant>,
-        stop: Option<futures::future::BoxFuture<'static, ()>>,
-    ) -> Result<Outcome, RaceError> {
-        let mut race = self.race(policy, request);
+    /// Races `request` under `policy` in `scope`:
+    /// - every launch is charged to the scope's account (if any) with the global limits;
+    /// - the race stops at the scope's `stop_at`, or when its `stop` resolves, whichever
+    ///   comes first: every attempt still running is cancelled (with receipts),
+    ///   `decisions.stopped_by_caller` is set, and the outcome has no winner unless one
+    ///   had already arrived. A submit already in flight is allowed to finish (so its job
+    ///   is known and can be cancelled): dropping it could leave a provider job nobody
+    ///   knows about. The deadline shares one timer with the policy's own;
+    /// - every attempt's provider reads the scope's stream hand-over and job tag from the
+    ///   request ([`JobRequest::handoff`], [`JobRequest::job`]).
+    pub async fn run_scoped(&self, policy: &dyn Policy, request: JobRequest, scope: RunScope) -> Result<Outcome, RaceError> {
+        let RunScope { account, stop_at, stop, handoff, job } = scope;
+        let mut race = self.race(policy, request.scoped(handoff, job), account);
         if let Some(at) = stop_at {
             race.set_stop_at(at);
         }
@@ -260,11 +270,11 @@ impl Hedger {
         self.drive(policy, race).await
     }
 
-    fn race(&self, policy: &dyn Policy, request: JobRequest) -> Race {
+    fn race(&self, policy: &dyn Policy, request: JobRequest, account: Option<Arc<Account>>) -> Race {
         if let Some(g) = &self.shared.hedge_gate {
             g.request_started();
         }
-        Race::new(self.shared.clone(), request, policy.label().to_string(), policy.kind())
+        Race::new(self.shared.clone(), request, account, policy.label().to_string(), policy.kind())
     }
 
     async fn drive(&self, policy: &dyn Policy, mut race: Race) -> Result<Outcome, RaceError> {

@@ -8,6 +8,7 @@ mod settle;
 use super::launch::Launch;
 use super::{RaceError, Shared};
 use crate::job::{JobRequest, JobResult, JobState};
+use crate::ledger::Account;
 use crate::receipt::{offset_ms, Receipt};
 use crate::trace::{Decisions, LearnedChoice, RefusedBy, StatePoll};
 use crate::validate::judge;
@@ -70,6 +71,8 @@ pub enum Wake {
 pub struct Race {
     shared: Arc<Shared>,
     request: JobRequest,
+    /// The account every launch is charged to with the global limits (the scope's).
+    account: Option<Arc<Account>>,
     policy: String,
     policy_kind: crate::PolicyKind,
     t0: Instant,
@@ -100,10 +103,17 @@ impl fmt::Debug for Race {
 }
 
 impl Race {
-    pub(crate) fn new(shared: Arc<Shared>, request: JobRequest, policy: String, policy_kind: crate::PolicyKind) -> Race {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        request: JobRequest,
+        account: Option<Arc<Account>>,
+        policy: String,
+        policy_kind: crate::PolicyKind,
+    ) -> Race {
         Race {
             shared,
             request,
+            account,
             policy,
             policy_kind,
             t0: Instant::now(),
@@ -284,7 +294,7 @@ impl Race {
         }
         let projected = self
             .shared
-            .charge_launch(provider, &self.request.request_id, self.attempts.is_empty())
+            .charge_launch(provider, &self.request.request_id, self.attempts.is_empty(), self.account.as_deref())
             .await
             .map_err(|e| Refused::Race(RaceError::Budget(e)))?;
         Ok(Reserved { provider, projected })

@@ -8,7 +8,6 @@ use crate::auth::{authenticate, authorize};
 use crate::error::ApiError;
 use crate::observe::{log, record_refusal, with_request_id};
 use crate::state::AppState;
-use crate::tenancy::TENANT_LEDGER;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -18,7 +17,8 @@ use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tailcut_core::JobRequest;
+use tailcut_core::engine::RunScope;
+use tailcut_core::{JobRequest, JobTag};
 use tokio::sync::oneshot;
 
 struct WaitQuery {
@@ -97,12 +97,13 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
     let (st2, id2, rid2) = (st.clone(), id.clone(), rid.to_string());
     let allow_private = rt.config.gateway.webhook_allow_private;
     // On the gateway's tracker: the drain stops this job and waits for it to record.
-    st.tasks.spawn(TENANT_LEDGER.scope(tenant.ledger.clone(), async move {
-        let request = JobRequest::new(rid2, input).with_extension(crate::recorded::JobTag::new(&id2));
-        let stop = async move {
+    let account = tenant.ledger.clone();
+    st.tasks.spawn(async move {
+        let request = JobRequest::new(rid2, input);
+        let scope = RunScope::new().account(account).job(JobTag::new(id2.as_str())).stop(async move {
             let _ = stop_rx.await;
-        };
-        let outcome = route.hedger.run_until(route.policy.as_ref(), request, stop).await;
+        });
+        let outcome = route.hedger.run_scoped(route.policy.as_ref(), request, scope).await;
         let (state, result, winner, trace, error) = match outcome {
             Err(e) => {
                 record_refusal(&st2.metrics, &route.cfg.name, &e);
@@ -150,7 +151,7 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
                 }
             }
         }
-    }));
+    });
     match q.wait {
         Some(w) if w > 0.0 => {
             let row = st.wait_for_job(&id, Duration::from_secs_f64(w.min(3600.0))).await;

@@ -20,7 +20,7 @@ use axum::Json;
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tailcut_core::engine::Outcome;
+use tailcut_core::engine::{Outcome, RunScope};
 use tailcut_core::JobRequest;
 use tailcut_providers::openai::Endpoint;
 
@@ -113,8 +113,9 @@ async fn serve_inner(
     // The body is forwarded as sent unless a provider must rewrite it.
     let _slot = permit; // held until the response is built
     let request = JobRequest::from_raw(rid, body);
+    let scope = RunScope::new().account(ledger).stop_at(stop_at);
     let mut outcome: Outcome =
-        race(raced, ledger, request, stop_at, cx.hangup.as_ref()).await.inspect_err(|e| record_refusal(&st.metrics, &route.cfg.name, e))?;
+        race(raced, request, scope, cx.hangup.as_ref()).await.inspect_err(|e| record_refusal(&st.metrics, &route.cfg.name, e))?;
     // Out of time: the race was stopped at the deadline (the provider clients' own
     // timeout, a second later, never ends an attempt first).
     let timed_out = outcome.winner.is_none() && outcome.decisions.stopped_by_caller;

@@ -1,25 +1,26 @@
 //! The race behind every OpenAI-style request, whole or streamed: the route's hedger run
-//! in the scope of the tenant's account, stopped at the total timeout or when the client
-//! goes away. Both handlers ([`super::openai`], [`super::stream`]) call it, and it calls
-//! neither.
+//! in the request's scope (the tenant's account, the total timeout, a stream's hand-over),
+//! stopped too when the client goes away. Both handlers ([`super::openai`],
+//! [`super::stream`]) call it, and it calls neither.
 
 use crate::hangup::Hangup;
 use crate::state::Raced;
-use crate::tenancy::TENANT_LEDGER;
 use std::sync::Arc;
-use tailcut_core::engine::Outcome;
+use tailcut_core::engine::{Outcome, RunScope};
 use tailcut_core::JobRequest;
 
-/// Runs `raced`'s race on `request` in the scope of the tenant's account `ledger`,
-/// stopped (every live attempt cancelled with receipts) at `stop_at` or when the client
-/// goes away, whichever comes first.
+/// Runs `raced`'s race on `request` in `scope` (the tenant's account charged with every
+/// launch, stopped at the scope's deadline), stopped as well (every live attempt
+/// cancelled with receipts) when the client goes away, whichever comes first.
 pub(crate) async fn race(
     raced: &Raced,
-    ledger: Option<Arc<tailcut_core::ledger::Account>>,
     request: JobRequest,
-    stop_at: Option<tokio::time::Instant>,
+    scope: RunScope,
     hangup: Option<&Arc<Hangup>>,
 ) -> Result<Outcome, tailcut_core::RaceError> {
-    let stop = hangup.map(|h| -> futures::future::BoxFuture<'static, ()> { Box::pin(h.clone().wait()) });
-    TENANT_LEDGER.scope(ledger, raced.hedger.run_stopping(raced.policy.as_ref(), request, stop_at, stop)).await
+    let scope = match hangup {
+        Some(h) => scope.stop(h.clone().wait()),
+        None => scope,
+    };
+    raced.hedger.run_scoped(raced.policy.as_ref(), request, scope).await
 }

@@ -18,6 +18,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::json;
 use std::sync::Arc;
+use tailcut_core::engine::RunScope;
 use tailcut_core::stream::{StreamEvent, StreamHandoff};
 use tailcut_core::JobRequest;
 use tokio::time::Instant;
@@ -47,11 +48,11 @@ pub(crate) async fn serve(
 ) -> Result<Response, ApiError> {
     let StreamRequest { body, rid, permit, stop_at, ledger, hangup } = req;
     let handoff = StreamHandoff::new();
-    let request = JobRequest::from_raw(rid, body).with_extension(handoff.clone());
+    let request = JobRequest::from_raw(rid, body);
+    let scope = RunScope::new().account(ledger).stop_at(stop_at).handoff(handoff.clone());
     let started = Instant::now();
-    let mut outcome = super::race::race(raced, ledger, request, stop_at, hangup)
-        .await
-        .inspect_err(|e| record_refusal(&st.metrics, &route.cfg.name, e))?;
+    let mut outcome =
+        super::race::race(raced, request, scope, hangup).await.inspect_err(|e| record_refusal(&st.metrics, &route.cfg.name, e))?;
     let ttft = started.elapsed();
     let winner = outcome.winner.take();
     let (attempts, hedged, stopped) = (outcome.attempts, outcome.decisions.hedge_launched, outcome.decisions.stopped_by_caller);

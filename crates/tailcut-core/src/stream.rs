@@ -39,12 +39,15 @@ pub enum StreamEvent {
     /// The stream ended normally.
     Done,
     /// The stream failed (why, never containing credentials).
-    Failed(String),
+    Failed {
+        /// What broke, as the provider's reader saw it.
+        reason: String,
+    },
 }
 
 impl StreamEvent {
     fn ends(&self) -> bool {
-        matches!(self, StreamEvent::Done | StreamEvent::Failed(_))
+        matches!(self, StreamEvent::Done | StreamEvent::Failed { .. })
     }
 }
 
@@ -279,7 +282,7 @@ impl Job for StreamJob {
                     head.push_back(StreamEvent::Done);
                     return self.won(head, rx, Bytes::new());
                 }
-                Some(StreamEvent::Failed(why)) => return self.failed(why),
+                Some(StreamEvent::Failed { reason }) => return self.failed(reason),
                 None => return self.failed("the stream closed before its first content".into()),
             }
         }

@@ -7,22 +7,27 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 use tailcut_core::RaceError;
+use tailcut_http::HeadRefusal;
+
+mod reason;
+
+pub use reason::{BadRequest, Forbidden, NotFound, TooMany, Unauthorized, Unavailable, Upstream};
 
 /// A request that could not be served.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// Malformed or incomplete request.
     #[error("{0}")]
-    BadRequest(String),
+    BadRequest(#[from] BadRequest),
     /// Missing or unknown API key.
     #[error("{0}")]
-    Unauthorized(String),
+    Unauthorized(#[from] Unauthorized),
     /// Key not allowed here.
     #[error("{0}")]
-    Forbidden(String),
+    Forbidden(#[from] Forbidden),
     /// Unknown model or job.
     #[error("{0}")]
-    NotFound(String),
+    NotFound(#[from] NotFound),
     /// Body too large.
     #[error("request body larger than {0} bytes")]
     TooLarge(usize),
@@ -31,7 +36,7 @@ pub enum ApiError {
     UriTooLong(usize),
     /// Too many or too large header fields.
     #[error("{0}")]
-    HeadersTooLarge(String),
+    HeadersTooLarge(HeadRefusal),
     /// The method is not served at this path.
     #[error("method not allowed here")]
     MethodNotAllowed,
@@ -40,13 +45,13 @@ pub enum ApiError {
     BodyTimeout(u64),
     /// Rate limit or budget.
     #[error("{0}")]
-    TooMany(String),
+    TooMany(#[from] TooMany),
     /// Every provider failed (or the winner's stream broke).
     #[error("{0}")]
-    ProviderFailed(String),
+    ProviderFailed(#[from] Upstream),
     /// Overloaded or draining.
     #[error("{0}")]
-    Unavailable(String),
+    Unavailable(#[from] Unavailable),
     /// The total timeout passed.
     #[error("the request took longer than the gateway's total timeout")]
     Timeout,
@@ -103,7 +108,7 @@ impl ApiError {
 /// The engine refused to race the request (budget, live cap): 429.
 impl From<RaceError> for ApiError {
     fn from(e: RaceError) -> ApiError {
-        ApiError::TooMany(format!("refused: {e}"))
+        ApiError::TooMany(TooMany::Refused(e))
     }
 }
 
@@ -140,7 +145,7 @@ mod tests {
 
     #[test]
     fn a_stream_that_breaks_ends_with_the_error_body_as_an_event_then_done() {
-        let end = ApiError::ProviderFailed("upstream failed mid-stream: cut".into()).stream_end();
+        let end = ApiError::from(Upstream::MidStream { reason: "cut".into() }).stream_end();
         let want =
             json!({"error": {"message": "upstream failed mid-stream: cut", "type": "api_error", "param": null, "code": "upstream_failed"}});
         assert_eq!(end, bytes::Bytes::from(format!("data: {want}\n\ndata: [DONE]\n\n")));

@@ -151,6 +151,43 @@ mod tests {
         assert_eq!(end, bytes::Bytes::from(format!("data: {want}\n\ndata: [DONE]\n\n")));
     }
 
+    /// The texts clients read (and may match on) are the ones the gateway sent when
+    /// these errors were bare strings.
+    #[test]
+    fn each_reason_keeps_the_words_clients_read() {
+        let cases: Vec<(ApiError, u16, &str)> = vec![
+            (BadRequest::Required { field: "model" }.into(), 400, "`model` is required"),
+            (BadRequest::RouteRequired.into(), 400, "`route` is required (several jobs routes are configured)"),
+            (BadRequest::Wait.into(), 400, "`wait` must be a number of seconds from 0 to 3600"),
+            (BadRequest::WebhookNotString.into(), 400, "`webhook` must be a URL string"),
+            (BadRequest::TwoAuthorizations.into(), 400, "more than one Authorization header"),
+            (BadRequest::NotObject.into(), 400, "body must be a JSON object"),
+            (BadRequest::Body { reason: "reset".into() }.into(), 400, "could not read the request body: reset"),
+            (Unauthorized::MissingKey.into(), 401, "missing API key (Authorization: Bearer <key>)"),
+            (Unauthorized::Malformed.into(), 401, "malformed Authorization header (expected `Bearer <key>`)"),
+            (Unauthorized::InvalidKey.into(), 401, "invalid API key"),
+            (Forbidden::Route { route: "r".into() }.into(), 403, "this key may not use route `r`"),
+            (Forbidden::NotAdmin { key: "k".into() }.into(), 403, "key `k` is not an admin key (`admin = true` in gateway.keys)"),
+            (NotFound::Model { model: "m".into() }.into(), 404, "model `m` is not served here"),
+            (NotFound::JobsRoute { route: "r".into() }.into(), 404, "no jobs route `r`"),
+            (NotFound::Job { id: "j".into() }.into(), 404, "no job `j`"),
+            (NotFound::Path.into(), 404, "no such route"),
+            (TooMany::Rate { key: "k".into() }.into(), 429, "rate limit exceeded for key `k`"),
+            (TooMany::Jobs { key: "k".into(), cap: 2 }.into(), 429, "key `k` already has 2 jobs running (its max_running_jobs)"),
+            (
+                Upstream::AllFailed { attempts: 2, why: vec!["a: HTTP 500".into(), "b: timeout".into()] }.into(),
+                502,
+                "no upstream returned a valid response (2 attempt(s): a: HTTP 500; b: timeout)",
+            ),
+            (Unavailable::Draining.into(), 503, "the gateway is draining"),
+            (Unavailable::ShuttingDown.into(), 503, "the gateway is shutting down"),
+            (Unavailable::InFlight.into(), 503, "too many requests in flight"),
+        ];
+        for (e, status, text) in cases {
+            assert_eq!((e.status().as_u16(), e.to_string().as_str()), (status, text));
+        }
+    }
+
     #[test]
     fn a_race_the_engine_refuses_is_a_429_naming_why() {
         let e = ApiError::from(RaceError::AtCapacity(2));

@@ -165,7 +165,7 @@ pub fn import_gpuhedge(yaml: &str) -> Result<String, ImportError> {
         out.push('\n');
     }
     out.push_str("[validator]\nname = \"wav\"\n\n");
-    let providers = v.get("providers").and_then(Value::as_object).ok_or_else(|| ImportError::NoProviders)?;
+    let providers = v.get("providers").and_then(Value::as_object).ok_or(ImportError::NoProviders)?;
     let mut names = Vec::new();
     for (name, p) in providers {
         out.push_str(&provider(name, p)?);

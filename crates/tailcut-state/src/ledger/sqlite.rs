@@ -252,7 +252,7 @@ impl SqliteLedger {
     /// The charge, and the account's if any, as a batch of one ([`charge_batch`]).
     fn charge_in(&self, charge: &Charge<'_>, account: Option<&Account>) -> Result<MicroUsd, LedgerError> {
         let mut results = self.with_conn(|conn| charge_batch(conn, &self.limits, &[(charge.clone(), account)]))?;
-        results.pop().unwrap_or_else(|| Err(LedgerError::NoOutcome))
+        results.pop().unwrap_or(Err(LedgerError::NoOutcome))
     }
 
     fn reconcile_in(&self, entry: &ReconcileEntry) -> Result<(), LedgerError> {

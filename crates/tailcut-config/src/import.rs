@@ -23,8 +23,45 @@ pub const MAX_FLOW_DEPTH: usize = 32;
 
 /// Why a GPUHedge file could not be imported: one line naming the key or the place.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-#[error("{0}")]
-pub struct ImportError(String);
+pub enum ImportError {
+    /// The file is past [`MAX_BYTES`].
+    #[error("{bytes} bytes: expected at most {MAX_BYTES} (256 KiB) for a GPUHedge config")]
+    TooLarge {
+        /// Its size.
+        bytes: usize,
+    },
+    /// Flow collections nest past [`MAX_FLOW_DEPTH`].
+    #[error("line {line}: flow collections (`[`, `{{`) nested deeper than {MAX_FLOW_DEPTH} levels")]
+    TooDeep {
+        /// The line where the limit was passed.
+        line: usize,
+    },
+    /// The file is not YAML.
+    #[error("not YAML: {reason}")]
+    NotYaml {
+        /// The parser's message.
+        reason: String,
+    },
+    /// No `providers` map.
+    #[error("no `providers` map")]
+    NoProviders,
+    /// A provider lacks a key the import needs.
+    #[error("providers.{provider}.{key} missing")]
+    Missing {
+        /// The provider's name, escaped for display.
+        provider: String,
+        /// The key.
+        key: &'static str,
+    },
+    /// A provider's adapter is not one tailcut has.
+    #[error("providers.{provider}: unknown adapter `{adapter}`")]
+    UnknownAdapter {
+        /// The provider's name, escaped for display.
+        provider: String,
+        /// The adapter, escaped for display.
+        adapter: String,
+    },
+}
 
 /// A TOML key: bare when it can be, else a quoted string.
 fn key(name: &str) -> String {
@@ -64,7 +101,7 @@ fn inline(v: &Value) -> String {
 /// A `[` or `{` inside a plain scalar counts too: the bound is far above real configs.
 pub fn check_bounds(yaml: &str) -> Result<(), ImportError> {
     if yaml.len() > MAX_BYTES {
-        return Err(ImportError(format!("{} bytes: expected at most {MAX_BYTES} (256 KiB) for a GPUHedge config", yaml.len())));
+        return Err(ImportError::TooLarge { bytes: yaml.len() });
     }
     #[derive(PartialEq)]
     enum In {
@@ -87,9 +124,7 @@ pub fn check_bounds(yaml: &str) -> Result<(), ImportError> {
                 b'[' | b'{' => {
                     depth += 1;
                     if depth > MAX_FLOW_DEPTH {
-                        return Err(ImportError(format!(
-                            "line {line}: flow collections (`[`, `{{`) nested deeper than {MAX_FLOW_DEPTH} levels"
-                        )));
+                        return Err(ImportError::TooDeep { line });
                     }
                 }
                 b']' | b'}' => depth = depth.saturating_sub(1),
@@ -115,7 +150,7 @@ pub fn check_bounds(yaml: &str) -> Result<(), ImportError> {
 /// GPUHedge YAML → tailcut TOML (not yet validated: `Config::parse` it).
 pub fn import_gpuhedge(yaml: &str) -> Result<String, ImportError> {
     check_bounds(yaml)?;
-    let v: Value = serde_yaml::from_str(yaml).map_err(|e| ImportError(format!("not YAML: {e}")))?;
+    let v: Value = serde_yaml::from_str(yaml).map_err(|e| ImportError::NotYaml { reason: e.to_string() })?;
     let mut out = String::from("# Imported from a GPUHedge config by `tailcut config import-gpuhedge`.\n\n");
     let cap = v.pointer("/timeouts_s/moss").and_then(Value::as_f64).unwrap_or(300.0);
     out.push_str(&format!("[race]\nmax_live = 2\ncap_s = {}\n\n", num(cap)));
@@ -130,7 +165,7 @@ pub fn import_gpuhedge(yaml: &str) -> Result<String, ImportError> {
         out.push('\n');
     }
     out.push_str("[validator]\nname = \"wav\"\n\n");
-    let providers = v.get("providers").and_then(Value::as_object).ok_or_else(|| ImportError("no `providers` map".into()))?;
+    let providers = v.get("providers").and_then(Value::as_object).ok_or(ImportError::NoProviders)?;
     let mut names = Vec::new();
     for (name, p) in providers {
         out.push_str(&provider(name, p)?);
@@ -175,7 +210,7 @@ fn provider(name: &str, p: &Value) -> Result<String, ImportError> {
     let rate = p
         .get("billed_rate_per_s")
         .and_then(Value::as_f64)
-        .ok_or_else(|| ImportError(format!("providers.{shown}.billed_rate_per_s missing")))?;
+        .ok_or_else(|| ImportError::Missing { provider: shown.to_string(), key: "billed_rate_per_s" })?;
     let idle = p.get("idle_billed_seconds").and_then(Value::as_f64).unwrap_or(0.0);
     let adapter = p.get("adapter").and_then(Value::as_str).unwrap_or(name);
     let mut section = format!("[providers.{}]\nrate_usd_per_s = {}\nidle_window_s = {}\n", key(name), num(rate), num(idle));
@@ -183,7 +218,7 @@ fn provider(name: &str, p: &Value) -> Result<String, ImportError> {
     match adapter {
         "runpod" => section.push_str(&format!("adapter = \"runpod\"\nendpoint_id = {}\n", text("endpoint_id", "REPLACE_ME"))),
         "http" => {
-            let spec = p.get("http").ok_or_else(|| ImportError(format!("providers.{shown}.http missing")))?;
+            let spec = p.get("http").ok_or_else(|| ImportError::Missing { provider: shown.to_string(), key: "http" })?;
             section.push_str(&format!("adapter = \"http\"\nhttp = {}\n", inline(spec)));
         }
         "sim" => section.push_str("adapter = \"sim\"\nsim = { profile = \"runpod\" }\n"),
@@ -201,7 +236,12 @@ fn provider(name: &str, p: &Value) -> Result<String, ImportError> {
             text("app", "REPLACE"),
             text("function", "tts")
         )),
-        other => return Err(ImportError(format!("providers.{shown}: unknown adapter `{}`", tailcut_core::text::escaped(other)))),
+        other => {
+            return Err(ImportError::UnknownAdapter {
+                provider: shown.to_string(),
+                adapter: tailcut_core::text::escaped(other).to_string(),
+            })
+        }
     }
     Ok(section)
 }

@@ -29,7 +29,7 @@ pub use error::{plain_message, ConfigError};
 pub use gateway::{ApiKey, AuthMode, GatewayConfig, RouteConfig, RouteKind};
 pub use policy::{spec_providers, LearnedSpec, PolicySpec};
 pub use provider::{ApiConfig, ProviderConfig};
-pub use state::{ChargeRows, SecretUrl, StateBackend, StateConfig};
+pub use state::{ChargeRows, SecretUrl, StateBackend, StateConfig, UrlEnvError};
 pub use typed::{BudgetConfig, Config, ReplayConfig};
 
 /// The built-in configuration: three simulated providers calibrated on the 2026-07

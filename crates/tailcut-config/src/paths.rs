@@ -3,22 +3,67 @@
 //! an unwritable path at start instead of failing on the first request.
 
 use std::fs::OpenOptions;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Why a configured output path cannot be written.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unwritable {
+    /// The path is a directory.
+    #[error("is a directory, expected a file")]
+    IsDirectory,
+    /// The file exists but cannot be opened for appending.
+    #[error("cannot be opened for writing: {source}")]
+    CannotOpen {
+        /// The open's error.
+        source: std::io::Error,
+    },
+    /// The file's metadata cannot be read.
+    #[error("cannot be read: {source}")]
+    CannotRead {
+        /// The stat's error.
+        source: std::io::Error,
+    },
+    /// An ancestor of the path is not a directory.
+    #[error("`{}` is not a directory", dir.display())]
+    NotADirectory {
+        /// The ancestor.
+        dir: PathBuf,
+    },
+    /// An ancestor's metadata cannot be read.
+    #[error("`{}` cannot be read: {source}", dir.display())]
+    DirCannotRead {
+        /// The ancestor.
+        dir: PathBuf,
+        /// The stat's error.
+        source: std::io::Error,
+    },
+    /// No ancestor of the path exists.
+    #[error("has no existing parent directory")]
+    NoParent,
+    /// Files cannot be created in the directory.
+    #[error("directory `{}` is not writable: {source}", dir.display())]
+    DirNotWritable {
+        /// The directory.
+        dir: PathBuf,
+        /// The probe's error.
+        source: std::io::Error,
+    },
+}
 
 /// `Ok` if `path` can be opened for writing (or created), with a reason otherwise.
-pub(crate) fn writable(path: &Path) -> Result<(), String> {
+pub(crate) fn writable(path: &Path) -> Result<(), Unwritable> {
     match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => return Err("is a directory, expected a file".into()),
+        Ok(m) if m.is_dir() => return Err(Unwritable::IsDirectory),
         Ok(_) => {
             // Opening for append changes nothing, and fails on a read-only file.
-            OpenOptions::new().append(true).open(path).map_err(|e| format!("cannot be opened for writing: {e}"))?;
+            OpenOptions::new().append(true).open(path).map_err(|source| Unwritable::CannotOpen { source })?;
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 dir_writable(dir)?;
             }
             return Ok(());
         }
         Err(e) if missing(&e) => {}
-        Err(e) => return Err(format!("cannot be read: {e}")),
+        Err(source) => return Err(Unwritable::CannotRead { source }),
     }
     // The nearest ancestor that exists must be a writable directory.
     let mut dir = path.parent();
@@ -26,12 +71,12 @@ pub(crate) fn writable(path: &Path) -> Result<(), String> {
         let d = if d.as_os_str().is_empty() { Path::new(".") } else { d };
         match std::fs::metadata(d) {
             Ok(m) if m.is_dir() => return dir_writable(d),
-            Ok(_) => return Err(format!("`{}` is not a directory", d.display())),
+            Ok(_) => return Err(Unwritable::NotADirectory { dir: d.to_path_buf() }),
             Err(e) if missing(&e) => dir = d.parent(),
-            Err(e) => return Err(format!("`{}` cannot be read: {e}", d.display())),
+            Err(source) => return Err(Unwritable::DirCannotRead { dir: d.to_path_buf(), source }),
         }
     }
-    Err("has no existing parent directory".into())
+    Err(Unwritable::NoParent)
 }
 
 /// Not there (or under something that is not a directory): look further up.
@@ -40,7 +85,7 @@ fn missing(e: &std::io::Error) -> bool {
 }
 
 /// Whether files can be created in `dir`: a probe file is created and removed.
-fn dir_writable(dir: &Path) -> Result<(), String> {
+fn dir_writable(dir: &Path) -> Result<(), Unwritable> {
     let probe = dir.join(format!(".tailcut-write-check-{}", std::process::id()));
     match OpenOptions::new().write(true).create_new(true).open(&probe) {
         Ok(_) => {
@@ -52,7 +97,7 @@ fn dir_writable(dir: &Path) -> Result<(), String> {
             let _ = std::fs::remove_file(&probe);
             Ok(())
         }
-        Err(e) => Err(format!("directory `{}` is not writable: {e}", dir.display())),
+        Err(source) => Err(Unwritable::DirNotWritable { dir: dir.to_path_buf(), source }),
     }
 }
 
@@ -66,10 +111,10 @@ mod tests {
         assert!(writable(&dir.path().join("new.sqlite")).is_ok());
         assert!(writable(&dir.path().join("a/b/new.sqlite")).is_ok(), "missing directories are created at start");
         assert!(!dir.path().join("a").exists(), "the check creates nothing");
-        let e = writable(dir.path()).unwrap_err();
+        let e = writable(dir.path()).unwrap_err().to_string();
         assert!(e.contains("is a directory"), "{e}");
         std::fs::write(dir.path().join("file"), b"x").unwrap();
-        let e = writable(&dir.path().join("file/ledger.sqlite")).unwrap_err();
+        let e = writable(&dir.path().join("file/ledger.sqlite")).unwrap_err().to_string();
         assert!(e.contains("not a directory"), "{e}");
         assert!(writable(Path::new("/proc/tailcut/ledger.sqlite")).is_err() || !Path::new("/proc").exists());
     }

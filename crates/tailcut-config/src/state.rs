@@ -17,20 +17,43 @@ use tailcut_core::MicroUsd;
 #[derive(Clone, PartialEq, Eq)]
 pub enum SecretUrl {
     /// `state.url = "postgres://..."`.
-    Literal(String),
+    Literal {
+        /// The URL.
+        url: String,
+    },
     /// `state.url_env = "NAME"`: the URL is in `$NAME`.
-    Env(String),
+    Env {
+        /// The variable's name.
+        var: String,
+    },
+}
+
+/// Why `state.url_env` gave no URL when the gateway connected.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum UrlEnvError {
+    /// The variable holds something other than a PostgreSQL URL (not printed: it may be a secret).
+    #[error("state.url_env: expected `{var}` to hold a postgres:// URL; it holds something else")]
+    NotPostgres {
+        /// The variable's name.
+        var: String,
+    },
+    /// The variable is not set.
+    #[error("state.url_env: expected the environment variable `{var}` to hold a postgres:// URL; it is not set")]
+    Unset {
+        /// The variable's name.
+        var: String,
+    },
 }
 
 impl SecretUrl {
     /// The URL itself (to connect with; never log it), or what is missing, naming the key.
-    pub fn resolve(&self) -> Result<String, String> {
+    pub fn resolve(&self) -> Result<String, UrlEnvError> {
         match self {
-            SecretUrl::Literal(u) => Ok(u.clone()),
-            SecretUrl::Env(var) => match std::env::var(var) {
+            SecretUrl::Literal { url } => Ok(url.clone()),
+            SecretUrl::Env { var } => match std::env::var(var) {
                 Ok(u) if u.starts_with("postgres://") || u.starts_with("postgresql://") => Ok(u),
-                Ok(_) => Err(format!("state.url_env: expected `{var}` to hold a postgres:// URL; it holds something else")),
-                Err(_) => Err(format!("state.url_env: expected the environment variable `{var}` to hold a postgres:// URL; it is not set")),
+                Ok(_) => Err(UrlEnvError::NotPostgres { var: var.clone() }),
+                Err(_) => Err(UrlEnvError::Unset { var: var.clone() }),
             },
         }
     }
@@ -39,8 +62,8 @@ impl SecretUrl {
 impl fmt::Debug for SecretUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SecretUrl::Literal(_) => f.write_str("postgres://[redacted]"),
-            SecretUrl::Env(var) => write!(f, "${var}"),
+            SecretUrl::Literal { .. } => f.write_str("postgres://[redacted]"),
+            SecretUrl::Env { var } => write!(f, "${var}"),
         }
     }
 }
@@ -118,7 +141,7 @@ pub(crate) fn state(cx: &Ctx<'_>, raw: Option<RawState>) -> Result<(StateConfig,
             if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
                 return Err(cx.err("state.url_env", "the name of an environment variable (letters, digits, _)"));
             }
-            (StateBackend::Postgres { url: SecretUrl::Env(var) }, None)
+            (StateBackend::Postgres { url: SecretUrl::Env { var } }, None)
         }
         (None, None) => (StateBackend::Embedded, None),
         (Some("sqlite::memory:"), None) => (StateBackend::Embedded, Some(None)),
@@ -134,7 +157,7 @@ pub(crate) fn state(cx: &Ctx<'_>, raw: Option<RawState>) -> Result<(StateConfig,
             if rest.is_empty() || rest.starts_with('/') {
                 return Err(cx.err(key, "a host in the postgres:// URL (postgres://USER:PASSWORD@HOST:5432/DATABASE)"));
             }
-            (StateBackend::Postgres { url: SecretUrl::Literal(u.to_string()) }, None)
+            (StateBackend::Postgres { url: SecretUrl::Literal { url: u.to_string() } }, None)
         }
         (Some(_), None) => {
             return Err(cx.err(key, "\"sqlite:PATH\", \"sqlite::memory:\" or a \"postgres://USER:PASSWORD@HOST:5432/DATABASE\" URL"))
@@ -153,11 +176,11 @@ pub(crate) fn state(cx: &Ctx<'_>, raw: Option<RawState>) -> Result<(StateConfig,
 
 #[cfg(test)]
 mod tests {
-    use crate::{Config, StateBackend};
+    use crate::{Config, ConfigError, StateBackend};
     use std::path::PathBuf;
 
-    fn parse(extra: &str) -> Result<Config, String> {
-        Config::parse(extra, "t.toml").map_err(|e| e.to_string())
+    fn parse(extra: &str) -> Result<Config, ConfigError> {
+        Config::parse(extra, "t.toml")
     }
 
     #[test]
@@ -175,7 +198,7 @@ mod tests {
         assert_eq!(c.gateway.store, Some(PathBuf::from("s/state.sqlite")));
         let c = parse("[state]\nurl = \"sqlite::memory:\"\n").unwrap();
         assert_eq!((c.budget.ledger, c.gateway.store), (None, None));
-        let e = parse("[state]\nurl = \"sqlite:a\"\n[budget]\nledger = \"b\"\n").unwrap_err();
+        let e = parse("[state]\nurl = \"sqlite:a\"\n[budget]\nledger = \"b\"\n").unwrap_err().to_string();
         assert!(e.contains("state.url") && e.contains("budget.ledger"), "{e}");
     }
 
@@ -189,7 +212,7 @@ mod tests {
         let c = parse("[state]\nurl = \"postgres://db/t\"\ncharge_rows = \"write_behind\"\n").unwrap();
         assert_eq!(c.state.charge_rows, crate::ChargeRows::WriteBehind);
         assert!(!format!("{c:?}").contains("hunter2"));
-        let e = parse("[state]\nurl = \"postgres://db/t\"\n[gateway]\nstore = \"j.sqlite\"\n").unwrap_err();
+        let e = parse("[state]\nurl = \"postgres://db/t\"\n[gateway]\nstore = \"j.sqlite\"\n").unwrap_err().to_string();
         assert!(e.contains("gateway.store"), "{e}");
     }
 
@@ -206,7 +229,7 @@ mod tests {
             ("[state]\nurl = \"postgres://db/t\"\nurl_env = \"X\"\n", "state.url"),
             ("[state]\nurl = \"postgres://db/t\"\ncharge_rows = \"later\"\n", "state.charge_rows"),
         ] {
-            let e = parse(toml).unwrap_err();
+            let e = parse(toml).unwrap_err().to_string();
             assert!(e.contains(key), "{toml}: {e}");
         }
     }
@@ -215,7 +238,7 @@ mod tests {
     fn url_env_is_read_when_the_gateway_connects_not_when_the_file_is_checked() {
         let c = parse("[state]\nurl_env = \"TAILCUT_TEST_STATE_URL_UNSET\"\n").unwrap();
         let StateBackend::Postgres { url } = &c.state.backend else { panic!("not postgres") };
-        let e = url.resolve().unwrap_err();
+        let e = url.resolve().unwrap_err().to_string();
         assert!(e.contains("state.url_env") && e.contains("TAILCUT_TEST_STATE_URL_UNSET"), "{e}");
     }
 }

@@ -2,6 +2,9 @@
 //! shares, the samples it records and why it can fail, and the shared start instant
 //! (Unix milliseconds) agents in separate processes wait for.
 
+mod error;
+
+pub use error::{AgentError, BadAgent, NoDevice, Unsupported};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -130,14 +133,14 @@ impl AgentSpec {
     /// Parses `kind`, `kind:size` or `kind:size x batch` (e.g. `gemm:512`, `fft:4096x8`).
     pub fn parse(text: &str) -> Result<AgentSpec, AgentError> {
         let (kind, rest) = text.split_once(':').map_or((text, None), |(k, r)| (k, Some(r)));
-        let kind = AgentKind::parse(kind.trim())
-            .ok_or_else(|| AgentError::Invalid(format!("agent `{text}`: unknown kind (expected {})", AgentKind::NAMES)))?;
+        let kind =
+            AgentKind::parse(kind.trim()).ok_or_else(|| BadAgent::UnknownKind { text: text.to_string(), expected: AgentKind::NAMES })?;
         let mut spec = AgentSpec::new(kind);
         if let Some(rest) = rest {
             let (size, batch) = rest.split_once('x').map_or((rest, None), |(s, b)| (s, Some(b)));
-            spec.size = size.trim().parse().map_err(|_| AgentError::Invalid(format!("agent `{text}`: size must be a whole number")))?;
+            spec.size = size.trim().parse().map_err(|_| BadAgent::NotWhole { text: text.to_string(), field: "size" })?;
             if let Some(b) = batch {
-                spec.batch = b.trim().parse().map_err(|_| AgentError::Invalid(format!("agent `{text}`: batch must be a whole number")))?;
+                spec.batch = b.trim().parse().map_err(|_| BadAgent::NotWhole { text: text.to_string(), field: "batch" })?;
             }
         }
         Ok(spec)
@@ -216,23 +219,6 @@ pub struct Samples {
     /// Trial number.
     #[serde(default)]
     pub trial: Option<u32>,
-}
-
-/// Why an agent could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    /// No CUDA device or driver.
-    #[error("no CUDA device available: {0}")]
-    NoDevice(String),
-    /// This build lacks a feature.
-    #[error("{0}")]
-    Unsupported(String),
-    /// A CUDA call failed.
-    #[error("CUDA error: {0}")]
-    Cuda(String),
-    /// Bad settings.
-    #[error("invalid agent settings: {0}")]
-    Invalid(String),
 }
 
 /// Current Unix time in ms.

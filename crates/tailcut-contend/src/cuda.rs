@@ -4,7 +4,7 @@
 //! time, so this builds without a CUDA toolkit; without a device it reports so clearly.
 #![allow(unsafe_code)]
 
-use crate::agent::{sleep_until_unix_ms, AgentError, AgentKind, AgentSpec, Window};
+use crate::agent::{sleep_until_unix_ms, AgentError, AgentKind, AgentSpec, BadAgent, NoDevice, Unsupported, Window};
 use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
 use cudarc::cufft::{result as cufft, sys as cufft_sys};
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 fn cuda_err(e: impl std::fmt::Debug) -> AgentError {
-    AgentError::Cuda(format!("{e:?}"))
+    AgentError::Cuda { reason: format!("{e:?}") }
 }
 
 /// Picks the device: an index, or a GPU/MIG UUID (made visible as device 0).
@@ -26,7 +26,7 @@ fn ordinal(spec: &AgentSpec) -> Result<usize, AgentError> {
             std::env::set_var("CUDA_VISIBLE_DEVICES", d);
             Ok(0)
         }
-        Some(d) => d.parse().map_err(|_| AgentError::Invalid(format!("--device `{d}`: expected an index or a GPU-/MIG- UUID"))),
+        Some(d) => d.parse().map_err(|_| AgentError::from(BadAgent::Device { device: d.to_string() })),
     }
 }
 
@@ -34,13 +34,13 @@ fn open(spec: &AgentSpec) -> Result<Arc<CudaStream>, AgentError> {
     let ordinal = ordinal(spec)?;
     // A missing driver library makes cudarc's loader panic; turn that into an error.
     let count = std::panic::catch_unwind(CudaContext::device_count)
-        .map_err(|_| AgentError::NoDevice("the CUDA driver library (libcuda.so) could not be loaded".into()))?
-        .map_err(|e| AgentError::NoDevice(format!("{e:?}")))?;
+        .map_err(|_| AgentError::NoDevice(NoDevice::NoDriver))?
+        .map_err(|e| AgentError::NoDevice(NoDevice::Driver { reason: format!("{e:?}") }))?;
     if count <= 0 {
-        return Err(AgentError::NoDevice("the driver reports no CUDA devices".into()));
+        return Err(AgentError::NoDevice(NoDevice::NoDevices));
     }
     if ordinal >= count as usize {
-        return Err(AgentError::NoDevice(format!("device {ordinal} requested, {count} present")));
+        return Err(AgentError::NoDevice(NoDevice::Missing { ordinal, count }));
     }
     let ctx = CudaContext::new(ordinal).map_err(cuda_err)?;
     Ok(ctx.default_stream())
@@ -79,7 +79,7 @@ pub fn run(spec: &AgentSpec, window: &Window) -> Result<(Vec<u64>, u64), AgentEr
     let stream = open(spec)?;
     let n = spec.size;
     if n == 0 {
-        return Err(AgentError::Invalid("--size must be at least 1".into()));
+        return Err(BadAgent::CudaSize.into());
     }
     match spec.kind {
         AgentKind::CudaGemm => {
@@ -123,6 +123,6 @@ pub fn run(spec: &AgentSpec, window: &Window) -> Result<(Vec<u64>, u64), AgentEr
             let _ = data.device_ptr(&stream);
             result
         }
-        other => Err(AgentError::Unsupported(format!("{} is not a CUDA agent", other.name()))),
+        other => Err(AgentError::Unsupported(Unsupported::WrongRunner { kind: other.name(), runner: "a CUDA agent" })),
     }
 }

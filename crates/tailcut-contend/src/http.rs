@@ -4,7 +4,7 @@
 //! request's *scheduled* send time, so a slow server cannot hide its queueing
 //! (no coordinated omission).
 
-use crate::agent::{sleep_until_unix_ms, AgentError, AgentSpec, Window};
+use crate::agent::{sleep_until_unix_ms, AgentError, AgentSpec, BadAgent, Window};
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
 use std::io::Read;
@@ -29,7 +29,7 @@ pub struct HttpSamples {
 
 /// The body's chunks as the one SSE reader takes them. The reads block, so the stream
 /// is never pending: each `next()` is ready at once ([`next_now`]).
-fn chunks(mut body: impl Read) -> impl futures::Stream<Item = Result<Bytes, String>> + Unpin {
+fn chunks(mut body: impl Read) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Unpin {
     futures::stream::iter(std::iter::from_fn(move || {
         let mut buf = vec![0u8; 8192];
         match body.read(&mut buf) {
@@ -38,7 +38,7 @@ fn chunks(mut body: impl Read) -> impl futures::Stream<Item = Result<Bytes, Stri
                 buf.truncate(n);
                 Some(Ok(Bytes::from(buf)))
             }
-            Err(e) => Some(Err(e.to_string())),
+            Err(e) => Some(Err(e)),
         }
     }))
 }
@@ -48,16 +48,31 @@ fn next_now<S: futures::Stream + Unpin>(s: &mut S) -> Option<S::Item> {
     s.next().now_or_never().flatten()
 }
 
+/// Why one request of the http agent counts as an error.
+#[derive(Debug, thiserror::Error)]
+enum RequestError {
+    /// The request failed or the server answered with an error status.
+    #[error("{0}")]
+    Send(Box<ureq::Error>),
+    /// The stream broke or carried an error.
+    #[error("{0}")]
+    Stream(Failure),
+}
+
 /// One streamed chat completion: (latency, ttft) from `scheduled`, and the number of
 /// content chunks.
-fn one(agent: &ureq::Agent, url: &str, model: &str, scheduled: Instant) -> Result<(Duration, Duration, u64), String> {
+fn one(agent: &ureq::Agent, url: &str, model: &str, scheduled: Instant) -> Result<(Duration, Duration, u64), RequestError> {
     let body = serde_json::json!({
         "model": model,
         "messages": [{"role": "user", "content": "Reply with one short sentence."}],
         "max_tokens": 32,
         "stream": true,
     });
-    let resp = agent.post(url).set("content-type", "application/json").send_string(&body.to_string()).map_err(|e| e.to_string())?;
+    let resp = agent
+        .post(url)
+        .set("content-type", "application/json")
+        .send_string(&body.to_string())
+        .map_err(|e| RequestError::Send(Box::new(e)))?;
     let mut ttft = None;
     let mut chunks = 0u64;
     let mut events = events(self::chunks(resp.into_reader()));
@@ -72,7 +87,7 @@ fn one(agent: &ureq::Agent, url: &str, model: &str, scheduled: Instant) -> Resul
             Some(Ok(Event::Preamble(_))) => {}
             // A server that closes without `[DONE]` still answered.
             Some(Ok(Event::Done) | Err(Failure::EndedWithoutDone)) | None => break,
-            Some(Err(e)) => return Err(e.to_string()),
+            Some(Err(e)) => return Err(RequestError::Stream(e)),
         }
     }
     let total = scheduled.elapsed();
@@ -81,9 +96,9 @@ fn one(agent: &ureq::Agent, url: &str, model: &str, scheduled: Instant) -> Resul
 
 /// Drives the endpoint for the window.
 pub fn run(spec: &AgentSpec, window: &Window) -> Result<HttpSamples, AgentError> {
-    let base = spec.url.as_deref().ok_or_else(|| AgentError::Invalid("the http agent needs --url (the server's base URL)".into()))?;
+    let base = spec.url.as_deref().ok_or_else(|| AgentError::from(BadAgent::NoUrl))?;
     if !(spec.rate_per_s > 0.0 && spec.rate_per_s.is_finite()) {
-        return Err(AgentError::Invalid("--rate must be a positive number of requests per second".into()));
+        return Err(BadAgent::Rate.into());
     }
     let url = format!("{}/v1/chat/completions", base.trim_end_matches('/'));
     let model = spec.model.clone().unwrap_or_else(|| "default".into());

@@ -46,19 +46,65 @@ pub struct K8sSettings {
 pub enum K8sError {
     /// Bad settings.
     #[error("{0}")]
-    Invalid(String),
+    Invalid(#[from] BadManifest),
     /// Impossible MIG layout.
     #[error("MIG layout: {0}")]
     Mig(#[from] MigError),
     /// YAML encoding failed.
     #[error("YAML: {0}")]
-    Yaml(String),
+    Yaml(#[from] serde_yaml::Error),
+}
+
+/// Settings no manifest can be generated for.
+#[derive(Debug, thiserror::Error)]
+pub enum BadManifest {
+    /// Fewer than two replicas per GPU.
+    #[error("--replicas must be at least 2 for {mode} (the device plugin rejects fewer)")]
+    TooFewReplicas {
+        /// The mode.
+        mode: &'static str,
+    },
+    /// A mode without a sharing config.
+    #[error("{mode} has no device-plugin sharing config")]
+    NoSharingConfig {
+        /// The mode.
+        mode: &'static str,
+    },
+    /// No agent given.
+    #[error("give at least one --agent")]
+    NoAgents,
+    /// A CPU agent in a GPU experiment.
+    #[error("`{kind}` is a CPU agent; GPU experiments use cuda-fft, cuda-gemm or http agents")]
+    CpuAgent {
+        /// Its kind.
+        kind: &'static str,
+    },
+    /// `--mode mig` without `--gpu`.
+    #[error("--mode mig needs --gpu (a100-40gb, a100-80gb, h100-80gb, h200-141gb)")]
+    NoGpuModel,
+    /// `--mode mig` without a layout.
+    #[error("--mode mig needs --mig-layout, e.g. 3g.40gb,2g.20gb")]
+    NoMigLayout,
+    /// Fewer MIG instances than agents.
+    #[error("the layout has {instances} instance(s) for {agents} agents")]
+    TooFewInstances {
+        /// Instances in the layout.
+        instances: usize,
+        /// Agents to place.
+        agents: usize,
+    },
+    /// A CPU mode.
+    #[error("{mode} is a CPU mode; use time-slicing, mps, mig or dedicated")]
+    CpuMode {
+        /// The mode.
+        mode: &'static str,
+    },
 }
 
 /// The device-plugin config document (as a value) for time-slicing or MPS.
 pub fn device_plugin_config(mode: Mode, replicas: u32) -> Result<Value, K8sError> {
     if replicas < 2 {
-        return Err(K8sError::Invalid(format!("--replicas must be at least 2 for {} (the device plugin rejects fewer)", mode.name())));
+        return Err(BadManifest::TooFewReplicas { mode: mode.name() }.into());
     }
     let resources = json!([{ "name": "nvidia.com/gpu", "replicas": replicas }]);
     let sharing = match mode {
@@ -66,7 +112,7 @@ pub fn device_plugin_config(mode: Mode, replicas: u32) -> Result<Value, K8sError
             json!({ "timeSlicing": { "renameByDefault": false, "failRequestsGreaterThanOne": true, "resources": resources } })
         }
         Mode::Mps => json!({ "mps": { "renameByDefault": false, "failRequestsGreaterThanOne": true, "resources": resources } }),
-        other => return Err(K8sError::Invalid(format!("{} has no device-plugin sharing config", other.name()))),
+        other => return Err(BadManifest::NoSharingConfig { mode: other.name() }.into()),
     };
     let mut flags = json!({ "migStrategy": "none" });
     if mode == Mode::TimeSlicing {
@@ -93,7 +139,7 @@ pub fn mig_parted_config(model: &GpuModel, layout: &[(String, u32)], name: &str)
 }
 
 fn yaml(v: &Value) -> Result<String, K8sError> {
-    serde_yaml::to_string(v).map_err(|e| K8sError::Yaml(e.to_string()))
+    Ok(serde_yaml::to_string(v)?)
 }
 
 fn job(s: &K8sSettings, name: &str, spec: &AgentSpec, arm: &str, resource: (&str, u32), order: usize) -> Value {
@@ -156,13 +202,10 @@ fn job(s: &K8sSettings, name: &str, spec: &AgentSpec, arm: &str, resource: (&str
 /// All manifests as one multi-document YAML string, with instructions in comments.
 pub fn generate(s: &K8sSettings) -> Result<String, K8sError> {
     if s.agents.is_empty() {
-        return Err(K8sError::Invalid("give at least one --agent".into()));
+        return Err(BadManifest::NoAgents.into());
     }
     if let Some(cpu) = s.agents.iter().find(|a| matches!(a.kind.name(), "fft" | "gemm" | "membw")) {
-        return Err(K8sError::Invalid(format!(
-            "`{}` is a CPU agent; GPU experiments use cuda-fft, cuda-gemm or http agents",
-            cpu.kind.name()
-        )));
+        return Err(BadManifest::CpuAgent { kind: cpu.kind.name() }.into());
     }
     let names = agent_names(&s.agents);
     let mut docs: Vec<String> = Vec::new();
@@ -190,17 +233,11 @@ pub fn generate(s: &K8sSettings) -> Result<String, K8sError> {
             }
         }
         Mode::Mig => {
-            let model = mig::model(
-                s.gpu
-                    .as_deref()
-                    .ok_or_else(|| K8sError::Invalid("--mode mig needs --gpu (a100-40gb, a100-80gb, h100-80gb, h200-141gb)".into()))?,
-            )?;
-            let layout = mig::parse_layout(
-                s.mig_layout.as_deref().ok_or_else(|| K8sError::Invalid("--mode mig needs --mig-layout, e.g. 3g.40gb,2g.20gb".into()))?,
-            )?;
+            let model = mig::model(s.gpu.as_deref().ok_or_else(|| K8sError::from(BadManifest::NoGpuModel))?)?;
+            let layout = mig::parse_layout(s.mig_layout.as_deref().ok_or_else(|| K8sError::from(BadManifest::NoMigLayout))?)?;
             let placed = mig::validate_layout(&model, &layout)?;
             if placed.len() < s.agents.len() {
-                return Err(K8sError::Invalid(format!("the layout has {} instance(s) for {} agents", placed.len(), s.agents.len())));
+                return Err(BadManifest::TooFewInstances { instances: placed.len(), agents: s.agents.len() }.into());
             }
             for (i, r) in resources.iter_mut().enumerate() {
                 *r = (format!("nvidia.com/mig-{}", placed[i].profile), 1);
@@ -221,7 +258,7 @@ pub fn generate(s: &K8sSettings) -> Result<String, K8sError> {
             ));
         }
         Mode::Dedicated => notes.push("dedicated: no sharing config; each agent requests one whole nvidia.com/gpu".into()),
-        other => return Err(K8sError::Invalid(format!("{} is a CPU mode; use time-slicing, mps, mig or dedicated", other.name()))),
+        other => return Err(BadManifest::CpuMode { mode: other.name() }.into()),
     }
     docs.push(yaml(&json!({
         "apiVersion": "v1",

@@ -23,7 +23,7 @@ use matrixmultiply::sgemm;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use crate::agent::{sleep_until_unix_ms, AgentError, AgentKind, AgentSpec, Window};
+use crate::agent::{sleep_until_unix_ms, AgentError, AgentKind, AgentSpec, BadAgent, Unsupported, Window};
 
 /// Model width.
 pub const D_MODEL: usize = 512;
@@ -242,7 +242,7 @@ pub struct LlmSamples {
 /// Runs an LLM-like agent over the window.
 pub fn run(spec: &AgentSpec, window: &Window) -> Result<LlmSamples, AgentError> {
     if spec.size == 0 {
-        return Err(AgentError::Invalid(format!("{} needs a size of at least 1", spec.kind.name())));
+        return Err(BadAgent::NoSize { kind: spec.kind.name() }.into());
     }
     let cap = window.max_iterations.unwrap_or(u64::MAX) as usize;
     let mut out = LlmSamples::default();
@@ -295,7 +295,7 @@ pub fn run(spec: &AgentSpec, window: &Window) -> Result<LlmSamples, AgentError> 
             }
             out.window_ns = start.elapsed().as_nanos() as u64;
         }
-        other => return Err(AgentError::Unsupported(format!("{} is not an LLM agent", other.name()))),
+        other => return Err(AgentError::Unsupported(Unsupported::WrongRunner { kind: other.name(), runner: "an LLM agent" })),
     }
     Ok(out)
 }

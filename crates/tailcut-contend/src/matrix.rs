@@ -23,7 +23,7 @@
 
 use crate::agent::Samples;
 use crate::plan::{AgentsFile, Composition, CompositionModel, Interference, SoloSpread};
-use crate::protocol::{run_placed, validate, Mode, ProtocolError, RunSettings};
+use crate::protocol::{run_placed, validate, BadRun, Mode, ProtocolError, RunSettings};
 use crate::report::Placement;
 use crate::stats::{arm_stats, trial_degradation, ArmStats, Degradation};
 use serde::{Deserialize, Serialize};
@@ -202,19 +202,16 @@ pub fn run(settings: &MatrixSettings, progress: &dyn Fn(&str)) -> Result<MatrixR
     let run = &settings.run;
     let cpus = core_affinity::get_core_ids().map_or(1, |c| c.len());
     let Some(table) = table_mode(run.mode) else {
-        return Err(ProtocolError::Invalid(format!(
-            "--mode {}: the matrix measures same-core or separate-cores (CPU), time-slicing or mps (CUDA)",
-            run.mode.name()
-        )));
+        return Err(BadRun::MatrixMode { mode: run.mode.name() }.into());
     };
     if run.agents.len() < 2 {
-        return Err(ProtocolError::Invalid("the matrix needs at least two --agent".into()));
+        return Err(BadRun::MatrixTooFewAgents.into());
     }
     if settings.names.len() != run.agents.len() {
-        return Err(ProtocolError::Invalid("one name per agent".into()));
+        return Err(BadRun::NamesPerAgent.into());
     }
     if settings.triples && run.agents.len() < 3 {
-        return Err(ProtocolError::Invalid("--triples needs at least three --agent".into()));
+        return Err(BadRun::TriplesTooFewAgents.into());
     }
     // Only groups of up to three run at once: separate-cores needs that many cores.
     let widest = if settings.triples { 3 } else { 2 };

@@ -123,15 +123,18 @@ pub fn models() -> Vec<GpuModel> {
 /// A model by key (`a100-40gb`, `a100-80gb`, `h100-80gb`, `h200-141gb`).
 pub fn model(key: &str) -> Result<GpuModel, MigError> {
     let k = key.to_ascii_lowercase();
-    models().into_iter().find(|m| m.key == k).ok_or_else(|| MigError::UnknownModel(key.to_string()))
+    models().into_iter().find(|m| m.key == k).ok_or_else(|| MigError::UnknownModel { key: key.to_string() })
 }
 
 /// Why a layout is impossible.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum MigError {
     /// Not a supported model.
-    #[error("unknown GPU model `{0}` (supported: a100-40gb, a100-80gb, h100-80gb, h200-141gb)")]
-    UnknownModel(String),
+    #[error("unknown GPU model `{key}` (supported: a100-40gb, a100-80gb, h100-80gb, h200-141gb)")]
+    UnknownModel {
+        /// The model as given.
+        key: String,
+    },
     /// The profile does not exist on this model.
     #[error("profile `{profile}` does not exist on {model} (profiles: {known})")]
     UnknownProfile {
@@ -164,14 +167,22 @@ pub enum MigError {
     #[error("the layout needs {0} memory slices; every MIG GPU has 8")]
     MemorySlices(u32),
     /// No non-overlapping placement exists.
-    #[error("no placement fits: {0}")]
-    NoPlacement(String),
+    #[error("no placement fits: {instances} cannot be laid out without overlapping memory slices on {model} (e.g. 2g cannot start at slice 6, 3g only at 0 or 4)")]
+    NoPlacement {
+        /// The instances, each with its size and possible starts.
+        instances: String,
+        /// The GPU model.
+        model: &'static str,
+    },
     /// An empty layout.
     #[error("the layout has no instances")]
     Empty,
     /// Unparseable layout text.
-    #[error("cannot read layout `{0}`: expected e.g. `3g.40gb,2g.20gb,1g.10gb` or `1g.10gb=7`")]
-    Syntax(String),
+    #[error("cannot read layout `{text}`: expected e.g. `3g.40gb,2g.20gb,1g.10gb` or `1g.10gb=7`")]
+    Syntax {
+        /// The layout as given.
+        text: String,
+    },
 }
 
 /// An instance placed at a memory-slice start.
@@ -192,11 +203,11 @@ pub fn parse_layout(text: &str) -> Result<Vec<(String, u32)>, MigError> {
     let mut out: Vec<(String, u32)> = Vec::new();
     for part in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (name, count) = match part.split_once(['=', '*', 'x']) {
-            Some((n, c)) if n.contains('.') => (n.trim(), c.trim().parse::<u32>().map_err(|_| MigError::Syntax(text.into()))?),
+            Some((n, c)) if n.contains('.') => (n.trim(), c.trim().parse::<u32>().map_err(|_| MigError::Syntax { text: text.into() })?),
             _ => (part, 1),
         };
         if !name.contains('g') || !name.contains('.') {
-            return Err(MigError::Syntax(text.into()));
+            return Err(MigError::Syntax { text: text.into() });
         }
         match out.iter_mut().find(|(n, _)| n == name) {
             Some((_, c)) => *c += count,
@@ -249,10 +260,7 @@ pub fn validate_layout(model: &GpuModel, counts: &[(String, u32)]) -> Result<Vec
         return Ok(placed);
     }
     let detail = instances.iter().map(|p| format!("{} (size {}, starts {:?})", p.name, p.memory, p.starts)).collect::<Vec<_>>().join(" + ");
-    Err(MigError::NoPlacement(format!(
-        "{detail} cannot be laid out without overlapping memory slices on {} (e.g. 2g cannot start at slice 6, 3g only at 0 or 4)",
-        model.name
-    )))
+    Err(MigError::NoPlacement { instances: detail, model: model.name })
 }
 
 fn place(rest: &[&Profile], used: &mut [bool; 8], out: &mut Vec<Placed>) -> bool {
@@ -309,8 +317,8 @@ mod tests {
         assert!(check("h100-80gb", "1g.20gb=3,2g.20gb").is_ok());
         assert_eq!(check("h100-80gb", "4g.40gb,2g.20gb,1g.20gb").unwrap().len(), 3);
         let e = check("h100-80gb", "3g.40gb,2g.20gb,1g.20gb,1g.10gb").unwrap_err();
-        assert!(matches!(e, MigError::NoPlacement(_)) || matches!(e, MigError::MemorySlices(_)), "{e}");
-        assert!(matches!(model("h999"), Err(MigError::UnknownModel(_))));
+        assert!(matches!(e, MigError::NoPlacement { .. }) || matches!(e, MigError::MemorySlices(_)), "{e}");
+        assert!(matches!(model("h999"), Err(MigError::UnknownModel { .. })));
     }
 
     #[test]

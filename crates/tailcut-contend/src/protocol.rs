@@ -2,6 +2,10 @@
 //! processes, over several trials with the arm order interleaved (so slow drift —
 //! thermal, frequency, background load — hits both arms), and assembles the report.
 
+mod error;
+
+pub use error::{BadRun, ProtocolError};
+
 use crate::agent::{unix_ms, AgentSpec, Samples};
 use crate::report::{AgentReport, Placement, RunReport, TokenArm, TokenStats};
 use crate::stats::{arm_stats, degradation, trial_degradation, verdict_from_intervals, widen_over_trials, ArmStats, VerdictThresholds};
@@ -92,26 +96,6 @@ pub struct RunSettings {
     pub seed: u64,
 }
 
-/// Why a run failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ProtocolError {
-    /// Bad settings.
-    #[error("{0}")]
-    Invalid(String),
-    /// An agent process failed.
-    #[error("agent `{agent}` ({arm}, trial {trial}) failed: {message}")]
-    Agent {
-        /// Agent name.
-        agent: String,
-        /// Arm.
-        arm: String,
-        /// Trial.
-        trial: u32,
-        /// What it said.
-        message: String,
-    },
-}
-
 /// Unique display names: `fft`, `gemm`, `fft#2`, ...
 pub fn agent_names(agents: &[AgentSpec]) -> Vec<String> {
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
@@ -145,38 +129,30 @@ fn placement(settings: &RunSettings, i: usize, cpus: usize) -> Placement {
 
 pub(crate) fn validate(settings: &RunSettings, cpus: usize) -> Result<(), ProtocolError> {
     if settings.agents.is_empty() {
-        return Err(ProtocolError::Invalid("give at least one --agent".into()));
+        return Err(BadRun::NoAgents.into());
     }
     if settings.trials == 0 {
-        return Err(ProtocolError::Invalid("--trials must be at least 1".into()));
+        return Err(BadRun::NoTrials.into());
     }
     if settings.mode == Mode::SeparateCores && settings.agents.len() > cpus {
-        return Err(ProtocolError::Invalid(format!(
-            "separate-cores needs one core per agent: {} agents, {cpus} cores",
-            settings.agents.len()
-        )));
+        return Err(BadRun::TooFewCores { agents: settings.agents.len(), cpus }.into());
     }
     if matches!(settings.mode, Mode::Mig | Mode::Dedicated) && settings.devices.len() < settings.agents.len() {
-        return Err(ProtocolError::Invalid(format!(
-            "{} needs one device per agent (--devices {}), got {}",
-            settings.mode.name(),
-            if settings.mode == Mode::Mig { "MIG-<uuid>,MIG-<uuid>" } else { "0,1" },
-            settings.devices.len()
-        )));
+        return Err(BadRun::TooFewDevices {
+            mode: settings.mode.name(),
+            example: if settings.mode == Mode::Mig { "MIG-<uuid>,MIG-<uuid>" } else { "0,1" },
+            devices: settings.devices.len(),
+        }
+        .into());
     }
     if settings.mode.is_gpu() && !settings.agents.iter().any(|a| a.kind.is_cuda()) {
-        return Err(ProtocolError::Invalid(format!(
-            "{} is a GPU sharing mode: use CUDA agents (cuda-fft, cuda-gemm), or same-core / separate-cores for CPU agents",
-            settings.mode.name()
-        )));
+        return Err(BadRun::CpuAgentsInGpuMode { mode: settings.mode.name() }.into());
     }
     if settings.mode == Mode::Mps
         && std::env::var_os("CUDA_MPS_PIPE_DIRECTORY").is_none()
         && !std::path::Path::new("/tmp/nvidia-mps").exists()
     {
-        return Err(ProtocolError::Invalid(
-            "mps: no MPS control daemon found (start it with `nvidia-cuda-mps-control -d`, or set CUDA_MPS_PIPE_DIRECTORY)".into(),
-        ));
+        return Err(BadRun::NoMpsDaemon.into());
     }
     Ok(())
 }

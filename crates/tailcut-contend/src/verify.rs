@@ -18,7 +18,7 @@
 use crate::agent::{AgentSpec, Samples};
 use crate::matrix::trial_order;
 use crate::plan::{GroupMode, Plan};
-use crate::protocol::{run_placed, ProtocolError, RunSettings};
+use crate::protocol::{run_placed, BadRun, ProtocolError, RunSettings};
 use crate::report::Placement;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -207,27 +207,18 @@ pub fn run(settings: &VerifySettings, progress: &dyn Fn(&str)) -> Result<VerifyR
         let mut places = Vec::new();
         for (pos, seat) in g.seats.iter().enumerate() {
             let kind = if seat.kind.is_empty() { seat.agent.as_str() } else { seat.kind.as_str() };
-            let mut spec = AgentSpec::parse(kind).map_err(|e| {
-                ProtocolError::Invalid(format!("plan seat `{}`: kind `{kind}` is not an agent tailcut can run: {e}", seat.agent))
-            })?;
+            let mut spec = AgentSpec::parse(kind)
+                .map_err(|e| ProtocolError::from(BadRun::SeatKind { seat: seat.agent.clone(), kind: kind.to_string(), source: e }))?;
             if spec.kind == crate::agent::AgentKind::AgentLoop {
                 spec.think_ms = settings.think_ms;
             }
             if spec.kind.is_cuda() != settings.gpu {
-                return Err(ProtocolError::Invalid(format!(
-                    "plan seat `{}` is a {} agent: {}",
-                    seat.agent,
-                    spec.kind.name(),
-                    if settings.gpu { "--gpu verifies CUDA agents only" } else { "CUDA agents need --gpu" }
-                )));
+                return Err(BadRun::SeatRunner { seat: seat.agent.clone(), kind: spec.kind.name(), gpu: settings.gpu }.into());
             }
             let place = if settings.gpu {
                 let dev = settings.run.devices.get(k).cloned().unwrap_or_else(|| k.to_string());
                 if g.mode == GroupMode::Mig {
-                    return Err(ProtocolError::Invalid(format!(
-                        "GPU {}: MIG groups need one MIG UUID per seat; verify them with `contend run --mode mig`",
-                        g.gpu
-                    )));
+                    return Err(BadRun::MigNeedsUuids { gpu: g.gpu }.into());
                 }
                 Placement { cpu: None, device: Some(dev) }
             } else {
@@ -235,16 +226,12 @@ pub fn run(settings: &VerifySettings, progress: &dyn Fn(&str)) -> Result<VerifyR
                     GroupMode::Dedicated | GroupMode::TimeSlicing => k % cpus,
                     GroupMode::Mps => {
                         if g.seats.len() > cpus {
-                            return Err(ProtocolError::Invalid(format!(
-                                "GPU {} (mps) runs its {} agents on separate cores: this machine has {cpus}",
-                                g.gpu,
-                                g.seats.len()
-                            )));
+                            return Err(BadRun::MpsTooFewCores { gpu: g.gpu, seats: g.seats.len(), cpus }.into());
                         }
                         (k + pos) % cpus
                     }
                     GroupMode::Mig => {
-                        return Err(ProtocolError::Invalid(format!("GPU {}: a MIG group has no CPU analogue to verify", g.gpu)));
+                        return Err(BadRun::MigOnCpu { gpu: g.gpu }.into());
                     }
                 };
                 Placement { cpu: Some(core), device: None }
@@ -257,11 +244,11 @@ pub fn run(settings: &VerifySettings, progress: &dyn Fn(&str)) -> Result<VerifyR
         devices.push((g.gpu, g.mode, which, places));
     }
     if agents.is_empty() {
-        return Err(ProtocolError::Invalid("the plan places no agents".into()));
+        return Err(BadRun::EmptyPlan.into());
     }
     let run = RunSettings { agents, ..settings.run.clone() };
     if run.trials == 0 {
-        return Err(ProtocolError::Invalid("--trials must be at least 1".into()));
+        return Err(BadRun::NoTrials.into());
     }
     let started = Instant::now();
     let mut collected: Vec<Samples> = Vec::new();

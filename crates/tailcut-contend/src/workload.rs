@@ -10,7 +10,7 @@ use rustfft::num_complex::Complex32;
 use std::hint::black_box;
 use std::time::Instant;
 
-use crate::agent::{AgentError, AgentKind, AgentSpec, Samples, Window};
+use crate::agent::{AgentError, AgentKind, AgentSpec, BadAgent, Samples, Unsupported, Window};
 
 /// Mean cost of one `Instant::now()` reading, ns (median of 21 batches of 10,000 pairs).
 pub fn timer_overhead_ns() -> f64 {
@@ -33,7 +33,7 @@ pub fn run_cpu(spec: &AgentSpec, window: &Window) -> Result<(Vec<u64>, u64), Age
     match spec.kind {
         AgentKind::Fft => {
             if spec.size == 0 || spec.batch == 0 {
-                return Err(AgentError::Invalid("fft needs --size and --batch of at least 1".into()));
+                return Err(BadAgent::TooSmall { kind: "fft", needs: "--size and --batch" }.into());
             }
             let fft = rustfft::FftPlanner::<f32>::new().plan_fft_forward(spec.size);
             let mut buf: Vec<Complex32> = (0..spec.size * spec.batch).map(|i| Complex32::new((i % 7) as f32, (i % 3) as f32)).collect();
@@ -49,7 +49,7 @@ pub fn run_cpu(spec: &AgentSpec, window: &Window) -> Result<(Vec<u64>, u64), Age
         AgentKind::Gemm => {
             let n = spec.size;
             if n == 0 {
-                return Err(AgentError::Invalid("gemm needs --size of at least 1".into()));
+                return Err(BadAgent::TooSmall { kind: "gemm", needs: "--size" }.into());
             }
             let a: Vec<f32> = (0..n * n).map(|i| (i % 13) as f32 * 0.01).collect();
             let b: Vec<f32> = (0..n * n).map(|i| (i % 17) as f32 * 0.01).collect();
@@ -68,7 +68,7 @@ pub fn run_cpu(spec: &AgentSpec, window: &Window) -> Result<(Vec<u64>, u64), Age
                 black_box(&dst);
             }))
         }
-        other => Err(AgentError::Unsupported(format!("{} is not a CPU agent", other.name()))),
+        other => Err(AgentError::Unsupported(Unsupported::WrongRunner { kind: other.name(), runner: "a CPU agent" })),
     }
 }
 
@@ -87,9 +87,9 @@ fn gemm_f32(n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
 pub fn run(spec: &AgentSpec, window: &Window, cpu: Option<usize>) -> Result<Samples, AgentError> {
     if let Some(cpu) = cpu {
         let ids = core_affinity::get_core_ids().unwrap_or_default();
-        let id = ids.iter().find(|c| c.id == cpu).copied().ok_or_else(|| AgentError::Invalid(format!("no CPU {cpu} on this machine")))?;
+        let id = ids.iter().find(|c| c.id == cpu).copied().ok_or_else(|| AgentError::from(BadAgent::NoCpu { cpu }))?;
         if !core_affinity::set_for_current(id) {
-            return Err(AgentError::Invalid(format!("could not pin to CPU {cpu}")));
+            return Err(BadAgent::Pin { cpu }.into());
         }
     }
     let mut ttft_ns = Vec::new();
@@ -134,10 +134,7 @@ fn run_cuda(spec: &AgentSpec, window: &Window) -> Result<(Vec<u64>, u64), AgentE
 
 #[cfg(not(feature = "cuda"))]
 fn run_cuda(spec: &AgentSpec, _window: &Window) -> Result<(Vec<u64>, u64), AgentError> {
-    Err(AgentError::Unsupported(format!(
-        "the {} agent needs a build with CUDA support: cargo build --release --features cuda",
-        spec.kind.name()
-    )))
+    Err(AgentError::Unsupported(Unsupported::NoCudaBuild { kind: spec.kind.name() }))
 }
 
 #[cfg(test)]

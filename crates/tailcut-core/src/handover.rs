@@ -21,12 +21,15 @@ pub enum StreamEvent {
     /// The stream ended normally.
     Done,
     /// The stream failed (why, never containing credentials).
-    Failed(String),
+    Failed {
+        /// What broke, as the provider's reader saw it.
+        reason: String,
+    },
 }
 
 impl StreamEvent {
     pub(crate) fn ends(&self) -> bool {
-        matches!(self, StreamEvent::Done | StreamEvent::Failed(_))
+        matches!(self, StreamEvent::Done | StreamEvent::Failed { .. })
     }
 }
 

@@ -93,8 +93,31 @@ pub enum LedgerError {
         requested: MicroUsd,
     },
     /// The store failed; the charge was not recorded and the submission must not go out.
-    #[error("ledger storage error: {0}")]
-    Storage(String),
+    #[error("ledger storage error: ledger lock poisoned")]
+    LockPoisoned,
+    /// The store's writer thread is gone; the charge was not recorded.
+    #[error("ledger storage error: the ledger writer has stopped")]
+    WriterStopped,
+    /// The writer thread could not be started.
+    #[error("ledger storage error: cannot start the ledger writer thread: {reason}")]
+    WriterThread {
+        /// The operating system's error.
+        reason: String,
+    },
+    /// The database refused or failed a statement.
+    #[error("ledger storage error: {reason}")]
+    Database {
+        /// `sqlite` or `postgres`.
+        backend: &'static str,
+        /// The driver's error.
+        reason: String,
+    },
+    /// A budget lease kept closing under a charge.
+    #[error("ledger storage error: could not hold a budget lease long enough to charge (leases closed repeatedly)")]
+    LeaseLost,
+    /// A batched charge came back without its outcome.
+    #[error("ledger storage error: a batch of one charge gave no outcome")]
+    NoOutcome,
 }
 
 /// Totals a ledger reports.
@@ -209,13 +232,13 @@ impl MemoryLedger {
 
 impl BudgetGate for MemoryLedger {
     fn charge(&self, charge: &Charge<'_>) -> Result<MicroUsd, LedgerError> {
-        let mut s = self.state.lock().map_err(|_| LedgerError::Storage("ledger lock poisoned".into()))?;
+        let mut s = self.state.lock().map_err(|_| LedgerError::LockPoisoned)?;
         check(&self.limits, s.total, charge)?;
         Ok(s.record(charge))
     }
 
     fn charge_account(&self, charge: &Charge<'_>, account: &Account) -> Result<MicroUsd, LedgerError> {
-        let mut s = self.state.lock().map_err(|_| LedgerError::Storage("ledger lock poisoned".into()))?;
+        let mut s = self.state.lock().map_err(|_| LedgerError::LockPoisoned)?;
         check(&self.limits, s.total, charge)?;
         let spent = s.accounts.get(&account.name).copied().unwrap_or_default();
         check_account(account, spent, charge)?;
@@ -224,7 +247,7 @@ impl BudgetGate for MemoryLedger {
     }
 
     fn reconcile_account(&self, provider: &str, _request_id: &str, delta: MicroUsd, _note: &str, account: &str) -> Result<(), LedgerError> {
-        let mut s = self.state.lock().map_err(|_| LedgerError::Storage("ledger lock poisoned".into()))?;
+        let mut s = self.state.lock().map_err(|_| LedgerError::LockPoisoned)?;
         s.total += delta;
         *s.by_provider.entry(provider.to_string()).or_default() += delta;
         *s.accounts.entry(account.to_string()).or_default() += delta;
@@ -232,19 +255,19 @@ impl BudgetGate for MemoryLedger {
     }
 
     fn account_spent(&self, account: &str) -> Result<MicroUsd, LedgerError> {
-        let s = self.state.lock().map_err(|_| LedgerError::Storage("ledger lock poisoned".into()))?;
+        let s = self.state.lock().map_err(|_| LedgerError::LockPoisoned)?;
         Ok(s.accounts.get(account).copied().unwrap_or_default())
     }
 
     fn reconcile(&self, provider: &str, _request_id: &str, delta: MicroUsd, _note: &str) -> Result<(), LedgerError> {
-        let mut s = self.state.lock().map_err(|_| LedgerError::Storage("ledger lock poisoned".into()))?;
+        let mut s = self.state.lock().map_err(|_| LedgerError::LockPoisoned)?;
         s.total += delta;
         *s.by_provider.entry(provider.to_string()).or_default() += delta;
         Ok(())
     }
 
     fn summary(&self) -> Result<LedgerSummary, LedgerError> {
-        let s = self.state.lock().map_err(|_| LedgerError::Storage("ledger lock poisoned".into()))?;
+        let s = self.state.lock().map_err(|_| LedgerError::LockPoisoned)?;
         Ok(LedgerSummary { total: s.total, charges: s.charges, by_provider: s.by_provider.iter().map(|(k, v)| (k.clone(), *v)).collect() })
     }
 }

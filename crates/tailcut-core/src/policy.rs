@@ -50,17 +50,47 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum PolicyError {
     /// The policy names a provider that is not configured.
-    #[error("unknown provider `{0}`")]
-    UnknownProvider(String),
+    #[error("unknown provider `{name}`")]
+    UnknownProvider {
+        /// The name the policy gave.
+        name: String,
+    },
+    /// A model refers to a provider slot the policy does not have.
+    #[error("unknown provider `#{index}`")]
+    UnknownSlot {
+        /// The slot's index among the policy's providers.
+        index: usize,
+    },
     /// The same provider appears twice.
-    #[error("provider `{0}` appears more than once in the policy")]
-    DuplicateProvider(String),
+    #[error("provider `{name}` appears more than once in the policy")]
+    DuplicateProvider {
+        /// The repeated name.
+        name: String,
+    },
     /// The primary of a queue-state policy cannot report a queued state.
-    #[error("provider `{0}` cannot tell queued from running, so it cannot be a cutover primary")]
-    NoQueueSignal(String),
-    /// Timer settings are inconsistent.
-    #[error("{0}")]
-    BadTiming(String),
+    #[error("provider `{name}` cannot tell queued from running, so it cannot be a cutover primary")]
+    NoQueueSignal {
+        /// The would-be primary.
+        name: String,
+    },
+    /// Two timers are out of order: `earlier` must not come after `later`.
+    #[error("{earlier} ({earlier_at:?}) must come no later than {later} ({later_at:?})")]
+    TimersOutOfOrder {
+        /// The timer that must come first, as the message names it.
+        earlier: &'static str,
+        /// Its setting.
+        earlier_at: Duration,
+        /// The timer that must come second.
+        later: &'static str,
+        /// Its setting.
+        later_at: Duration,
+    },
+    /// A first-token hedge was given no provider.
+    #[error("a first-token hedge needs at least one provider")]
+    NoStreamProvider,
+    /// An `auto` policy's targets are out of range.
+    #[error("auto needs a positive deadline, a miss target in [0, 1] and a non-negative extra load")]
+    AutoTargetsOutOfRange,
     /// The policy needs more providers.
     #[error("an immediate race needs at least two providers")]
     TooFewProviders,
@@ -81,13 +111,13 @@ pub fn secs_label(d: Duration) -> String {
 }
 
 fn resolve(providers: &[Provider], name: &str) -> Result<usize, PolicyError> {
-    providers.iter().position(|p| p.name == name).ok_or_else(|| PolicyError::UnknownProvider(name.to_string()))
+    providers.iter().position(|p| p.name == name).ok_or_else(|| PolicyError::UnknownProvider { name: name.to_string() })
 }
 
 fn distinct(providers: &[Provider], ids: &[usize]) -> Result<(), PolicyError> {
     for (i, a) in ids.iter().enumerate() {
         if ids[..i].contains(a) {
-            return Err(PolicyError::DuplicateProvider(providers[*a].name.clone()));
+            return Err(PolicyError::DuplicateProvider { name: providers[*a].name.clone() });
         }
     }
     Ok(())
@@ -97,6 +127,6 @@ fn require_queue_signal(providers: &[Provider], id: usize) -> Result<(), PolicyE
     if providers[id].api.capabilities().reports_queued {
         Ok(())
     } else {
-        Err(PolicyError::NoQueueSignal(providers[id].name.clone()))
+        Err(PolicyError::NoQueueSignal { name: providers[id].name.clone() })
     }
 }

@@ -28,8 +28,11 @@ pub struct Capabilities {
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum ProviderError {
     /// The request never reached the provider or the connection broke.
-    #[error("transport error: {0}")]
-    Transport(String),
+    #[error("transport error: {reason}")]
+    Transport {
+        /// What the HTTP client reported (never contains credentials).
+        reason: String,
+    },
     /// The provider answered with an error status.
     #[error("provider rejected the call (status {status}): {message}")]
     Rejected {
@@ -39,11 +42,17 @@ pub enum ProviderError {
         message: String,
     },
     /// The provider answered with something we could not parse.
-    #[error("malformed response: {0}")]
-    MalformedResponse(String),
+    #[error("malformed response: {reason}")]
+    MalformedResponse {
+        /// What was missing or unreadable in the reply.
+        reason: String,
+    },
     /// The endpoint is not deployed.
-    #[error("provider `{0}` is not deployed")]
-    NotDeployed(String),
+    #[error("provider `{provider}` is not deployed")]
+    NotDeployed {
+        /// The provider's name.
+        provider: String,
+    },
     /// The operation is not offered by this provider.
     #[error("not supported: {0}")]
     Unsupported(&'static str),

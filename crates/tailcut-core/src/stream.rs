@@ -131,7 +131,7 @@ impl Job for StreamJob {
                     head.push_back(StreamEvent::Done);
                     return self.won(head, rx, Bytes::new());
                 }
-                Some(StreamEvent::Failed(why)) => return self.failed(why),
+                Some(StreamEvent::Failed { reason }) => return self.failed(reason),
                 None => return self.failed("the stream closed before its first content".into()),
             }
         }

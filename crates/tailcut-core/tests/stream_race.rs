@@ -186,12 +186,12 @@ async fn a_stream_that_ends_before_any_content_wins_with_its_end_and_a_failure_a
     assert_eq!(out.winner.as_deref(), Some("a"));
     assert_eq!(collect(&handoff, "a").await, vec![pre("role"), StreamEvent::Done]);
 
-    let broken = vec![(ms(10), tok("x")), (ms(10), StreamEvent::Failed("engine died".into())), (ms(10), tok("never"))];
+    let broken = vec![(ms(10), tok("x")), (ms(10), StreamEvent::Failed { reason: "engine died".into() }), (ms(10), tok("never"))];
     let t = setup(vec![broken], BudgetLimits::UNLIMITED, 2);
     let handoff = StreamHandoff::new();
     let out = t.hedger.run_scoped(&chain(&t.hedger, ms(100)), request(), handing_to(&handoff)).await.unwrap();
     assert_eq!(out.winner.as_deref(), Some("a"));
-    assert_eq!(collect(&handoff, "a").await, vec![tok("x"), StreamEvent::Failed("engine died".into())]);
+    assert_eq!(collect(&handoff, "a").await, vec![tok("x"), StreamEvent::Failed { reason: "engine died".into() }]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -242,7 +242,7 @@ async fn the_budget_refuses_launches_before_anything_is_submitted() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failure_before_the_first_token_falls_through_at_once() {
-    let failing = vec![(ms(0), pre("role")), (ms(50), StreamEvent::Failed("HTTP 500".into()))];
+    let failing = vec![(ms(0), pre("role")), (ms(50), StreamEvent::Failed { reason: "HTTP 500".into() })];
     let t = setup(vec![failing, slow_then_tokens(ms(20))], BudgetLimits::UNLIMITED, 2);
     let handoff = StreamHandoff::new();
     let t0 = Instant::now();
@@ -257,7 +257,7 @@ async fn a_failure_before_the_first_token_falls_through_at_once() {
     assert_eq!(trace.attempts[0].outcome, Some(JobState::Failed));
     assert_eq!(trace.attempts[0].valid, Some(false));
     // Every stream failing: no winner, every failure named.
-    let fail = |why: &str| vec![(ms(10), StreamEvent::Failed(why.into()))];
+    let fail = |why: &str| vec![(ms(10), StreamEvent::Failed { reason: why.into() })];
     let t = setup(vec![fail("HTTP 500"), fail("HTTP 503")], BudgetLimits::UNLIMITED, 2);
     let handoff = StreamHandoff::new();
     let out = t.hedger.run_scoped(&chain(&t.hedger, ms(5_000)), request(), handing_to(&handoff)).await.unwrap();

@@ -4,7 +4,7 @@
 //! while it runs, and one of its key's running-job slots (else 429). Who the caller is
 //! and what they may use is [`crate::auth`]'s.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, BadRequest, TooMany, Unavailable};
 use crate::state::AppState;
 use crate::tenancy::{RunningJob, Tenant};
 use axum::body::Bytes;
@@ -22,7 +22,7 @@ pub(crate) async fn admit(st: &AppState, wait: Duration) -> Result<tokio::sync::
     }
     let full = || {
         st.metrics.inc("tailcut_admission_total", &[("outcome", "rejected")]);
-        ApiError::Unavailable("too many requests in flight".into())
+        ApiError::from(Unavailable::InFlight)
     };
     if wait.is_zero() {
         return Err(full());
@@ -54,7 +54,7 @@ pub(crate) async fn admit_job(st: &AppState, tenant: &Tenant, wait: Duration) ->
         None => None,
         Some(cap) => Some(st.running_per_key.start(&tenant.name, cap).ok_or_else(|| {
             st.metrics.inc("tailcut_admission_total", &[("outcome", "key_jobs_cap")]);
-            ApiError::TooMany(format!("key `{}` already has {cap} jobs running (its max_running_jobs)", tenant.name))
+            ApiError::from(TooMany::Jobs { key: tenant.name.clone(), cap })
         })?),
     };
     let permit = admit(st, wait).await?;
@@ -63,9 +63,9 @@ pub(crate) async fn admit_job(st: &AppState, tenant: &Tenant, wait: Duration) ->
 
 /// The body as a JSON object, or a 400 saying why not.
 pub(crate) fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("body is not valid JSON: {e}")))?;
+    let v: Value = serde_json::from_slice(body).map_err(|e| ApiError::from(BadRequest::NotJson(e)))?;
     if !v.is_object() {
-        return Err(ApiError::BadRequest("body must be a JSON object".into()));
+        return Err(BadRequest::NotObject.into());
     }
     Ok(v)
 }
@@ -115,7 +115,7 @@ where
     let mut pieces = bytes::BytesMut::new();
     let mut len = 0usize;
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| ApiError::BadRequest(format!("could not read the request body: {e}")))?;
+        let frame = frame.map_err(|e| ApiError::from(BadRequest::Body { reason: e.to_string() }))?;
         let Ok(data) = frame.into_data() else { continue }; // trailers
         len += data.len();
         if len > max {

@@ -3,7 +3,7 @@
 //! caller learns nothing (not even whether a model or a job exists); then the caller's
 //! route permission and rate limit. Every jobs and OpenAI route goes through here.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, BadRequest, Forbidden, TooMany, Unauthorized};
 use crate::state::Runtime;
 use crate::tenancy::{sha256_hex, Tenant};
 use axum::http::{header::AUTHORIZATION, HeaderMap};
@@ -18,13 +18,13 @@ pub(crate) fn authenticate(rt: &Runtime, headers: &HeaderMap) -> Result<Arc<Tena
     let mut values = headers.get_all(AUTHORIZATION).iter();
     let first = values.next();
     if values.next().is_some() {
-        return Err(ApiError::BadRequest("more than one Authorization header".into()));
+        return Err(BadRequest::TwoAuthorizations.into());
     }
     if rt.config.gateway.auth == AuthMode::None {
         return Ok(rt.anonymous.clone());
     }
     let Some(value) = first else {
-        return Err(ApiError::Unauthorized("missing API key (Authorization: Bearer <key>)".into()));
+        return Err(Unauthorized::MissingKey.into());
     };
     let key = value
         .to_str()
@@ -32,18 +32,18 @@ pub(crate) fn authenticate(rt: &Runtime, headers: &HeaderMap) -> Result<Arc<Tena
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
         .filter(|k| !k.is_empty())
-        .ok_or_else(|| ApiError::Unauthorized("malformed Authorization header (expected `Bearer <key>`)".into()))?;
-    rt.tenants.get(&sha256_hex(key)).cloned().ok_or_else(|| ApiError::Unauthorized("invalid API key".into()))
+        .ok_or_else(|| ApiError::from(Unauthorized::Malformed))?;
+    rt.tenants.get(&sha256_hex(key)).cloned().ok_or_else(|| ApiError::from(Unauthorized::InvalidKey))
 }
 
 /// Whether `tenant` may use `route`, and takes one request from its rate limit.
 pub(crate) fn authorize(tenant: &Tenant, route: &str) -> Result<(), ApiError> {
     if !may_use(tenant, route) {
-        return Err(ApiError::Forbidden(format!("this key may not use route `{route}`")));
+        return Err(Forbidden::Route { route: route.to_string() }.into());
     }
     if let Some(b) = &tenant.bucket {
         if !b.take() {
-            return Err(ApiError::TooMany(format!("rate limit exceeded for key `{}`", tenant.name)));
+            return Err(TooMany::Rate { key: tenant.name.clone() }.into());
         }
     }
     Ok(())

@@ -8,7 +8,7 @@
 //! rebuilt, the boxed body) would cost ~6,000 instructions per proxied call.
 
 use crate::admission::read_body_limited;
-use crate::error::ApiError;
+use crate::error::{ApiError, BadRequest, Unavailable};
 use crate::handlers::{endpoint, router, serve_openai};
 use crate::state::AppState;
 use axum::response::{IntoResponse, Response};
@@ -71,8 +71,8 @@ impl Gateway {
 fn head_refusal(refusal: HeadRefusal) -> ApiError {
     match refusal {
         HeadRefusal::UriTooLong { limit } => ApiError::UriTooLong(limit),
-        HeadRefusal::TooManyFields { .. } | HeadRefusal::FieldsTooLarge { .. } => ApiError::HeadersTooLarge(refusal.to_string()),
-        HeadRefusal::Host => ApiError::BadRequest(refusal.to_string()),
+        HeadRefusal::TooManyFields { .. } | HeadRefusal::FieldsTooLarge { .. } => ApiError::HeadersTooLarge(refusal),
+        HeadRefusal::Host => ApiError::BadRequest(BadRequest::Head(refusal)),
     }
 }
 
@@ -119,7 +119,7 @@ impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Gat
                         Err(e) => match e.try_into_panic() {
                             // A panic stays a panic, as it was when the handler ran here.
                             Ok(panic) => std::panic::resume_unwind(panic),
-                            Err(_) => ApiError::Unavailable("the gateway is shutting down".into()).into_response(),
+                            Err(_) => ApiError::from(Unavailable::ShuttingDown).into_response(),
                         },
                     };
                     // Answered: what happens to the reply from here (a stream the client

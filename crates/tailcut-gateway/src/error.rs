@@ -7,22 +7,27 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 use tailcut_core::RaceError;
+use tailcut_http::HeadRefusal;
+
+mod reason;
+
+pub use reason::{BadRequest, Forbidden, NotFound, TooMany, Unauthorized, Unavailable, Upstream};
 
 /// A request that could not be served.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// Malformed or incomplete request.
     #[error("{0}")]
-    BadRequest(String),
+    BadRequest(#[from] BadRequest),
     /// Missing or unknown API key.
     #[error("{0}")]
-    Unauthorized(String),
+    Unauthorized(#[from] Unauthorized),
     /// Key not allowed here.
     #[error("{0}")]
-    Forbidden(String),
+    Forbidden(#[from] Forbidden),
     /// Unknown model or job.
     #[error("{0}")]
-    NotFound(String),
+    NotFound(#[from] NotFound),
     /// Body too large.
     #[error("request body larger than {0} bytes")]
     TooLarge(usize),
@@ -31,7 +36,7 @@ pub enum ApiError {
     UriTooLong(usize),
     /// Too many or too large header fields.
     #[error("{0}")]
-    HeadersTooLarge(String),
+    HeadersTooLarge(HeadRefusal),
     /// The method is not served at this path.
     #[error("method not allowed here")]
     MethodNotAllowed,
@@ -40,13 +45,13 @@ pub enum ApiError {
     BodyTimeout(u64),
     /// Rate limit or budget.
     #[error("{0}")]
-    TooMany(String),
+    TooMany(#[from] TooMany),
     /// Every provider failed (or the winner's stream broke).
     #[error("{0}")]
-    ProviderFailed(String),
+    ProviderFailed(#[from] Upstream),
     /// Overloaded or draining.
     #[error("{0}")]
-    Unavailable(String),
+    Unavailable(#[from] Unavailable),
     /// The total timeout passed.
     #[error("the request took longer than the gateway's total timeout")]
     Timeout,
@@ -103,7 +108,7 @@ impl ApiError {
 /// The engine refused to race the request (budget, live cap): 429.
 impl From<RaceError> for ApiError {
     fn from(e: RaceError) -> ApiError {
-        ApiError::TooMany(format!("refused: {e}"))
+        ApiError::TooMany(TooMany::Refused(e))
     }
 }
 
@@ -140,10 +145,47 @@ mod tests {
 
     #[test]
     fn a_stream_that_breaks_ends_with_the_error_body_as_an_event_then_done() {
-        let end = ApiError::ProviderFailed("upstream failed mid-stream: cut".into()).stream_end();
+        let end = ApiError::from(Upstream::MidStream { reason: "cut".into() }).stream_end();
         let want =
             json!({"error": {"message": "upstream failed mid-stream: cut", "type": "api_error", "param": null, "code": "upstream_failed"}});
         assert_eq!(end, bytes::Bytes::from(format!("data: {want}\n\ndata: [DONE]\n\n")));
+    }
+
+    /// The texts clients read (and may match on) are the ones the gateway sent when
+    /// these errors were bare strings.
+    #[test]
+    fn each_reason_keeps_the_words_clients_read() {
+        let cases: Vec<(ApiError, u16, &str)> = vec![
+            (BadRequest::Required { field: "model" }.into(), 400, "`model` is required"),
+            (BadRequest::RouteRequired.into(), 400, "`route` is required (several jobs routes are configured)"),
+            (BadRequest::Wait.into(), 400, "`wait` must be a number of seconds from 0 to 3600"),
+            (BadRequest::WebhookNotString.into(), 400, "`webhook` must be a URL string"),
+            (BadRequest::TwoAuthorizations.into(), 400, "more than one Authorization header"),
+            (BadRequest::NotObject.into(), 400, "body must be a JSON object"),
+            (BadRequest::Body { reason: "reset".into() }.into(), 400, "could not read the request body: reset"),
+            (Unauthorized::MissingKey.into(), 401, "missing API key (Authorization: Bearer <key>)"),
+            (Unauthorized::Malformed.into(), 401, "malformed Authorization header (expected `Bearer <key>`)"),
+            (Unauthorized::InvalidKey.into(), 401, "invalid API key"),
+            (Forbidden::Route { route: "r".into() }.into(), 403, "this key may not use route `r`"),
+            (Forbidden::NotAdmin { key: "k".into() }.into(), 403, "key `k` is not an admin key (`admin = true` in gateway.keys)"),
+            (NotFound::Model { model: "m".into() }.into(), 404, "model `m` is not served here"),
+            (NotFound::JobsRoute { route: "r".into() }.into(), 404, "no jobs route `r`"),
+            (NotFound::Job { id: "j".into() }.into(), 404, "no job `j`"),
+            (NotFound::Path.into(), 404, "no such route"),
+            (TooMany::Rate { key: "k".into() }.into(), 429, "rate limit exceeded for key `k`"),
+            (TooMany::Jobs { key: "k".into(), cap: 2 }.into(), 429, "key `k` already has 2 jobs running (its max_running_jobs)"),
+            (
+                Upstream::AllFailed { attempts: 2, why: vec!["a: HTTP 500".into(), "b: timeout".into()] }.into(),
+                502,
+                "no upstream returned a valid response (2 attempt(s): a: HTTP 500; b: timeout)",
+            ),
+            (Unavailable::Draining.into(), 503, "the gateway is draining"),
+            (Unavailable::ShuttingDown.into(), 503, "the gateway is shutting down"),
+            (Unavailable::InFlight.into(), 503, "too many requests in flight"),
+        ];
+        for (e, status, text) in cases {
+            assert_eq!((e.status().as_u16(), e.to_string().as_str()), (status, text));
+        }
     }
 
     #[test]

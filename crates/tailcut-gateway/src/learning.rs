@@ -24,52 +24,12 @@ use tailcut_core::policy::learned::LearnedPolicy;
 use tailcut_model::model::{gap_label, GAP_EDGES_S};
 use tailcut_model::Model;
 
+mod check;
+
+pub use check::{check_model, load_model, BadModel};
 pub use tailcut_state::learned::{open_store, MemoryModelStore, ModelStore, SqliteModelStore, StoreError};
 #[cfg(feature = "postgres")]
 pub use tailcut_state::learned::{pg_store, PgModelStore};
-
-/// Checks a loaded model before a policy trusts it: the providers this policy covers, in
-/// its order, and every number in range (finite, not negative; rates and shares within
-/// [0, 1] where they are shares). `Model::from_json` has already checked the format.
-pub fn check_model(m: &Model, names: &[String]) -> Result<(), String> {
-    let have: Vec<&str> = m.providers.iter().map(|p| p.name.as_str()).collect();
-    if have != names.iter().map(String::as_str).collect::<Vec<_>>() {
-        return Err(format!("covers providers {have:?}, the policy has {names:?}"));
-    }
-    if !(m.config.half_life.is_finite() && m.config.half_life >= 1.0) {
-        return Err(format!("half_life {} is not a number of at least 1", m.config.half_life));
-    }
-    if !(m.config.slow_quantile > 0.0 && m.config.slow_quantile < 1.0) {
-        return Err(format!("slow_quantile {} is not in (0, 1)", m.config.slow_quantile));
-    }
-    // Every number of the saved form: finite and not negative (JSON has no NaN, but a
-    // hand-edited or corrupt row may hold 1e999 or a negative count).
-    fn walk(v: &Value, at: &str) -> Result<(), String> {
-        match v {
-            Value::Number(n) => match n.as_f64() {
-                Some(x) if x.is_finite() && (0.0..=1e200).contains(&x) => Ok(()),
-                _ => Err(format!("{at} = {n} is out of range (expected a finite number from 0 to 1e200)")),
-            },
-            Value::Array(a) => a.iter().enumerate().try_for_each(|(i, x)| walk(x, &format!("{at}[{i}]"))),
-            Value::Object(o) => o.iter().try_for_each(|(k, x)| walk(x, &format!("{at}.{k}"))),
-            _ => Ok(()),
-        }
-    }
-    walk(&serde_json::to_value(m).map_err(|e| e.to_string())?, "model")?;
-    for p in &m.providers {
-        for (what, v) in [("failure rate", p.failed.rate(0.0, 0.0)), ("invalid rate", p.invalid.rate(0.0, 0.0))] {
-            if !(0.0..=1.0).contains(&v) {
-                return Err(format!("{}: {what} {v} is not in [0, 1]", p.name));
-            }
-        }
-        for q in [0.5, 0.99] {
-            if p.latency.quantile(q).is_some_and(|x| !x.is_finite() || x < 0.0) {
-                return Err(format!("{}: latency quantile {q} is not a finite, non-negative number", p.name));
-            }
-        }
-    }
-    Ok(())
-}
 
 /// One learned policy of a runtime, with its store key.
 #[derive(Debug)]
@@ -115,13 +75,13 @@ impl LiveModels {
                 return None;
             }
         };
-        match Model::from_json(&text).and_then(|m| check_model(&m, names).map(|()| m)) {
+        match load_model(&text, names) {
             Ok(m) => {
                 log("learned_model_loaded", || json!({"key": key, "updates": m.updates}));
                 Some(m)
             }
             Err(e) => {
-                log("learned_model_rejected", || json!({"key": key, "error": e, "action": "starting cold"}));
+                log("learned_model_rejected", || json!({"key": key, "error": e.to_string(), "action": "starting cold"}));
                 None
             }
         }
@@ -270,17 +230,18 @@ mod tests {
     fn a_loaded_model_is_range_checked() {
         let names = vec!["a".to_string(), "b".to_string()];
         let m = model();
-        assert_eq!(check_model(&m, &names), Ok(()));
-        assert!(check_model(&m, &["b".to_string(), "a".to_string()]).unwrap_err().contains("covers providers"));
+        assert!(check_model(&m, &names).is_ok());
+        let e = check_model(&m, &["b".to_string(), "a".to_string()]).unwrap_err().to_string();
+        assert_eq!(e, r#"covers providers ["a", "b"], the policy has ["b", "a"]"#);
         // A negative count or an absurd number in the stored row is refused.
         let text = serde_json::to_string(&m).unwrap();
         let bad = text.replacen("\"updates\":20", "\"updates\":-5", 1);
         assert_ne!(bad, text);
-        let refused = Model::from_json(&bad).and_then(|m| check_model(&m, &names));
+        let refused = load_model(&bad, &names);
         assert!(refused.is_err(), "{refused:?}");
         let huge = text.replacen("\"half_life\":64.0", "\"half_life\":1e300", 1);
         assert_ne!(huge, text);
-        assert!(Model::from_json(&huge).and_then(|m| check_model(&m, &names)).is_err());
+        assert!(load_model(&huge, &names).is_err());
     }
 
     #[test]

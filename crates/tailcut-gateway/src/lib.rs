@@ -57,7 +57,7 @@ pub mod webhook;
 pub use handlers::router;
 pub use logline::log_event;
 pub use serving::{serve, serve_per_core};
-pub use state::AppState;
+pub use state::{AppState, SetupError};
 pub use tailcut_http::raise_fd_limit;
 /// The job store (`tailcut_state::jobs`), under the name the gateway's modules use.
 pub use tailcut_state::jobs as store;

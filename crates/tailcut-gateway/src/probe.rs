@@ -2,7 +2,7 @@
 //! (`model`, `messages`, `prompt`, `input`, `stream`), read in one pass that checks the
 //! whole body's syntax but builds no document: the body itself is forwarded as sent.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, BadRequest};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::borrow::Cow;
@@ -93,11 +93,11 @@ pub(crate) fn probe(body: &[u8]) -> Result<Probe<'_>, ApiError> {
     if let Some(p) = quick_probe(body) {
         return Ok(p);
     }
-    let not_json = |e: serde_json::Error| ApiError::BadRequest(format!("body is not valid JSON: {e}"));
+    let not_json = |e: serde_json::Error| ApiError::from(BadRequest::NotJson(e));
     if !body.trim_ascii_start().starts_with(b"{") {
         // Distinguish "not JSON" from "JSON, but not an object", as a full parse would.
         serde_json::from_slice::<IgnoredAny>(body).map_err(not_json)?;
-        return Err(ApiError::BadRequest("body must be a JSON object".into()));
+        return Err(BadRequest::NotObject.into());
     }
     serde_json::from_slice(body).map_err(not_json)
 }
@@ -174,8 +174,8 @@ mod tests {
                     assert_eq!(p.input != Field::Absent, v.get("input").is_some());
                     assert_eq!(p.stream == Field::Bool(true), v.get("stream").and_then(|s| s.as_bool()) == Some(true));
                 }
-                (Err(ApiError::BadRequest(m)), Ok(v)) => assert!(!v.is_object() && m.contains("JSON object"), "{m}"),
-                (Err(ApiError::BadRequest(m)), Err(_)) => assert!(m.starts_with("body is not valid JSON"), "{m}"),
+                (Err(ApiError::BadRequest(m)), Ok(v)) => assert!(!v.is_object() && m.to_string().contains("JSON object"), "{m}"),
+                (Err(ApiError::BadRequest(m)), Err(_)) => assert!(m.to_string().starts_with("body is not valid JSON"), "{m}"),
                 (p, v) => panic!("{} disagrees: {p:?} vs {v:?}", String::from_utf8_lossy(body)),
             }
         }

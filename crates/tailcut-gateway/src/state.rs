@@ -30,7 +30,9 @@ use tailcut_providers::HttpClient;
 use tailcut_state::ledger::SqliteLedger;
 use tokio::sync::{oneshot, Semaphore};
 
+mod error;
 mod routes;
+pub use error::SetupError;
 use routes::Shared;
 
 /// A policy and the hedger it drives: how one kind of request of a route is raced.
@@ -138,24 +140,24 @@ impl Runtime {
         pg: Option<&SharedState>,
         models: Arc<dyn ModelStore>,
         tasks: &crate::tasks::Tasks,
-    ) -> Result<Runtime, String> {
+    ) -> Result<Runtime, SetupError> {
         // No keys only with an explicit `auth = "none"` (also on reload).
-        config.gateway.check_serving(&config.source).map_err(|e| e.to_string())?;
+        config.gateway.check_serving(&config.source)?;
         let global: Arc<dyn BudgetGate> = match (&config.budget.ledger, pg) {
             #[cfg(feature = "postgres")]
             (_, Some(pg)) => Arc::new(tailcut_state::ledger::PgLedger::new(pg.clone(), config.budget.limits)),
             #[cfg(not(feature = "postgres"))]
-            (_, Some(_)) => return Err("this build has no PostgreSQL support (cargo feature `postgres`)".into()),
+            (_, Some(_)) => return Err(SetupError::NoPostgres),
             (None, None) => Arc::new(MemoryLedger::new(config.budget.limits)),
             (Some(p), None) => {
                 if let Some(parent) = p.parent().filter(|x| !x.as_os_str().is_empty()) {
                     let _ = std::fs::create_dir_all(parent);
                 }
-                Arc::new(SqliteLedger::open(p, config.budget.limits).map_err(|e| e.to_string())?)
+                Arc::new(SqliteLedger::open(p, config.budget.limits)?)
             }
         };
         let trace = match &config.trace_path {
-            Some(p) => Some(Arc::new(TraceWriter::append(p).map_err(|e| e.to_string())?)),
+            Some(p) => Some(Arc::new(TraceWriter::append(p)?)),
             None => None,
         };
         let replicas = live_replicas(pg);
@@ -170,14 +172,16 @@ impl Runtime {
             // attempts with receipts, which an exchange timing out in the same instant
             // (and so ending unreceipted) would otherwise race.
             timeout: config.gateway.total_timeout.saturating_add(Duration::from_secs(1)),
-            tls: reqwest::Client::builder().pool_max_idle_per_host(1024).build().map_err(|e| e.to_string())?,
+            tls: reqwest::Client::builder().pool_max_idle_per_host(1024).build()?,
             learned: RefCell::new(LiveModels::new(models)),
             tasks: tasks.tracker.clone(),
         };
         let mut models = HashMap::new();
         let mut jobs = HashMap::new();
         for route in &config.routes {
-            let spec = config.policy(&route.policy).ok_or_else(|| format!("route {}: no policy {}", route.name, route.policy))?;
+            let spec = config
+                .policy(&route.policy)
+                .ok_or_else(|| SetupError::NoPolicy { route: route.name.clone(), policy: route.policy.clone() })?;
             match route.kind {
                 RouteKind::OpenAi => {
                     let r = Arc::new(shared.openai_route(route, spec)?);
@@ -280,7 +284,7 @@ fn live_replicas(pg: Option<&SharedState>) -> crate::tenancy::Replicas {
 
 /// Connects to PostgreSQL when `[state] url` names it (migrations applied, this replica
 /// registered); `None` for the embedded SQLite state.
-fn connect_state(config: &Config) -> Result<Option<SharedState>, String> {
+fn connect_state(config: &Config) -> Result<Option<SharedState>, SetupError> {
     match &config.state.backend {
         tailcut_config::StateBackend::Embedded => Ok(None),
         #[cfg(feature = "postgres")]
@@ -292,14 +296,12 @@ fn connect_state(config: &Config) -> Result<Option<SharedState>, String> {
                 lease_slice: config.state.lease_slice,
                 write_behind: config.state.charge_rows == tailcut_config::ChargeRows::WriteBehind,
             };
-            let pg = tailcut_state::pg::PgState::connect(settings).map_err(|e| format!("state.url: {e}"))?;
+            let pg = tailcut_state::pg::PgState::connect(settings)?;
             log("state_connected", || json!({"backend": "postgres", "replica": pg.replica()}));
             Ok(Some(pg))
         }
         #[cfg(not(feature = "postgres"))]
-        tailcut_config::StateBackend::Postgres { .. } => {
-            Err("state.url: this build has no PostgreSQL support (cargo feature `postgres` of tailcut-gateway)".into())
-        }
+        tailcut_config::StateBackend::Postgres { .. } => Err(SetupError::NoPostgres),
     }
 }
 
@@ -312,16 +314,16 @@ fn process_hex() -> &'static str {
 
 impl AppState {
     /// Builds the state from a configuration (and remembers its path for reloads).
-    pub fn new(config: Config, config_path: Option<PathBuf>) -> Result<Arc<AppState>, String> {
+    pub fn new(config: Config, config_path: Option<PathBuf>) -> Result<Arc<AppState>, SetupError> {
         let pg = connect_state(&config)?;
         let store = Arc::new(match &pg {
             #[cfg(feature = "postgres")]
             Some(pg) => JobStore::postgres(pg.clone()),
-            _ => JobStore::open(config.gateway.store.as_deref(), config.state.lease_ttl).map_err(|e| format!("job store: {e}"))?,
+            _ => JobStore::open(config.gateway.store.as_deref(), config.state.lease_ttl)?,
         });
         // On SQLite: the jobs of dead processes on the same file (this gateway's previous
         // process, say), whose provider jobs are cancelled by id once serving starts.
-        let (interrupted, orphans) = store.take_over_dead().map_err(|e| format!("job store: {e}"))?;
+        let (interrupted, orphans) = store.take_over_dead()?;
         if interrupted > 0 {
             log("jobs_interrupted", || json!({"count": interrupted, "provider_jobs_to_cancel": orphans.len()}));
         }
@@ -333,7 +335,7 @@ impl AppState {
         let model_store = match &pg {
             #[cfg(feature = "postgres")]
             Some(pg) => crate::learning::pg_store(pg.clone()),
-            _ => crate::learning::open_store(ledger.as_deref()).map_err(|e| e.to_string())?,
+            _ => crate::learning::open_store(ledger.as_deref())?,
         };
         let tasks = crate::tasks::Tasks::default();
         let runtime = Runtime::build(config, &store, pg.as_ref(), model_store.clone(), &tasks)?;
@@ -389,23 +391,23 @@ impl AppState {
     }
 
     /// Re-reads the config file and swaps the runtime; in-flight requests keep the old one.
-    pub fn reload(&self) -> Result<(), String> {
-        let Some(path) = &self.config_path else { return Err("no config file to reload".into()) };
-        let config = Config::load(path).map_err(|e| e.to_string())?;
+    pub fn reload(&self) -> Result<(), SetupError> {
+        let Some(path) = &self.config_path else { return Err(SetupError::NoConfigFile) };
+        let config = Config::load(path)?;
         let max_body = config.gateway.max_body_bytes;
         #[cfg(feature = "postgres")]
         let pg = self.pg.as_ref();
         #[cfg(not(feature = "postgres"))]
         let pg = None;
         if pg.is_some() != matches!(config.state.backend, tailcut_config::StateBackend::Postgres { .. }) {
-            return Err("state.url cannot move between SQLite and PostgreSQL on a reload: restart the gateway".into());
+            return Err(SetupError::BackendMoved);
         }
         // The new runtime's learned policies start from what the current ones learned.
         self.save_models();
         let models = {
-            let mut s = self.model_store.lock().map_err(|_| "model store lock poisoned".to_string())?;
+            let mut s = self.model_store.lock().map_err(|_| SetupError::ModelStoreLock)?;
             if s.0 != config.budget.ledger && pg.is_none() {
-                let opened = crate::learning::open_store(config.budget.ledger.as_deref()).map_err(|e| e.to_string())?;
+                let opened = crate::learning::open_store(config.budget.ledger.as_deref())?;
                 *s = (config.budget.ledger.clone(), opened);
             }
             s.1.clone()

@@ -10,7 +10,7 @@
 //! `Authorization: Bearer KEY` or, so that a browser can ask for it, as the password of
 //! HTTP Basic authentication (a 401 carries the `WWW-Authenticate: Basic` challenge).
 
-use crate::error::ApiError;
+use crate::error::{ApiError, BadRequest, Forbidden, Unauthorized};
 use crate::observe::hedge_reason;
 use crate::state::{AppState, Runtime};
 use crate::tenancy::sha256_hex;
@@ -52,17 +52,15 @@ pub(crate) fn admin(rt: &Runtime, headers: &HeaderMap) -> Result<(), ApiError> {
     let mut values = headers.get_all(AUTHORIZATION).iter();
     let first = values.next();
     if values.next().is_some() {
-        return Err(ApiError::BadRequest("more than one Authorization header".into()));
+        return Err(BadRequest::TwoAuthorizations.into());
     }
     if rt.config.gateway.auth == AuthMode::None {
         return Ok(());
     }
-    let key = first.and_then(|v| v.to_str().ok()).and_then(key_of).ok_or_else(|| {
-        ApiError::Unauthorized("the status page needs an admin key (Authorization: Bearer <key>, or as the Basic password)".into())
-    })?;
-    let tenant = rt.tenants.get(&sha256_hex(&key)).ok_or_else(|| ApiError::Unauthorized("invalid API key".into()))?;
+    let key = first.and_then(|v| v.to_str().ok()).and_then(key_of).ok_or_else(|| ApiError::from(Unauthorized::AdminKeyNeeded))?;
+    let tenant = rt.tenants.get(&sha256_hex(&key)).ok_or_else(|| ApiError::from(Unauthorized::InvalidKey))?;
     if !tenant.admin {
-        return Err(ApiError::Forbidden(format!("key `{}` is not an admin key (`admin = true` in gateway.keys)", tenant.name)));
+        return Err(Forbidden::NotAdmin { key: tenant.name.clone() }.into());
     }
     Ok(())
 }

@@ -18,10 +18,13 @@ use std::time::Duration;
 pub enum WebhookError {
     /// Not a URL.
     #[error("not a valid URL: {0}")]
-    Url(String),
+    Url(#[from] url::ParseError),
     /// A scheme other than http/https.
-    #[error("scheme `{0}` is not allowed (http or https only)")]
-    Scheme(String),
+    #[error("scheme `{scheme}` is not allowed (http or https only)")]
+    Scheme {
+        /// The URL's scheme.
+        scheme: String,
+    },
     /// No host, or credentials in the URL.
     #[error("{0}")]
     Shape(&'static str),
@@ -31,7 +34,13 @@ pub enum WebhookError {
     NotPublic,
     /// The POST failed.
     #[error("delivery failed: {0}")]
-    Delivery(String),
+    Delivery(#[from] reqwest::Error),
+    /// The target answered with a status other than 2xx.
+    #[error("delivery failed: HTTP {status}")]
+    Status {
+        /// The status.
+        status: u16,
+    },
 }
 
 /// How long a delivery may take.
@@ -49,9 +58,9 @@ pub struct Target {
 /// Checks `url` as a webhook target: scheme, shape, and every address its host resolves
 /// to (refusing non-public ones unless `allow_private`).
 pub async fn check(url: &str, allow_private: bool) -> Result<Target, WebhookError> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| WebhookError::Url(e.to_string()))?;
+    let parsed = reqwest::Url::parse(url)?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(WebhookError::Scheme(parsed.scheme().to_string()));
+        return Err(WebhookError::Scheme { scheme: parsed.scheme().to_string() });
     }
     if !parsed.username().is_empty() || parsed.password().is_some() {
         return Err(WebhookError::Shape("credentials in a webhook URL are not allowed"));
@@ -78,13 +87,12 @@ pub async fn deliver(target: &Target, allow_private: bool, body: &serde_json::Va
         .redirect(reqwest::redirect::Policy::none())
         .resolve_to_addrs(&fresh.host, &fresh.addrs)
         .timeout(DELIVERY_TIMEOUT)
-        .build()
-        .map_err(|e| WebhookError::Delivery(e.to_string()))?;
-    let resp = client.post(fresh.url).json(body).send().await.map_err(|e| WebhookError::Delivery(e.to_string()))?;
+        .build()?;
+    let resp = client.post(fresh.url).json(body).send().await?;
     if resp.status().is_success() {
         Ok(())
     } else {
-        Err(WebhookError::Delivery(format!("HTTP {}", resp.status().as_u16())))
+        Err(WebhookError::Status { status: resp.status().as_u16() })
     }
 }
 

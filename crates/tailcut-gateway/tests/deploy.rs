@@ -69,7 +69,7 @@ fn three_replicas_share_postgres_with_migrations_first_and_a_disruption_budget()
     let cm = yaml("deploy/k8s/configmap.yaml");
     let c = tailcut_config::Config::parse(cm["data"]["tailcut.toml"].as_str().unwrap(), "configmap").unwrap();
     let tailcut_config::StateBackend::Postgres { url } = &c.state.backend else { panic!("the configmap is not on PostgreSQL") };
-    assert_eq!(url, &tailcut_config::SecretUrl::Env("TAILCUT_STATE_URL".into()));
+    assert_eq!(url, &tailcut_config::SecretUrl::Env { var: "TAILCUT_STATE_URL".into() });
     let docs: Vec<serde_yaml::Value> =
         serde_yaml::Deserializer::from_str(&std::fs::read_to_string(repo("deploy/k8s/postgres.yaml")).unwrap())
             .map(|d| serde_yaml::Value::deserialize(d).unwrap())

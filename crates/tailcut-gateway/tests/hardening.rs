@@ -138,7 +138,7 @@ async fn the_key_is_checked_before_the_route_and_a_second_authorization_header_i
 #[tokio::test]
 async fn no_keys_without_an_explicit_auth_none_does_not_serve() {
     let parsed = tailcut_config::Config::parse(&config(""), "test").unwrap();
-    let refused = tailcut_gateway::AppState::new(parsed, None).unwrap_err();
+    let refused = tailcut_gateway::AppState::new(parsed, None).unwrap_err().to_string();
     assert!(refused.contains("auth = \"none\""), "{refused}");
     let http = reqwest::Client::new();
     let open = gateway(&config("auth = \"none\"")).await;

@@ -104,15 +104,20 @@ impl PollingApi for Baseten {
 /// Reads an async-predict reply: the request id.
 pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
-    let id =
-        v.get("request_id").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("reply without `request_id`".into()))?;
+    let id = v
+        .get("request_id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ProviderError::MalformedResponse { reason: "reply without `request_id`".into() })?;
     Ok(Remote { id: id.to_string(), ..Remote::default() })
 }
 
 /// Reads an async-request status reply.
 pub fn read_status(reply: &Reply) -> Result<Observation, ProviderError> {
     let v = reply.success_json()?;
-    let s = v.get("status").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("status without `status`".into()))?;
+    let s = v
+        .get("status")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ProviderError::MalformedResponse { reason: "status without `status`".into() })?;
     let mut obs = Observation::state(state(s));
     if let Some(errs) = v.get("errors").and_then(Value::as_array).filter(|e| !e.is_empty()) {
         let joined = errs.iter().filter_map(|e| e.get("message").and_then(Value::as_str)).collect::<Vec<_>>().join("; ");

@@ -48,7 +48,7 @@ pub fn body_stream(resp: reqwest::Response) -> crate::plain::ByteStream {
 impl Reply {
     /// Parses the body as JSON.
     pub fn json(&self) -> Result<serde_json::Value, ProviderError> {
-        serde_json::from_slice(&self.body).map_err(|e| ProviderError::MalformedResponse(format!("HTTP {}: {e}", self.status)))
+        serde_json::from_slice(&self.body).map_err(|e| ProviderError::MalformedResponse { reason: format!("HTTP {}: {e}", self.status) })
     }
 
     /// Whether the status is 2xx.
@@ -82,7 +82,7 @@ pub struct HttpClient {
 }
 
 fn transport(e: reqwest::Error) -> ProviderError {
-    ProviderError::Transport(describe(e))
+    ProviderError::Transport { reason: describe(e) }
 }
 
 /// A transport error as one line: reqwest's message followed by its causes (so "error
@@ -173,7 +173,7 @@ impl HttpClient {
             tokio::time::sleep(wait.min(self.retry.max_backoff)).await;
             backoff = (backoff * 2).min(self.retry.max_backoff);
         }
-        last.unwrap_or_else(|| Err(ProviderError::Transport("no attempt made".into())))
+        last.unwrap_or_else(|| Err(ProviderError::Transport { reason: "no attempt made".into() }))
     }
 }
 

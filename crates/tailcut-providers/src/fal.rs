@@ -94,7 +94,7 @@ pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let id = v
         .get("request_id")
         .and_then(Value::as_str)
-        .ok_or_else(|| ProviderError::MalformedResponse("submit reply without `request_id`".into()))?;
+        .ok_or_else(|| ProviderError::MalformedResponse { reason: "submit reply without `request_id`".into() })?;
     let mut remote = Remote { id: id.to_string(), ..Remote::default() };
     for k in ["status_url", "response_url", "cancel_url"] {
         if let Some(u) = v.get(k).and_then(Value::as_str) {

@@ -228,7 +228,7 @@ impl Generic {
         let v = reply.success_json()?;
         let id = path(&v, &self.spec.id_path)
             .and_then(|x| x.as_str().map(str::to_string).or_else(|| x.as_i64().map(|n| n.to_string())))
-            .ok_or_else(|| ProviderError::MalformedResponse(format!("no job id at `{}`", self.spec.id_path)))?;
+            .ok_or_else(|| ProviderError::MalformedResponse { reason: format!("no job id at `{}`", self.spec.id_path) })?;
         Ok(Remote { id, ..Remote::default() })
     }
 
@@ -239,7 +239,7 @@ impl Generic {
         let v = reply.success_json()?;
         let raw = path(&v, &self.spec.state_path)
             .and_then(Value::as_str)
-            .ok_or_else(|| ProviderError::MalformedResponse(format!("no state at `{}`", self.spec.state_path)))?;
+            .ok_or_else(|| ProviderError::MalformedResponse { reason: format!("no state at `{}`", self.spec.state_path) })?;
         let mut obs = Observation::state(map_state(raw, &self.spec.state_map));
         if let Some(Value::Object(m)) = self.spec.metrics_path.as_deref().and_then(|p| path(&v, p)) {
             obs.metrics = m.clone();
@@ -260,14 +260,17 @@ impl Generic {
         if let Some(p) = &self.spec.audio_b64_path {
             let b64 = path(v, p)
                 .and_then(Value::as_str)
-                .ok_or_else(|| ProviderError::MalformedResponse(format!("no base64 payload at `{p}`")))?;
+                .ok_or_else(|| ProviderError::MalformedResponse { reason: format!("no base64 payload at `{p}`") })?;
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(b64)
-                .map_err(|e| ProviderError::MalformedResponse(format!("bad base64 at `{p}`: {e}")))?;
+                .map_err(|e| ProviderError::MalformedResponse { reason: format!("bad base64 at `{p}`: {e}") })?;
             return Ok(Payload { bytes: bytes.into(), content_type: "application/octet-stream".into() });
         }
         let p = self.spec.result_path.as_deref().unwrap_or("$");
-        path(v, p).filter(|x| !x.is_null()).map(json_payload).ok_or_else(|| ProviderError::MalformedResponse(format!("no result at `{p}`")))
+        path(v, p)
+            .filter(|x| !x.is_null())
+            .map(json_payload)
+            .ok_or_else(|| ProviderError::MalformedResponse { reason: format!("no result at `{p}`") })
     }
 }
 
@@ -309,7 +312,11 @@ impl PollingApi for Generic {
 
     async fn fetch(&self, http: &HttpClient, job: &Remote, obs: &Observation) -> Result<Payload, ProviderError> {
         match &self.spec.result {
-            None => obs.output.as_ref().ok_or_else(|| ProviderError::MalformedResponse("no result".into())).and_then(|v| self.payload(v)),
+            None => obs
+                .output
+                .as_ref()
+                .ok_or_else(|| ProviderError::MalformedResponse { reason: "no result".into() })
+                .and_then(|v| self.payload(v)),
             Some(call) => {
                 drop(self.request(http.raw(), call, "GET", &job.id, None)?);
                 let reply = http

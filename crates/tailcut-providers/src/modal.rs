@@ -32,7 +32,10 @@ pub struct Modal {
 /// Reads a `/submit` reply: the call id.
 pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
-    let id = v.get("call_id").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("reply without `call_id`".into()))?;
+    let id = v
+        .get("call_id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ProviderError::MalformedResponse { reason: "reply without `call_id`".into() })?;
     Ok(Remote { id: id.to_string(), ..Remote::default() })
 }
 
@@ -58,7 +61,7 @@ pub fn read_result(reply: &Reply) -> Result<tailcut_core::Payload, ProviderError
     let v = reply.json()?;
     v.get("result")
         .map(crate::polling::json_payload)
-        .ok_or_else(|| ProviderError::MalformedResponse("result reply without `result`".into()))
+        .ok_or_else(|| ProviderError::MalformedResponse { reason: "result reply without `result`".into() })
 }
 
 impl Modal {

@@ -66,7 +66,7 @@ pub trait PollingApi: Send + Sync + fmt::Debug + 'static {
     async fn poll(&self, http: &HttpClient, job: &Remote) -> Result<Observation, ProviderError>;
     /// Fetches the output of a completed job whose status did not carry it.
     async fn fetch(&self, _http: &HttpClient, _job: &Remote, obs: &Observation) -> Result<Payload, ProviderError> {
-        obs.output.as_ref().map(json_payload).ok_or_else(|| ProviderError::MalformedResponse("completed without output".into()))
+        obs.output.as_ref().map(json_payload).ok_or_else(|| ProviderError::MalformedResponse { reason: "completed without output".into() })
     }
     /// Sends the cancel (never retried).
     async fn cancel(&self, http: &HttpClient, job: &Remote) -> Result<CancelReply, ProviderError>;
@@ -225,7 +225,7 @@ impl<D: PollingApi> Job for PollingJob<D> {
                         _ => {}
                     }
                 }
-                Some(Err(e @ ProviderError::MalformedResponse(_))) => return JobResult::bare(JobState::Failed, Some(e.to_string())),
+                Some(Err(e @ ProviderError::MalformedResponse { .. })) => return JobResult::bare(JobState::Failed, Some(e.to_string())),
                 Some(Err(e @ ProviderError::Rejected { status: 404, .. })) => {
                     return JobResult::bare(JobState::Failed, Some(format!("job vanished (result expired or unknown id): {e}")))
                 }

@@ -56,8 +56,10 @@ pub fn state(s: &str) -> JobState {
 
 /// Reads a prediction (a status reply) for provider `name`.
 pub fn observe(v: &Value, name: &str) -> Result<Observation, ProviderError> {
-    let status =
-        v.get("status").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("prediction without `status`".into()))?;
+    let status = v
+        .get("status")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ProviderError::MalformedResponse { reason: "prediction without `status`".into() })?;
     let mut obs = Observation::state(state(status));
     if let Some(t) = v.pointer("/metrics/predict_time").and_then(Value::as_f64) {
         obs.metrics.insert(format!("{name}_execution_ms"), json!(t * 1000.0));
@@ -74,7 +76,8 @@ pub fn observe(v: &Value, name: &str) -> Result<Observation, ProviderError> {
 /// Reads a create-prediction reply: the prediction id.
 pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
-    let id = v.get("id").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("prediction without `id`".into()))?;
+    let id =
+        v.get("id").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse { reason: "prediction without `id`".into() })?;
     Ok(Remote { id: id.to_string(), ..Remote::default() })
 }
 

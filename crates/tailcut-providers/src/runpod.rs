@@ -42,15 +42,20 @@ pub fn state(s: &str) -> JobState {
 /// Reads a `/run` reply: the job id.
 pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
-    let id = v.get("id").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("submit reply without `id`".into()))?;
+    let id = v
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ProviderError::MalformedResponse { reason: "submit reply without `id`".into() })?;
     Ok(Remote { id: id.to_string(), ..Remote::default() })
 }
 
 /// Reads a `/status/{id}` reply for provider `name` (metric keys are prefixed with it).
 pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, ProviderError> {
     let v = reply.success_json()?;
-    let status =
-        v.get("status").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("status reply without `status`".into()))?;
+    let status = v
+        .get("status")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ProviderError::MalformedResponse { reason: "status reply without `status`".into() })?;
     let mut obs = Observation::state(state(status));
     metric(&mut obs.metrics, &format!("{name}_delay_ms"), v.get("delayTime"));
     metric(&mut obs.metrics, &format!("{name}_execution_ms"), v.get("executionTime"));

@@ -214,9 +214,9 @@ fn clear(e: &ProviderError, status: u16) -> Result<(), String> {
         ProviderError::Rejected { status: s, message } => {
             *s == status && text.contains(&format!("status {status}")) && message.len() <= 1000
         }
-        ProviderError::MalformedResponse(m) => !m.trim().is_empty(),
-        ProviderError::Transport(m) => !m.trim().is_empty(),
-        ProviderError::NotDeployed(_) | ProviderError::Unsupported(_) => true,
+        ProviderError::MalformedResponse { reason: m } => !m.trim().is_empty(),
+        ProviderError::Transport { reason: m } => !m.trim().is_empty(),
+        ProviderError::NotDeployed { .. } | ProviderError::Unsupported(_) => true,
     };
     if !ok || text.len() > MAX_ERROR_BYTES {
         return Err(format!("unclear error for status {status}: {text:.300}"));

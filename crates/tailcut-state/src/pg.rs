@@ -26,11 +26,45 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum PgError {
     /// The URL could not be parsed.
-    #[error("state url: {0}")]
-    Url(String),
-    /// The database failed or could not be reached.
+    #[error("state url: {reason}")]
+    Url {
+        /// The driver's parse error.
+        reason: String,
+    },
+    /// The server refused a statement: its own message.
+    #[error("postgres: {message}")]
+    Server {
+        /// The server's message.
+        message: String,
+    },
+    /// The database could not be reached, or the connection or pool failed.
+    #[error("postgres: {reason}")]
+    Connection {
+        /// The driver's or the pool's error.
+        reason: String,
+    },
+    /// The listening connection ended.
+    #[error("postgres: the listening connection closed")]
+    ListenerClosed,
+    /// The thread that owns the pool could not be started.
+    #[error("postgres: cannot start the PostgreSQL thread: {reason}")]
+    Thread {
+        /// The operating system's error.
+        reason: String,
+    },
+    /// A migration failed; none of the run's migrations is applied.
+    #[error("postgres: migration {version} ({name}): {source}")]
+    Migration {
+        /// Its number.
+        version: i32,
+        /// What it does.
+        name: &'static str,
+        /// Why it failed.
+        source: Box<PgError>,
+    },
+    /// The ledger refused or failed inside a PostgreSQL task.
     #[error("postgres: {0}")]
-    Db(String),
+    Ledger(#[from] tailcut_core::ledger::LedgerError),
     /// The background runtime is gone (the state was shut down).
     #[error("the PostgreSQL state has shut down")]
     Closed,
@@ -39,14 +73,16 @@ pub enum PgError {
 impl From<tokio_postgres::Error> for PgError {
     fn from(e: tokio_postgres::Error) -> PgError {
         // `Display` of a server error is just "db error"; the message is in the source.
-        let detail = e.as_db_error().map(|d| d.message().to_string());
-        PgError::Db(detail.unwrap_or_else(|| e.to_string()))
+        match e.as_db_error() {
+            Some(d) => PgError::Server { message: d.message().to_string() },
+            None => PgError::Connection { reason: e.to_string() },
+        }
     }
 }
 
 impl From<deadpool_postgres::PoolError> for PgError {
     fn from(e: deadpool_postgres::PoolError) -> PgError {
-        PgError::Db(e.to_string())
+        PgError::Connection { reason: e.to_string() }
     }
 }
 
@@ -197,7 +233,7 @@ async fn listen_once(url: &str, channel: &'static str, on: Arc<impl Fn(Listening
                 }
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return e.into(),
-                None => return PgError::Db("the listening connection closed".into()),
+                None => return PgError::ListenerClosed,
             }
         }
     });
@@ -277,7 +313,8 @@ impl PgState {
     // The lease clock is PostgreSQL's wall clock (`now()`): a paused tokio clock must not stretch it.
     #[allow(clippy::disallowed_methods)]
     pub fn connect(settings: PgSettings) -> Result<Arc<PgState>, PgError> {
-        let config: tokio_postgres::Config = settings.url.parse().map_err(|e: tokio_postgres::Error| PgError::Url(e.to_string()))?;
+        let config: tokio_postgres::Config =
+            settings.url.parse().map_err(|e: tokio_postgres::Error| PgError::Url { reason: e.to_string() })?;
         let (handle_tx, handle_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = std::sync::mpsc::sync_channel::<()>(0);
         std::thread::Builder::new()
@@ -289,7 +326,7 @@ impl PgState {
                 let _ = stop_rx.recv();
                 rt.shutdown_timeout(Duration::from_secs(1));
             })
-            .map_err(|e| PgError::Db(format!("cannot start the PostgreSQL thread: {e}")))?;
+            .map_err(|e| PgError::Thread { reason: e.to_string() })?;
         let handle = handle_rx.recv().map_err(|_| PgError::Closed)?;
         let manager = deadpool_postgres::Manager::from_config(
             config,
@@ -304,7 +341,7 @@ impl PgState {
                 .wait_timeout(Some(Duration::from_secs(10)))
                 .create_timeout(Some(Duration::from_secs(10)))
                 .build()
-                .map_err(|e| PgError::Db(e.to_string()))?
+                .map_err(|e| PgError::Connection { reason: e.to_string() })?
         };
         let replica = replica_id();
         let writers = commit::writers(settings.pool_size.max(2));
@@ -423,9 +460,11 @@ impl PgState {
         .await?;
         let applied: i32 = tx.query_one("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", &[]).await?.get(0);
         for m in MIGRATIONS.iter().filter(|m| m.version > applied) {
-            tx.batch_execute(m.sql)
-                .await
-                .map_err(|e| PgError::Db(format!("migration {} ({}): {}", m.version, m.name, PgError::from(e))))?;
+            tx.batch_execute(m.sql).await.map_err(|e| PgError::Migration {
+                version: m.version,
+                name: m.name,
+                source: Box::new(e.into()),
+            })?;
             tx.execute("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", &[&m.version, &m.name]).await?;
         }
         tx.commit().await?;

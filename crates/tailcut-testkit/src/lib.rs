@@ -241,7 +241,7 @@ impl ProviderApi for ScriptedProvider {
             sleep(script.submit_delay).await;
         }
         if script.submit_fails {
-            return Err(ProviderError::Transport("scripted submit failure".into()));
+            return Err(ProviderError::Transport { reason: "scripted submit failure".into() });
         }
         let submitted = Instant::now();
         let finish = submitted + script.finish_after;
@@ -311,7 +311,7 @@ impl Job for ScriptedJob {
 
     async fn status(&self) -> Result<JobState, ProviderError> {
         if self.script.status_fails {
-            return Err(ProviderError::Transport("scripted status failure".into()));
+            return Err(ProviderError::Transport { reason: "scripted status failure".into() });
         }
         Ok(self.state_at(Instant::now()))
     }

@@ -39,7 +39,7 @@ fn parse_agent(text: &str) -> Result<AgentSpec, BadInput> {
 /// A coordinator failure: bad settings and missing CUDA exit 2, the rest 1.
 fn protocol_error(e: protocol::ProtocolError) -> anyhow::Error {
     match e {
-        protocol::ProtocolError::Invalid(m) => anyhow::Error::new(BadInput(m)),
+        protocol::ProtocolError::Invalid(m) => anyhow::Error::new(BadInput(m.to_string())),
         protocol::ProtocolError::Agent { ref message, .. } if message.contains("no CUDA device") || message.contains("--features cuda") => {
             anyhow::Error::new(BadInput(e.to_string()))
         }
@@ -54,7 +54,7 @@ fn mode(text: &str) -> Result<Mode, BadInput> {
 
 fn agent_error(e: AgentError) -> anyhow::Error {
     match e {
-        AgentError::Cuda(_) => anyhow::Error::new(e),
+        AgentError::Cuda { .. } => anyhow::Error::new(e),
         other => BadInput(other.to_string()).into(),
     }
 }

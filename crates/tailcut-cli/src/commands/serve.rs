@@ -68,7 +68,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     // `workers` per-core runtimes (tailcut_gateway::serve_per_core).
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let state = tailcut_gateway::AppState::new(config, Some(args.config.clone())).map_err(BadInput)?;
+        let state = tailcut_gateway::AppState::new(config, Some(args.config.clone())).map_err(|e| BadInput(e.to_string()))?;
         let listener = super::listen_deep(&listen).await.map_err(|e| BadInput(format!("cannot listen on {listen}: {e}")))?;
         let addr = listener.local_addr()?;
         {
@@ -86,7 +86,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
                 while hup.recv().await.is_some() {
                     match st.reload() {
                         Ok(()) => eprintln!("{}", serde_json::json!({"event": "reloaded"})),
-                        Err(e) => eprintln!("{}", serde_json::json!({"event": "reload_failed", "error": e})),
+                        Err(e) => eprintln!("{}", serde_json::json!({"event": "reload_failed", "error": e.to_string()})),
                     }
                 }
             });

@@ -41,7 +41,7 @@ pub fn run(cmd: &StateCommand) -> anyhow::Result<ExitCode> {
             let ledger = PgLedger::new(pg.clone(), c.budget.limits);
             let st = pg.clone();
             let r = pg.block_on(async move {
-                let r = ledger.reconciliation().await.map_err(|e| tailcut_state::pg::PgError::Db(e.to_string()))?;
+                let r = ledger.reconciliation().await?;
                 st.mark_stopped().await?;
                 Ok(r)
             })?;

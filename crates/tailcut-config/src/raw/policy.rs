@@ -192,25 +192,26 @@ fn not_used(e: ConfigError, kind: PolicyKind) -> ConfigError {
 mod tests {
     use super::{RawPolicy, RawSingle};
     use crate::context::Ctx;
+    use crate::ConfigError;
     use tailcut_core::PolicyKind;
 
-    fn read(text: &str) -> Result<RawPolicy, String> {
+    fn read(text: &str) -> Result<RawPolicy, ConfigError> {
         let value: toml::Value = toml::from_str(text).unwrap();
-        RawPolicy::read(&Ctx { file: "t.toml" }, "policies.p", value).map_err(|e| e.to_string())
+        RawPolicy::read(&Ctx { file: "t.toml" }, "policies.p", value)
     }
 
     #[test]
     fn each_kind_reads_only_its_keys_and_errors_name_the_key() {
         assert_eq!(read("kind = \"hedge\"\nprimary = \"a\"\nhedge = \"b\"\ndelay_ms = 5\n").unwrap().kind(), PolicyKind::Hedge);
-        let e = read("kind = \"single\"\nprovider = \"a\"\ndelay_ms = 5\n").unwrap_err();
+        let e = read("kind = \"single\"\nprovider = \"a\"\ndelay_ms = 5\n").unwrap_err().to_string();
         assert_eq!(e, "t.toml: key `policies.p.delay_ms`: not used by kind = \"single\" (it takes: `provider`)");
-        let e = read("kind = \"magic\"\n").unwrap_err();
+        let e = read("kind = \"magic\"\n").unwrap_err().to_string();
         assert!(e.starts_with("t.toml: key `policies.p.kind`: unknown policy kind `magic`; expected one of single, race"), "{e}");
-        let e = read("provider = \"a\"\n").unwrap_err();
+        let e = read("provider = \"a\"\n").unwrap_err().to_string();
         assert!(e.starts_with("t.toml: key `policies.p.kind`: required"), "{e}");
-        let e = read("kind = \"auto\"\nproviders = [\"a\"]\ncost = \"cheap\"\n").unwrap_err();
+        let e = read("kind = \"auto\"\nproviders = [\"a\"]\ncost = \"cheap\"\n").unwrap_err().to_string();
         assert!(e.starts_with("t.toml: key `policies.p.cost`: unknown variant `cheap`"), "{e}");
-        let e = read("kind = \"hedge\"\ndelay_ms = \"soon\"\n").unwrap_err();
+        let e = read("kind = \"hedge\"\ndelay_ms = \"soon\"\n").unwrap_err().to_string();
         assert!(e.starts_with("t.toml: key `policies.p.delay_ms`: invalid type"), "{e}");
     }
 

@@ -60,12 +60,12 @@ pub fn plan_k8s(plan: &Plan) -> Result<String, crate::k8s::K8sError> {
         let doc = json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "tailcut-plan-mig-parted", "namespace": "gpu-operator" },
             "data": { "config.yaml": serde_yaml::to_string(&json!({ "version": "v1", "mig-configs": mig_configs })).unwrap_or_default() } });
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&doc).map_err(|e| crate::k8s::K8sError::Yaml(e.to_string()))?);
+        out.push_str(&serde_yaml::to_string(&doc).map_err(crate::k8s::K8sError::from)?);
     }
     if !plugin.is_empty() {
         let doc = json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "tailcut-plan-device-plugin", "namespace": "nvidia-device-plugin" }, "data": plugin });
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&doc).map_err(|e| crate::k8s::K8sError::Yaml(e.to_string()))?);
+        out.push_str(&serde_yaml::to_string(&doc).map_err(crate::k8s::K8sError::from)?);
     }
     Ok(out)
 }

@@ -38,7 +38,8 @@ mod types;
 pub use hints::plan_k8s;
 pub use planner::Planner;
 pub use types::{
-    AgentNeed, AgentsFile, Composition, CompositionModel, GpuPlan, GpuPool, GroupMode, Interference, Plan, PlanError, Seat, SoloSpread,
+    AgentNeed, AgentNeedMissing, AgentsFile, BadPlan, Composition, CompositionModel, GpuPlan, GpuPool, GroupMode, Interference, Plan,
+    PlanError, Seat, SoloSpread,
 };
 
 #[cfg(test)]

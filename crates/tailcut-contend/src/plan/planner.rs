@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::bound::{self, Spread};
-use super::types::{AgentNeed, AgentsFile, GpuPlan, GpuPool, GroupMode, Interference, Plan, PlanError, Seat, SoloSpread};
+use super::types::{
+    AgentNeed, AgentNeedMissing, AgentsFile, BadPlan, GpuPlan, GpuPool, GroupMode, Interference, Plan, PlanError, Seat, SoloSpread,
+};
 use crate::mig::{self, GpuModel, Profile};
 
 /// The planner.
@@ -37,39 +39,39 @@ impl Planner {
             if a.p99_objective_ms <= 0.0 {
                 if let Some(x) = a.objective_x_solo {
                     if !(x.is_finite() && x > 0.0) {
-                        return Err(PlanError::Invalid(format!("agent `{}`: objective_x_solo must be a positive number", a.name)));
+                        return Err(BadPlan::ObjectiveFactor { agent: a.name.clone() }.into());
                     }
                     a.p99_objective_ms = a.solo_p99_ms * x;
                 }
             }
         }
-        let model = mig::model(&pool.model).map_err(|e| PlanError::Invalid(e.to_string()))?;
+        let model = mig::model(&pool.model)?;
         if file.agents.len() > 128 {
-            return Err(PlanError::Invalid("at most 128 agents per plan".into()));
+            return Err(BadPlan::TooManyAgents.into());
         }
         for a in &file.agents {
             // The first requirement that fails, said as what to give (NaN fails each).
             let positive = |x: f64| x > 0.0;
             let non_negative = |x: f64| x >= 0.0;
             let missing = if !positive(a.solo_p99_ms) {
-                Some(format!("no solo p99: give solo_p99_ms, or a --table whose [solo_p99_ms] measures kind `{}`", a.kind))
+                Some(AgentNeedMissing::SoloP99 { kind: a.kind.clone() })
             } else if !positive(a.p99_objective_ms) {
-                Some("no p99 objective: give p99_objective_ms, or objective_x_solo".to_string())
+                Some(AgentNeedMissing::Objective)
             } else if !non_negative(a.memory_gb) {
-                Some(format!("memory_gb must be 0 or more, got {}", a.memory_gb))
+                Some(AgentNeedMissing::MemoryGb(a.memory_gb))
             } else if !non_negative(a.mig_scaling) {
-                Some(format!("mig_scaling must be 0 or more, got {}", a.mig_scaling))
+                Some(AgentNeedMissing::MigScaling(a.mig_scaling))
             } else {
                 None
             };
-            if let Some(m) = missing {
-                return Err(PlanError::Invalid(format!("agent `{}`: {m}", a.name)));
+            if let Some(need) = missing {
+                return Err(BadPlan::Agent { agent: a.name.clone(), need }.into());
             }
         }
         let mut names: Vec<&str> = file.agents.iter().map(|a| a.name.as_str()).collect();
         names.sort_unstable();
         if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-            return Err(PlanError::Invalid(format!("agent name `{}` appears twice", w[0])));
+            return Err(BadPlan::DuplicateName { name: w[0].to_string() }.into());
         }
         let profiles = model.profiles.iter().filter(|p| !p.name.contains("+me") && p.compute < 7).cloned().collect();
         Ok(Planner {
@@ -88,7 +90,7 @@ impl Planner {
     /// Sets the confidence (see [`Planner::confidence`]); it must be in [0, 1).
     pub fn with_confidence(mut self, confidence: f64) -> Result<Planner, PlanError> {
         if !(0.0..1.0).contains(&confidence) {
-            return Err(PlanError::Invalid(format!("confidence must be at least 0 and below 1, got {confidence}")));
+            return Err(BadPlan::Confidence { confidence }.into());
         }
         self.confidence = confidence;
         self.cache.clear();

@@ -326,7 +326,10 @@ pub struct Plan {
 pub enum PlanError {
     /// Bad input.
     #[error("{0}")]
-    Invalid(String),
+    Invalid(#[from] BadPlan),
+    /// The pool's GPU model is not known.
+    #[error("{0}")]
+    Mig(#[from] crate::mig::MigError),
     /// An agent cannot meet its objective anywhere.
     #[error("agent `{agent}` cannot meet its objective on any allowed placement: {why}")]
     Infeasible {
@@ -343,4 +346,58 @@ pub enum PlanError {
         /// Available.
         available: usize,
     },
+}
+
+/// Agents or settings no plan can be made for, naming the value.
+#[derive(Debug, thiserror::Error)]
+pub enum BadPlan {
+    /// `objective_x_solo` is not positive.
+    #[error("agent `{agent}`: objective_x_solo must be a positive number")]
+    ObjectiveFactor {
+        /// The agent.
+        agent: String,
+    },
+    /// More agents than a plan takes.
+    #[error("at most 128 agents per plan")]
+    TooManyAgents,
+    /// An agent lacks a number the planner needs, or has one out of range.
+    #[error("agent `{agent}`: {need}")]
+    Agent {
+        /// The agent.
+        agent: String,
+        /// What to give.
+        need: AgentNeedMissing,
+    },
+    /// Two agents share a name.
+    #[error("agent name `{name}` appears twice")]
+    DuplicateName {
+        /// The name.
+        name: String,
+    },
+    /// The confidence is outside [0, 1).
+    #[error("confidence must be at least 0 and below 1, got {confidence}")]
+    Confidence {
+        /// The value given.
+        confidence: f64,
+    },
+}
+
+/// The first of an agent's numbers that fails (NaN fails each).
+#[derive(Debug, thiserror::Error)]
+pub enum AgentNeedMissing {
+    /// No positive solo p99.
+    #[error("no solo p99: give solo_p99_ms, or a --table whose [solo_p99_ms] measures kind `{kind}`")]
+    SoloP99 {
+        /// The agent's kind.
+        kind: String,
+    },
+    /// No positive p99 objective.
+    #[error("no p99 objective: give p99_objective_ms, or objective_x_solo")]
+    Objective,
+    /// Negative memory.
+    #[error("memory_gb must be 0 or more, got {0}")]
+    MemoryGb(f64),
+    /// Negative MIG scaling.
+    #[error("mig_scaling must be 0 or more, got {0}")]
+    MigScaling(f64),
 }

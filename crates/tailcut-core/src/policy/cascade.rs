@@ -1,6 +1,6 @@
 //! [`Cascade`]: cutover, safety hedge, then escalation to a third provider.
 
-use super::queue::{cutover_then_safety, three_tiers, QueueTimers};
+use super::queue::{cutover_then_safety, QueueTimers, ThreeTiers};
 use super::{secs_label, Policy, PolicyError};
 use crate::engine::{Launch, Race, RaceError, Wake};
 use crate::provider::Provider;
@@ -12,10 +12,7 @@ use tokio::time::Instant;
 /// attempts are live. A cancelled-but-unconfirmed attempt still counts.
 #[derive(Debug, Clone)]
 pub struct Cascade {
-    primary: usize,
-    hedge: usize,
-    fallback: usize,
-    timers: QueueTimers,
+    tiers: ThreeTiers,
     label: String,
 }
 
@@ -28,14 +25,14 @@ impl Cascade {
         fallback: &str,
         timers: QueueTimers,
     ) -> Result<Cascade, PolicyError> {
-        let [p, h, f] = three_tiers(providers, primary, hedge, fallback)?;
+        let tiers = ThreeTiers::resolve(providers, primary, hedge, fallback, timers)?;
         let label = format!(
             "cascade:{primary}->{hedge}->{fallback}@q{}s+s{}s+e{}s",
             secs_label(timers.poll_after),
             secs_label(timers.safety_at),
             secs_label(timers.escalate_at)
         );
-        Ok(Cascade { primary: p, hedge: h, fallback: f, timers, label })
+        Ok(Cascade { tiers, label })
     }
 }
 
@@ -50,10 +47,11 @@ impl Policy for Cascade {
     }
 
     async fn drive(&self, race: &mut Race) -> Result<(), RaceError> {
-        if cutover_then_safety(race, self.primary, self.hedge, self.timers).await? {
+        let ThreeTiers { primary, hedge, fallback, timers } = self.tiers;
+        if cutover_then_safety(race, primary, hedge, timers).await? {
             return Ok(());
         }
-        let escalate = race.t0() + self.timers.escalate_at;
+        let escalate = race.t0() + timers.escalate_at;
         let mut fallback_tried = false;
         loop {
             if race.winner().is_some() || race.is_stopped() {
@@ -64,7 +62,7 @@ impl Policy for Cascade {
                 let room = race.live_count() < race.max_live();
                 // At the cap the race refuses it and records the skip; it is retried
                 // once a slot frees.
-                race.launch_extra(self.fallback, Launch::Escalation).await;
+                race.launch_extra(fallback, Launch::Escalation).await;
                 if room {
                     fallback_tried = true;
                     continue;

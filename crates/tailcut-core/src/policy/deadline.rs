@@ -1,6 +1,6 @@
 //! [`DeadlineTier`]: the critical tier, racing hedge and fallback after the opening.
 
-use super::queue::{open, three_tiers, Opening, QueueTimers};
+use super::queue::{open, Opening, QueueTimers, ThreeTiers};
 use super::{secs_label, Policy, PolicyError};
 use crate::engine::{Launch, Race, RaceError, Wake};
 use crate::provider::Provider;
@@ -13,10 +13,7 @@ use async_trait::async_trait;
 /// refused, and at `safety_at` the hedge and then the fallback join it as capacity allows.
 #[derive(Debug, Clone)]
 pub struct DeadlineTier {
-    primary: usize,
-    hedge: usize,
-    fallback: usize,
-    timers: QueueTimers,
+    tiers: ThreeTiers,
     label: String,
 }
 
@@ -29,10 +26,10 @@ impl DeadlineTier {
         fallback: &str,
         timers: QueueTimers,
     ) -> Result<DeadlineTier, PolicyError> {
-        let [p, h, f] = three_tiers(providers, primary, hedge, fallback)?;
+        let tiers = ThreeTiers::resolve(providers, primary, hedge, fallback, timers)?;
         let label =
             format!("deadline:{primary}->{hedge}+{fallback}@q{}s+s{}s", secs_label(timers.poll_after), secs_label(timers.safety_at));
-        Ok(DeadlineTier { primary: p, hedge: h, fallback: f, timers, label })
+        Ok(DeadlineTier { tiers, label })
     }
 }
 
@@ -47,11 +44,12 @@ impl Policy for DeadlineTier {
     }
 
     async fn drive(&self, race: &mut Race) -> Result<(), RaceError> {
-        match open(race, self.primary, self.hedge, self.timers).await? {
+        let ThreeTiers { primary, hedge, fallback, timers } = self.tiers;
+        match open(race, primary, hedge, timers).await? {
             Opening::Won => {}
-            Opening::CutOver => race_with_waiting(race, &[(self.fallback, Launch::Escalation)]).await,
+            Opening::CutOver => race_with_waiting(race, &[(fallback, Launch::Escalation)]).await,
             Opening::SafetyDue => {
-                race_with_waiting(race, &[(self.hedge, Launch::SafetyHedge), (self.fallback, Launch::Escalation)]).await;
+                race_with_waiting(race, &[(hedge, Launch::SafetyHedge), (fallback, Launch::Escalation)]).await;
             }
         }
         Ok(())

@@ -29,14 +29,15 @@ impl FirstTokenHedge {
     pub fn try_new(providers: &[Provider], names: &[&str], delay: Duration) -> Result<FirstTokenHedge, PolicyError> {
         let mut ids: Vec<usize> = Vec::with_capacity(names.len());
         for name in names {
-            let id = providers.iter().position(|p| p.name == *name).ok_or_else(|| PolicyError::UnknownProvider(name.to_string()))?;
+            let id =
+                providers.iter().position(|p| p.name == *name).ok_or_else(|| PolicyError::UnknownProvider { name: name.to_string() })?;
             if ids.contains(&id) {
-                return Err(PolicyError::DuplicateProvider(name.to_string()));
+                return Err(PolicyError::DuplicateProvider { name: name.to_string() });
             }
             ids.push(id);
         }
         if ids.is_empty() {
-            return Err(PolicyError::BadTiming("a first-token hedge needs at least one provider".into()));
+            return Err(PolicyError::NoStreamProvider);
         }
         let label = format!("stream:{}@first-token+{}ms", names.join("->"), delay.as_millis());
         Ok(FirstTokenHedge { providers: ids, delay, label })

@@ -246,15 +246,16 @@ impl LearnedPolicy {
     ) -> Result<LearnedPolicy, PolicyError> {
         let mut slots = Vec::with_capacity(names.len());
         for name in names {
-            let i = providers.iter().position(|p| p.name == *name).ok_or_else(|| PolicyError::UnknownProvider(name.to_string()))?;
+            let i =
+                providers.iter().position(|p| p.name == *name).ok_or_else(|| PolicyError::UnknownProvider { name: name.to_string() })?;
             if slots.contains(&i) {
-                return Err(PolicyError::DuplicateProvider(name.to_string()));
+                return Err(PolicyError::DuplicateProvider { name: name.to_string() });
             }
             slots.push(i);
         }
         let providers: Vec<&Provider> = slots.iter().map(|&i| &providers[i]).collect();
         let n = providers.len();
-        let check = |i: usize| if i < n { Ok(()) } else { Err(PolicyError::UnknownProvider(format!("#{i}"))) };
+        let check = |i: usize| if i < n { Ok(()) } else { Err(PolicyError::UnknownSlot { index: i }) };
         match kind {
             LearnedKind::Adaptive(a) => {
                 check(a.primary)?;
@@ -266,9 +267,7 @@ impl LearnedPolicy {
             }
             LearnedKind::Auto(a) => {
                 if !(a.deadline_s > 0.0 && (0.0..=1.0).contains(&a.target_miss) && a.max_extra >= 0.0) {
-                    return Err(PolicyError::BadTiming(
-                        "auto needs a positive deadline, a miss target in [0, 1] and a non-negative extra load".into(),
-                    ));
+                    return Err(PolicyError::AutoTargetsOutOfRange);
                 }
             }
         }

@@ -34,26 +34,50 @@ impl QueueTimers {
     /// Validates the ordering poll ≤ safety ≤ escalate.
     pub fn try_new(poll_after: Duration, safety_at: Duration, escalate_at: Duration) -> Result<QueueTimers, PolicyError> {
         if poll_after > safety_at {
-            return Err(PolicyError::BadTiming(format!(
-                "the cutover poll ({poll_after:?}) must come no later than the safety hedge ({safety_at:?})"
-            )));
+            return Err(PolicyError::TimersOutOfOrder {
+                earlier: "the cutover poll",
+                earlier_at: poll_after,
+                later: "the safety hedge",
+                later_at: safety_at,
+            });
         }
         if safety_at > escalate_at {
-            return Err(PolicyError::BadTiming(format!(
-                "the safety hedge ({safety_at:?}) must come no later than escalation ({escalate_at:?})"
-            )));
+            return Err(PolicyError::TimersOutOfOrder {
+                earlier: "the safety hedge",
+                earlier_at: safety_at,
+                later: "escalation",
+                later_at: escalate_at,
+            });
         }
         Ok(QueueTimers { poll_after, safety_at, escalate_at })
     }
 }
 
-/// Resolves a three-tier policy's providers (primary, hedge, fallback): each configured,
-/// all distinct, and the primary able to report its queue state.
-pub(super) fn three_tiers(providers: &[Provider], primary: &str, hedge: &str, fallback: &str) -> Result<[usize; 3], PolicyError> {
-    let tiers = [resolve(providers, primary)?, resolve(providers, hedge)?, resolve(providers, fallback)?];
-    distinct(providers, &tiers)?;
-    require_queue_signal(providers, tiers[0])?;
-    Ok(tiers)
+/// What a three-tier policy ([`super::Cascade`], [`super::DeadlineTier`]) holds: its
+/// providers (primary, hedge, fallback) and its timers.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ThreeTiers {
+    pub(super) primary: usize,
+    pub(super) hedge: usize,
+    pub(super) fallback: usize,
+    pub(super) timers: QueueTimers,
+}
+
+impl ThreeTiers {
+    /// Resolves the providers: each configured, all distinct, and the primary able to
+    /// report its queue state.
+    pub(super) fn resolve(
+        providers: &[Provider],
+        primary: &str,
+        hedge: &str,
+        fallback: &str,
+        timers: QueueTimers,
+    ) -> Result<ThreeTiers, PolicyError> {
+        let ids = [resolve(providers, primary)?, resolve(providers, hedge)?, resolve(providers, fallback)?];
+        distinct(providers, &ids)?;
+        require_queue_signal(providers, ids[0])?;
+        Ok(ThreeTiers { primary: ids[0], hedge: ids[1], fallback: ids[2], timers })
+    }
 }
 
 /// How the shared opening ended.

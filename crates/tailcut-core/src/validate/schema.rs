@@ -18,8 +18,8 @@ impl fmt::Debug for JsonSchemaValidator {
 
 impl JsonSchemaValidator {
     /// Compiles a schema document.
-    pub fn new(schema: &serde_json::Value) -> Result<JsonSchemaValidator, String> {
-        jsonschema::validator_for(schema).map(|schema| JsonSchemaValidator { schema }).map_err(|e| e.to_string())
+    pub fn new(schema: &serde_json::Value) -> Result<JsonSchemaValidator, Box<jsonschema::ValidationError<'static>>> {
+        jsonschema::validator_for(schema).map(|schema| JsonSchemaValidator { schema }).map_err(Box::new)
     }
 
     pub(super) fn from_spec(spec: &ValidatorSpec) -> Result<JsonSchemaValidator, ValidatorError> {

@@ -5,7 +5,7 @@
 
 use crate::admission::{admit_job, parse_json, RequestBody};
 use crate::auth::{authenticate, authorize};
-use crate::error::ApiError;
+use crate::error::{ApiError, BadRequest, NotFound, Unavailable};
 use crate::observe::{log, record_refusal, with_request_id};
 use crate::state::AppState;
 use axum::body::Bytes;
@@ -32,7 +32,7 @@ impl WaitQuery {
         for (k, v) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
             if k == "wait" {
                 let w = v.parse::<f64>().ok().filter(|w| w.is_finite() && (0.0..=3600.0).contains(w));
-                wait = Some(w.ok_or_else(|| ApiError::BadRequest("`wait` must be a number of seconds from 0 to 3600".into()))?);
+                wait = Some(w.ok_or_else(|| ApiError::from(BadRequest::Wait))?);
             }
         }
         Ok(WaitQuery { wait })
@@ -59,21 +59,21 @@ pub(crate) async fn create(
 
 async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap, body: Bytes, rid: &str) -> Result<Response, ApiError> {
     if st.draining.load(Ordering::Relaxed) {
-        return Err(ApiError::Unavailable("the gateway is draining".into()));
+        return Err(Unavailable::Draining.into());
     }
     let rt = st.rt();
     let tenant = authenticate(&rt, headers)?;
     let v = parse_json(&body)?;
     let route = match v.get("route").and_then(Value::as_str) {
-        Some(r) => rt.jobs.get(r).cloned().ok_or_else(|| ApiError::NotFound(format!("no jobs route `{r}`")))?,
-        None if rt.jobs.len() == 1 => rt.jobs.values().next().cloned().ok_or_else(|| ApiError::NotFound("no jobs route".into()))?,
-        None => return Err(ApiError::BadRequest("`route` is required (several jobs routes are configured)".into())),
+        Some(r) => rt.jobs.get(r).cloned().ok_or_else(|| ApiError::from(NotFound::JobsRoute { route: r.to_string() }))?,
+        None if rt.jobs.len() == 1 => rt.jobs.values().next().cloned().ok_or_else(|| ApiError::from(NotFound::NoJobsRoute))?,
+        None => return Err(BadRequest::RouteRequired.into()),
     };
-    let input = v.get("input").cloned().ok_or_else(|| ApiError::BadRequest("`input` is required".into()))?;
+    let input = v.get("input").cloned().ok_or_else(|| ApiError::from(BadRequest::Required { field: "input" }))?;
     let webhook = match v.get("webhook") {
         None | Some(Value::Null) => None,
         Some(Value::String(url)) => Some(url.as_str()),
-        Some(_) => return Err(ApiError::BadRequest("`webhook` must be a URL string".into())),
+        Some(_) => return Err(BadRequest::WebhookNotString.into()),
     };
     authorize(&tenant, &route.cfg.name)?;
     // Resolved only for a caller the route is open to, and refused without naming what
@@ -82,14 +82,14 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
         Some(url) => Some(
             crate::webhook::check(url, rt.config.gateway.webhook_allow_private)
                 .await
-                .map_err(|e| ApiError::BadRequest(format!("`webhook`: {e}")))?,
+                .map_err(|e| ApiError::from(BadRequest::Webhook(e)))?,
         ),
         None => None,
     };
     // A running job holds an in-flight slot and one of its key's job slots until it ends.
     let slot = admit_job(st, &tenant, rt.config.gateway.admission_wait).await?;
-    let id = new_job_id().map_err(|e| ApiError::Unavailable(format!("no randomness for a job id: {e}")))?;
-    st.store.insert(&id, &route.cfg.name, &tenant.name).await.map_err(|e| ApiError::Unavailable(format!("job store: {e}")))?;
+    let id = new_job_id().map_err(|e| ApiError::from(Unavailable::Randomness(e)))?;
+    st.store.insert(&id, &route.cfg.name, &tenant.name).await.map_err(|e| ApiError::from(Unavailable::JobStore(e)))?;
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     if let Ok(mut r) = st.running.lock() {
         r.insert(id.clone(), stop_tx);
@@ -155,7 +155,7 @@ async fn create_job_inner(st: &Arc<AppState>, q: WaitQuery, headers: &HeaderMap,
     match q.wait {
         Some(w) if w > 0.0 => {
             let row = st.wait_for_job(&id, Duration::from_secs_f64(w.min(3600.0))).await;
-            let row = row.ok_or_else(|| ApiError::NotFound(id.clone()))?;
+            let row = row.ok_or_else(|| ApiError::from(NotFound::JobGone { id: id.clone() }))?;
             let code = if row.state == "running" { StatusCode::ACCEPTED } else { StatusCode::OK };
             Ok((code, Json(row.to_json())).into_response())
         }
@@ -177,7 +177,7 @@ pub(crate) async fn get(
         Some(w) if w > 0.0 && row.state == "running" => st
             .wait_for_job(&id, Duration::from_secs_f64(w.min(3600.0)))
             .await
-            .ok_or_else(|| ApiError::NotFound(format!("no job `{id}`")))?,
+            .ok_or_else(|| ApiError::from(NotFound::Job { id: id.clone() }))?,
         _ => row,
     };
     Ok(Json(row.to_json()).into_response())
@@ -190,8 +190,8 @@ async fn owned_job(st: &AppState, headers: &HeaderMap, id: &str) -> Result<crate
     st.store
         .get_owned(id, &tenant.name)
         .await
-        .map_err(|e| ApiError::Unavailable(format!("job store: {e}")))?
-        .ok_or_else(|| ApiError::NotFound(format!("no job `{id}`")))
+        .map_err(|e| ApiError::from(Unavailable::JobStore(e)))?
+        .ok_or_else(|| ApiError::from(NotFound::Job { id: id.to_string() }))
 }
 
 /// Cancels a running job of the caller's (every live attempt stopped, with receipts) and
@@ -208,9 +208,9 @@ pub(crate) async fn delete(State(st): State<Arc<AppState>>, headers: HeaderMap, 
             let _ = tx.send(());
         }
         // Another replica runs it: it polls for the request and stops the race.
-        None => st.store.request_cancel(&id).await.map_err(|e| ApiError::Unavailable(format!("job store: {e}")))?,
+        None => st.store.request_cancel(&id).await.map_err(|e| ApiError::from(Unavailable::JobStore(e)))?,
     }
-    let row = st.wait_for_job(&id, Duration::from_secs(60)).await.ok_or_else(|| ApiError::NotFound(format!("no job `{id}`")))?;
+    let row = st.wait_for_job(&id, Duration::from_secs(60)).await.ok_or_else(|| ApiError::from(NotFound::Job { id: id.clone() }))?;
     Ok(Json(row.to_json()).into_response())
 }
 

@@ -7,7 +7,7 @@ use super::respond;
 use super::stream;
 use crate::admission::admit;
 use crate::auth::{authenticate, authorize, may_use};
-use crate::error::ApiError;
+use crate::error::{ApiError, BadRequest, NotFound, Unavailable};
 use crate::hangup::Hangup;
 use crate::observe::{hedge_reason, log, record_refusal, record_when_settled, with_request_id};
 use crate::probe::Field;
@@ -76,7 +76,7 @@ async fn serve_inner(
 ) -> Result<Response, ApiError> {
     let (rid, started) = (cx.rid, cx.started);
     if st.draining.load(Ordering::Relaxed) {
-        return Err(ApiError::Unavailable("the gateway is draining".into()));
+        return Err(Unavailable::Draining.into());
     }
     let rt = st.rt();
     // Who is calling comes first: an unauthenticated caller takes no slot and learns
@@ -84,19 +84,19 @@ async fn serve_inner(
     let tenant = authenticate(&rt, headers)?;
     let permit = admit(st, rt.config.gateway.admission_wait).await?;
     let fields = crate::probe::probe(&body)?;
-    let Field::Str(model) = &fields.model else { return Err(ApiError::BadRequest("`model` is required".into())) };
+    let Field::Str(model) = &fields.model else { return Err(BadRequest::Required { field: "model" }.into()) };
     let route = rt
         .models
         .get(model.as_ref())
         .filter(|r| may_use(&tenant, &r.cfg.name))
         .cloned()
-        .ok_or_else(|| ApiError::NotFound(format!("model `{model}` is not served here")))?;
+        .ok_or_else(|| ApiError::from(NotFound::Model { model: model.to_string() }))?;
     *routed = Some(route.clone());
     authorize(&tenant, &route.cfg.name)?;
     match ep {
-        Endpoint::Chat if fields.messages != Field::Array => return Err(ApiError::BadRequest("`messages` is required".into())),
-        Endpoint::Completions if fields.prompt == Field::Absent => return Err(ApiError::BadRequest("`prompt` is required".into())),
-        Endpoint::Embeddings if fields.input == Field::Absent => return Err(ApiError::BadRequest("`input` is required".into())),
+        Endpoint::Chat if fields.messages != Field::Array => return Err(BadRequest::Required { field: "messages" }.into()),
+        Endpoint::Completions if fields.prompt == Field::Absent => return Err(BadRequest::Required { field: "prompt" }.into()),
+        Endpoint::Embeddings if fields.input == Field::Absent => return Err(BadRequest::Required { field: "input" }.into()),
         _ => {}
     }
     let streamed = fields.stream == Field::Bool(true) && ep != Endpoint::Embeddings;

@@ -1,7 +1,7 @@
 //! The operations paths: `/healthz`, `/readyz` (503 while draining), `/metrics`
 //! (Prometheus text), `/admin/models` (learned models, admin keys), and the JSON answers for an unknown path or method.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, NotFound};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -57,5 +57,5 @@ pub(crate) async fn method_not_allowed() -> Response {
 }
 
 pub(crate) async fn not_found() -> Response {
-    ApiError::NotFound("no such route".into()).into_response()
+    ApiError::from(NotFound::Path).into_response()
 }

@@ -3,7 +3,7 @@
 //! when no provider won (the client gone, out of time, or every provider's reason).
 //! Both handlers call it, and it calls neither.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Upstream};
 use crate::hangup::Hangup;
 use crate::observe::names;
 use crate::state::OpenAiRoute;
@@ -51,5 +51,5 @@ pub(crate) fn no_winner(hangup: Option<&Arc<Hangup>>, timed_out: bool, attempts:
         })
         .collect();
     // Client-visible texts keep their words ("upstream"), which clients may match on.
-    ApiError::ProviderFailed(format!("no upstream returned a valid response ({attempts} attempt(s): {})", why.join("; ")))
+    ApiError::from(Upstream::AllFailed { attempts, why })
 }

@@ -7,7 +7,7 @@
 //! for, `[DONE]` — never two interleaved. An error after the first token ends the stream
 //! with an error event and `[DONE]`.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Upstream};
 use crate::hangup::Hangup;
 use crate::observe::{log, record_refusal, record_when_settled};
 use crate::state::{AppState, OpenAiRoute, Raced};
@@ -82,7 +82,7 @@ pub(crate) async fn serve(
         Ok::<_, std::io::Error>(match event {
             StreamEvent::Preamble(b) | StreamEvent::Content(b) => b,
             StreamEvent::Done => Bytes::from_static(b"data: [DONE]\n\n"),
-            StreamEvent::Failed(e) => ApiError::ProviderFailed(format!("upstream failed mid-stream: {e}")).stream_end(),
+            StreamEvent::Failed { reason } => ApiError::from(Upstream::MidStream { reason }).stream_end(),
         })
     });
     let mut resp = Response::new(Body::from_stream(body));

@@ -26,7 +26,7 @@ impl Shared<'_> {
     /// An `openai` route over `spec`'s providers: one hedger per endpoint for whole
     /// replies (the route's policy) and one per streamed endpoint (the first-token hedge
     /// chain over the same providers, in order), all sharing the route's hedge-load gate.
-    pub(super) fn openai_route(&self, route: &RouteConfig, spec: &tailcut_config::PolicySpec) -> Result<OpenAiRoute, String> {
+    pub(super) fn openai_route(&self, route: &RouteConfig, spec: &tailcut_config::PolicySpec) -> Result<OpenAiRoute, SetupError> {
         let config = self.config;
         let gate = Arc::new(SlidingHedgeGate::shared(
             config.gateway.hedge_budget_percent,
@@ -44,13 +44,13 @@ impl Shared<'_> {
         ];
         let mut lists: [Vec<Provider>; 5] = Default::default();
         for name in &names {
-            let p = config.provider(name).ok_or_else(|| format!("no provider {name}"))?;
+            let p = config.provider(name).ok_or_else(|| SetupError::NoProvider { name: name.clone() })?;
             let Some(a) = p.openai() else {
-                return Err(format!("provider {name} is not an OpenAI-compatible provider (adapter = \"openai\")"));
+                return Err(SetupError::NotOpenAi { name: name.clone() });
             };
             // One client per provider for its three endpoints and its streams: one
             // connection pool per serving thread, not five.
-            let http = HttpClient::new(self.timeout, tailcut_providers::client::RetryPolicy::default()).map_err(|e| e.to_string())?;
+            let http = HttpClient::new(self.timeout, tailcut_providers::client::RetryPolicy::default())?;
             for ((ep, streamed), list) in SLOTS.into_iter().zip(lists.iter_mut()) {
                 // Whole replies are judged by a JSON validator requiring `choices`/`data`,
                 // which also rejects non-JSON: the gateway reads them (`Reader::Gateway`)
@@ -74,26 +74,26 @@ impl Shared<'_> {
                 self.tasks.clone(),
             )
         };
-        let whole = |providers, required: &[&str], slot: &'static str| -> Result<Raced, String> {
+        let whole = |providers, required: &[&str], slot: &'static str| -> Result<Raced, SetupError> {
             let hedger = hedger(providers, Arc::new(JsonValidator::requiring(required)));
             if let Some(l) = spec.learned() {
                 let live = self.learned(route, slot, l, &hedger)?;
                 return Ok(Raced { hedger, policy: live.policy.clone(), learned: Some(live) });
             }
-            let policy = spec.build(hedger.providers()).map_err(|e| e.to_string())?;
+            let policy = spec.build(hedger.providers())?;
             Ok(Raced { hedger, policy, learned: None })
         };
         let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
         // Streams: a learned route learns each provider's time to the first content
         // token (a stream job resolves at its first content event) and decides with it;
         // any other route runs the first-token hedge chain.
-        let streamed = |providers, slot: &'static str| -> Result<Raced, String> {
+        let streamed = |providers, slot: &'static str| -> Result<Raced, SetupError> {
             let hedger = hedger(providers, Arc::new(FirstEvent));
             if let Some(l) = spec.learned() {
                 let live = self.learned(route, slot, l, &hedger)?;
                 return Ok(Raced { hedger, policy: live.policy.clone(), learned: Some(live) });
             }
-            let policy = FirstTokenHedge::try_new(hedger.providers(), &name_refs, route.first_token_hedge).map_err(|e| e.to_string())?;
+            let policy = FirstTokenHedge::try_new(hedger.providers(), &name_refs, route.first_token_hedge)?;
             Ok(Raced { hedger, policy: Arc::new(policy), learned: None })
         };
         let [chat, completions, embeddings, chat_stream, completions_stream] = lists;
@@ -112,7 +112,7 @@ impl Shared<'_> {
     }
 
     /// A `jobs` route: the configured live providers under the route's policy.
-    pub(super) fn job_route(&self, route: &RouteConfig, spec: &tailcut_config::PolicySpec) -> Result<JobRoute, String> {
+    pub(super) fn job_route(&self, route: &RouteConfig, spec: &tailcut_config::PolicySpec) -> Result<JobRoute, SetupError> {
         let config = self.config;
         let gate = Arc::new(SlidingHedgeGate::shared(
             config.gateway.hedge_budget_percent,
@@ -120,8 +120,8 @@ impl Shared<'_> {
             self.replicas.clone(),
         ));
         // Each submit's provider job id is stored before the race goes on.
-        let entries = crate::recorded::Recorded::wrap(config.live_entries().map_err(|e| e.to_string())?, self.store);
-        let validator = tailcut_core::validate::ValidatorRegistry::default().build(&config.validator).map_err(|e| e.to_string())?;
+        let entries = crate::recorded::Recorded::wrap(config.live_entries()?, self.store);
+        let validator = tailcut_core::validate::ValidatorRegistry::default().build(&config.validator)?;
         let hedger =
             Hedger::with_gate(entries, validator, self.budget.clone(), config.race, self.trace.clone(), Some(gate), self.tasks.clone());
         let (policy, learned) = match spec.learned() {
@@ -129,7 +129,7 @@ impl Shared<'_> {
                 let live = self.learned(route, "jobs", l, &hedger)?;
                 (live.policy.clone() as Arc<dyn Policy>, Some(live))
             }
-            None => (spec.build(hedger.providers()).map_err(|e| e.to_string())?, None),
+            None => (spec.build(hedger.providers())?, None),
         };
         let series = RouteSeries::new(&route.name, hedger.providers().iter().map(|p| p.name.as_str()));
         Ok(JobRoute { cfg: route.clone(), hedger, policy, learned, series })
@@ -137,10 +137,10 @@ impl Shared<'_> {
 
     /// A learned policy for `route`'s `slot` over `hedger`'s providers, starting from the
     /// stored model when there is a usable one, and registered for saving.
-    fn learned(&self, route: &RouteConfig, slot: &'static str, spec: &LearnedSpec, hedger: &Hedger) -> Result<Arc<LiveModel>, String> {
+    fn learned(&self, route: &RouteConfig, slot: &'static str, spec: &LearnedSpec, hedger: &Hedger) -> Result<Arc<LiveModel>, SetupError> {
         let mut live = self.learned.borrow_mut();
         let stored = live.stored(&route.name, slot, &spec.providers);
-        let policy = spec.build(hedger.providers(), self.config.race.max_live, stored).map_err(|e| e.to_string())?;
+        let policy = spec.build(hedger.providers(), self.config.race.max_live, stored)?;
         Ok(live.add(&route.name, slot, Arc::new(policy)))
     }
 }

@@ -99,12 +99,12 @@ fn framed(data: &str) -> Bytes {
 async fn read(t: Arc<Target>, body: Bytes, tx: EventSender) {
     let mut stream = match open(&t, body).await {
         Ok((status, _)) if !(200..300).contains(&status) => {
-            tx.send(StreamEvent::Failed(format!("HTTP {status}")));
+            tx.send(StreamEvent::Failed { reason: format!("HTTP {status}") });
             return;
         }
         Ok((_, stream)) => stream,
         Err(e) => {
-            tx.send(StreamEvent::Failed(e));
+            tx.send(StreamEvent::Failed { reason: e });
             return;
         }
     };
@@ -119,7 +119,7 @@ async fn read(t: Arc<Target>, body: Bytes, tx: EventSender) {
                 crate::plain::drain(stream).await;
                 return;
             }
-            Err(failure) => StreamEvent::Failed(failure.to_string()),
+            Err(failure) => StreamEvent::Failed { reason: failure.to_string() },
         };
         if !tx.send(event) {
             return;

@@ -81,15 +81,26 @@ async fn a_store_from_before_owners_gains_the_column_and_its_jobs_stay_unreadabl
 
 /// What a gateway opens on `[state] url = "sqlite:PATH"`: the ledger, the job store and
 /// the learned-model store, all in `path`.
-fn open_all(path: &Path) -> Result<JobStore, String> {
+fn open_all(path: &Path) -> Result<JobStore, OpenError> {
     let limits = tailcut_core::ledger::BudgetLimits {
         soft_stop: tailcut_core::MicroUsd::from_usd(1.0),
         hard_stop: tailcut_core::MicroUsd::from_usd(1.0),
     };
-    crate::ledger::SqliteLedger::open(path, limits).map_err(|e| format!("ledger: {e}"))?;
-    let store = JobStore::open(Some(path), TTL).map_err(|e| format!("job store: {e}"))?;
-    crate::learned::SqliteModelStore::open(path).map_err(|e| format!("models: {e}"))?;
+    crate::ledger::SqliteLedger::open(path, limits)?;
+    let store = JobStore::open(Some(path), TTL)?;
+    crate::learned::SqliteModelStore::open(path)?;
     Ok(store)
+}
+
+/// Which of the three stores [`open_all`] failed to open.
+#[derive(Debug, thiserror::Error)]
+enum OpenError {
+    #[error("ledger: {0}")]
+    Ledger(#[from] tailcut_core::ledger::LedgerError),
+    #[error("job store: {0}")]
+    Jobs(#[from] StoreError),
+    #[error("models: {0}")]
+    Models(#[from] crate::learned::StoreError),
 }
 
 /// Issue 27, item 4: two gateways started together on a fresh file failed with
@@ -101,7 +112,7 @@ fn two_gateways_opening_one_fresh_file_together_never_fail() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.sqlite");
         let start = std::sync::Arc::new(std::sync::Barrier::new(2));
-        let opened: Vec<Result<JobStore, String>> = (0..2)
+        let opened: Vec<Result<JobStore, OpenError>> = (0..2)
             .map(|_| {
                 let (path, start) = (path.clone(), start.clone());
                 std::thread::spawn(move || {

@@ -45,7 +45,10 @@ fn account_scope(name: &str) -> String {
 }
 
 fn storage(e: PgError) -> LedgerError {
-    LedgerError::Storage(e.to_string())
+    match e {
+        PgError::Ledger(e) => e,
+        e => LedgerError::Database { backend: "postgres", reason: e.to_string() },
+    }
 }
 
 /// A ledger on PostgreSQL shared by any number of gateway replicas.
@@ -111,7 +114,7 @@ impl PgLedger {
                 Written::LeaseClosed => continue,
             }
         }
-        Err(LedgerError::Storage("could not hold a budget lease long enough to charge (leases closed repeatedly)".into()))
+        Err(LedgerError::LeaseLost)
     }
 
     /// Takes `amount` from the open slices ([`PgLedger::take_local`]); when they cannot
@@ -389,12 +392,12 @@ impl BudgetGate for PgLedger {
 
     fn reconcile(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str) -> Result<(), LedgerError> {
         let (l, row) = (self.clone(), ReconcileEntry::new(provider, request_id, delta, note, None));
-        self.state.block_on(async move { l.reconcile_in(row).await.map_err(|e| PgError::Db(e.to_string())) }).map_err(storage)
+        self.state.block_on(async move { l.reconcile_in(row).await.map_err(PgError::from) }).map_err(storage)
     }
 
     fn reconcile_account(&self, provider: &str, request_id: &str, delta: MicroUsd, note: &str, account: &str) -> Result<(), LedgerError> {
         let (l, row) = (self.clone(), ReconcileEntry::new(provider, request_id, delta, note, Some(account)));
-        self.state.block_on(async move { l.reconcile_in(row).await.map_err(|e| PgError::Db(e.to_string())) }).map_err(storage)
+        self.state.block_on(async move { l.reconcile_in(row).await.map_err(PgError::from) }).map_err(storage)
     }
 
     fn account_spent(&self, account: &str) -> Result<MicroUsd, LedgerError> {

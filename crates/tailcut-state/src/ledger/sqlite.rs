@@ -61,7 +61,7 @@ fn write_batches(conn: Arc<Mutex<Connection>>, limits: BudgetLimits, rx: mpsc::R
             .collect();
         let outcome = match conn.lock() {
             Ok(mut c) => charge_batch(&mut c, &limits, &charges),
-            Err(_) => Err(LedgerError::Storage("ledger lock poisoned".into())),
+            Err(_) => Err(LedgerError::LockPoisoned),
         };
         match outcome {
             Ok(results) => {
@@ -157,7 +157,7 @@ impl fmt::Debug for SqliteLedger {
 }
 
 fn storage(e: rusqlite::Error) -> LedgerError {
-    LedgerError::Storage(e.to_string())
+    LedgerError::Database { backend: "sqlite", reason: e.to_string() }
 }
 
 /// The ledger's migrations (component `ledger` in `schema_migrations`: see
@@ -215,7 +215,7 @@ impl SqliteLedger {
         std::thread::Builder::new()
             .name("tailcut-ledger".into())
             .spawn(move || write_batches(c, limits, rx))
-            .map_err(|e| LedgerError::Storage(format!("cannot start the ledger writer thread: {e}")))?;
+            .map_err(|e| LedgerError::WriterThread { reason: e.to_string() })?;
         Ok(SqliteLedger { limits, conn, writer: tx })
     }
 
@@ -232,8 +232,8 @@ impl SqliteLedger {
         };
         let sent = self.writer.send(pending);
         Box::pin(async move {
-            sent.map_err(|_| LedgerError::Storage("the ledger writer has stopped".into()))?;
-            wait.await.map_err(|_| LedgerError::Storage("the ledger writer has stopped".into()))?
+            sent.map_err(|_| LedgerError::WriterStopped)?;
+            wait.await.map_err(|_| LedgerError::WriterStopped)?
         })
     }
 
@@ -243,7 +243,7 @@ impl SqliteLedger {
     }
 
     fn with_conn<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T, LedgerError>) -> Result<T, LedgerError> {
-        let mut conn = self.conn.lock().map_err(|_| LedgerError::Storage("ledger lock poisoned".into()))?;
+        let mut conn = self.conn.lock().map_err(|_| LedgerError::LockPoisoned)?;
         f(&mut conn)
     }
 }
@@ -252,7 +252,7 @@ impl SqliteLedger {
     /// The charge, and the account's if any, as a batch of one ([`charge_batch`]).
     fn charge_in(&self, charge: &Charge<'_>, account: Option<&Account>) -> Result<MicroUsd, LedgerError> {
         let mut results = self.with_conn(|conn| charge_batch(conn, &self.limits, &[(charge.clone(), account)]))?;
-        results.pop().unwrap_or_else(|| Err(LedgerError::Storage("a batch of one charge gave no outcome".into())))
+        results.pop().unwrap_or(Err(LedgerError::NoOutcome))
     }
 
     fn reconcile_in(&self, entry: &ReconcileEntry) -> Result<(), LedgerError> {

@@ -115,7 +115,7 @@ impl LiveModels {
                 return None;
             }
         };
-        match Model::from_json(&text).and_then(|m| check_model(&m, names).map(|()| m)) {
+        match Model::from_json(&text).map_err(|e| e.to_string()).and_then(|m| check_model(&m, names).map(|()| m)) {
             Ok(m) => {
                 log("learned_model_loaded", || json!({"key": key, "updates": m.updates}));
                 Some(m)
@@ -276,11 +276,11 @@ mod tests {
         let text = serde_json::to_string(&m).unwrap();
         let bad = text.replacen("\"updates\":20", "\"updates\":-5", 1);
         assert_ne!(bad, text);
-        let refused = Model::from_json(&bad).and_then(|m| check_model(&m, &names));
+        let refused = Model::from_json(&bad).map_err(|e| e.to_string()).and_then(|m| check_model(&m, &names));
         assert!(refused.is_err(), "{refused:?}");
         let huge = text.replacen("\"half_life\":64.0", "\"half_life\":1e300", 1);
         assert_ne!(huge, text);
-        assert!(Model::from_json(&huge).and_then(|m| check_model(&m, &names)).is_err());
+        assert!(Model::from_json(&huge).map_err(|e| e.to_string()).and_then(|m| check_model(&m, &names)).is_err());
     }
 
     #[test]

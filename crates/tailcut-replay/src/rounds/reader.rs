@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use super::chunk::{parse_chunk, Chunk};
-use super::error::ReplayError;
+use crate::error::ReplayError;
 use super::fields::ProviderIndex;
 use super::set::{LoadOptions, Loaded, RoundSet};
 

@@ -31,8 +31,8 @@ pub mod plan;
 pub mod predict;
 pub mod sketch;
 
-pub use learner::{AdaptiveSettings, Decision, HedgeBudget, LearnedKind, Learner, PolicyState, SingleRFit, SingleRSettings, Why};
 pub use field::{FieldError, FieldPath};
+pub use learner::{AdaptiveSettings, Decision, HedgeBudget, LearnedKind, Learner, PolicyState, SingleRFit, SingleRSettings, Why};
 pub use model::{Model, ModelCheckError, ModelConfig, ModelError, ModelFormatError, Observation, Outcome};
 pub use plan::{AutoSettings, Choice, CostBasis, Plan, Prediction};
 pub use predict::Predictor;

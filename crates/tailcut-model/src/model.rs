@@ -11,10 +11,10 @@
 //! next attempts. [`ProviderModel`] lives in `model/provider.rs`. Saved and restored as
 //! versioned JSON.
 
-pub use crate::pair::{joint_survival, PairStat, PAIR_PRIOR};
 use crate::field::{within, FieldPath};
-pub use error::{ModelCheckError, ModelError, ModelFormatError};
+pub use crate::pair::{joint_survival, PairStat, PAIR_PRIOR};
 use crate::sketch::DecayedRate;
+pub use error::{ModelCheckError, ModelError, ModelFormatError};
 pub use provider::{ProviderModel, TAIL_MEMORY};
 use serde::{Deserialize, Serialize};
 pub use shift::{Kept, ShiftDetector, SHIFT_LLR_CROSS, SHIFT_MIN_ATTEMPTS, SHIFT_THRESHOLD_LIVE};

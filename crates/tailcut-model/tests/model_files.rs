@@ -61,7 +61,9 @@ fn a_latency_of_1e308_is_refused_on_load_and_a_model_that_cannot_load_is_never_s
         let sums = v["providers"][0]["latency"]["sums"].as_array_mut().unwrap();
         sums[0][1] = 1e308.into();
     });
-    let ModelFormatError::Invalid { source: ModelCheckError::Field(FieldError::OutOfRange { field, found, .. }) } = &e else { panic!("{e:?}") };
+    let ModelFormatError::Invalid { source: ModelCheckError::Field(FieldError::OutOfRange { field, found, .. }) } = &e else {
+        panic!("{e:?}")
+    };
     assert!(field.to_string().starts_with("providers[0].latency.sums[") && *found == 1e308, "{e}");
     assert!(e.to_string().starts_with(&format!("bad model: {field} must be a number from 0 to ")), "{e}");
     // Whatever a model holds, what `save` writes loads back.

@@ -30,8 +30,9 @@ pub enum ReplayError {
         file: String,
         /// 1-based line number.
         line: u64,
-        /// What is wrong (its text is escaped in this error's, so it is not a `source`).
-        problem: LineError,
+        /// What is wrong (its text is escaped in this error's, so it is not a `source`;
+        /// boxed, so that a reader's `Result` stays small).
+        problem: Box<LineError>,
     },
     /// A line is longer than the reader's cap.
     #[error("{file}:{line}: line longer than {limit} bytes (the reader's cap on one record); is this a trace file?")]
@@ -65,6 +66,21 @@ pub enum ReplayError {
         /// The provider key.
         provider: String,
     },
+}
+
+impl ReplayError {
+    /// A malformed line: `file:line` and what is wrong with it.
+    pub fn malformed(file: impl Into<String>, line: u64, problem: impl Into<LineError>) -> ReplayError {
+        ReplayError::Malformed { file: file.into(), line, problem: Box::new(problem.into()) }
+    }
+
+    /// What was wrong with the line, when the error is a malformed line.
+    pub fn problem(&self) -> Option<&LineError> {
+        match self {
+            ReplayError::Malformed { problem, .. } => Some(problem),
+            _ => None,
+        }
+    }
 }
 
 /// What is wrong with one line of a trace.

@@ -381,9 +381,7 @@ fn draw_frontier(
         if !(p.p95_s.is_finite() && p.usd_per_req.is_finite()) {
             continue;
         }
-        chart
-            .draw_series(std::iter::once(Circle::new((p.p95_s, p.usd_per_req), 6, ShapeStyle::from(&color).filled())))
-            .map_err(err)?;
+        chart.draw_series(std::iter::once(Circle::new((p.p95_s, p.usd_per_req), 6, ShapeStyle::from(&color).filled()))).map_err(err)?;
         // Labels point towards the middle so they stay inside the frame.
         let (h, dx) = if p.p95_s > mid_x { (HPos::Right, -(x1 - x0) * 0.015) } else { (HPos::Left, (x1 - x0) * 0.015) };
         let style = TextStyle::from((FONT, 11).into_font()).color(&color).pos(Pos::new(h, VPos::Center));
@@ -393,7 +391,9 @@ fn draw_frontier(
 }
 
 /// The series legend every panel draws: upper right, on a light box.
-fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(chart: &mut ChartContext<'a, DB, CT>) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)

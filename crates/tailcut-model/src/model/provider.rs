@@ -2,8 +2,8 @@
 
 use super::shift::{Kept, ShiftDetector};
 use super::{gap_bucket, ModelConfig, Observation, Outcome, GAP_EDGES_S};
-use crate::sketch::{DecayedRate, DecayedSketch, MIN_AGE};
 use crate::field::{within, FieldError, FieldPath};
+use crate::sketch::{DecayedRate, DecayedSketch, MIN_AGE};
 use serde::{Deserialize, Serialize};
 
 /// What is known about one provider.

@@ -188,8 +188,7 @@ fn draw_cost(area: &DrawingArea<SVGBackend, Shift>, r: &Reliability, err: Err) -
     let Some(c) = &r.cost else {
         let style = TextStyle::from((FONT, 15).into_font()).color(&RGBColor(90, 90, 90)).pos(Pos::new(HPos::Center, VPos::Center));
         let (w, h) = area.dim_in_pixel();
-        area.draw(&Text::new("no decision with both a predicted and a realized cost", (w as i32 / 2, h as i32 / 2), style))
-            .map_err(err)?;
+        area.draw(&Text::new("no decision with both a predicted and a realized cost", (w as i32 / 2, h as i32 / 2), style)).map_err(err)?;
         return Ok(());
     };
     let (area, lower) = area.split_vertically(area.dim_in_pixel().1 as i32 - 130);
@@ -215,7 +214,10 @@ fn draw_cost(area: &DrawingArea<SVGBackend, Shift>, r: &Reliability, err: Err) -
     draw_counts(lower, &counts, colour, err)
 }
 
-fn draw_legend<'a, DB: DrawingBackend<ErrorType = std::io::Error> + 'a, CT: CoordTranslate>(chart: &mut ChartContext<'a, DB, CT>, err: Err) -> Result<(), PlotError> {
+fn draw_legend<'a, DB: DrawingBackend<ErrorType = std::io::Error> + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    err: Err,
+) -> Result<(), PlotError> {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)

@@ -3,9 +3,9 @@
 
 use serde::de::DeserializeSeed;
 
-use crate::error::{ArmField, LineError, ReplayError};
 use super::fields::{ArmRaw, LineHead, LineState, ProviderIndex};
 use super::set::{LoadOptions, RoundSet, MAX_ID, MAX_QUEUE_MS, MAX_WALL_S};
+use crate::error::{ArmField, LineError, ReplayError};
 
 /// The range checks a round passes before it enters the column store.
 fn check_round(head: &LineHead, arms: &[ArmRaw], names: &[String]) -> Result<(), LineError> {
@@ -77,7 +77,7 @@ pub(super) fn parse_chunk(
             continue;
         }
         chunk.lines += 1;
-        let bad = |problem: LineError| ReplayError::Malformed { file: file.to_string(), line: line_no, problem };
+        let bad = |problem: LineError| ReplayError::malformed(file, line_no, problem);
         if line.len() > max_line {
             chunk.reject(opts, ReplayError::LineTooLong { file: file.to_string(), line: line_no, limit: max_line })?;
             continue;

@@ -12,7 +12,13 @@ pub(super) fn wrong(field: Field, found: &Value, expected: Expected) -> RecordEr
 
 /// An optional number (null allowed) in `[lo, hi]`: `range` says what is expected of a
 /// number out of range, `kind` of a value that is not a number.
-pub(super) fn number_in(v: Option<&Value>, field: Field, (lo, hi): (f64, f64), range: Expected, kind: Expected) -> Result<Option<f64>, RecordError> {
+pub(super) fn number_in(
+    v: Option<&Value>,
+    field: Field,
+    (lo, hi): (f64, f64),
+    range: Expected,
+    kind: Expected,
+) -> Result<Option<f64>, RecordError> {
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => match n.as_f64() {

@@ -55,7 +55,9 @@ pub fn learned_facts(rec: &Value, policy: &str) -> Result<Option<LearnedFacts>, 
         Some(l @ Value::Object(_)) => l,
         Some(_) => return Err(RecordError::LearnedNotAnObject),
     };
-    let number = |key: &'static str, range: (f64, f64), expected: Expected| number_in(learned.get(key), Field::at(Place::Learned, key), range, expected, expected);
+    let number = |key: &'static str, range: (f64, f64), expected: Expected| {
+        number_in(learned.get(key), Field::at(Place::Learned, key), range, expected, expected)
+    };
     let predicted_miss = number("predicted_miss", (0.0, 1.0), Expected::Probability)?;
     let predicted_cost_usd = number("predicted_cost_usd", (0.0, MAX_PREDICTED_USD), Expected::Dollars)?;
     let f = |a: &Value, k: &str| a.get(k).and_then(Value::as_f64).filter(|x| x.is_finite() && (0.0..=MAX_OFFSET_MS).contains(x));

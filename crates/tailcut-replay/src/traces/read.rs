@@ -65,7 +65,7 @@ impl Located {
     }
 
     fn error(&self, problem: LineError) -> ReplayError {
-        ReplayError::Malformed { file: self.file.to_string(), line: self.line, problem }
+        ReplayError::malformed(&*self.file, self.line, problem)
     }
 }
 
@@ -89,7 +89,7 @@ pub fn read_live_with(paths: &[PathBuf], opts: LiveOptions) -> Result<LiveTraces
                 break;
             }
             line += 1;
-            let bad = |problem: LineError| ReplayError::Malformed { file: file.clone(), line, problem };
+            let bad = |problem: LineError| ReplayError::malformed(file.as_str(), line, problem);
             if buf.last() != Some(&b'\n') && buf.len() > max_line {
                 out.reject(opts.skip_bad_lines, ReplayError::LineTooLong { file: file.clone(), line, limit: max_line })?;
                 // Read past the rest of the line.
@@ -118,12 +118,12 @@ pub fn read_live_with(paths: &[PathBuf], opts: LiveOptions) -> Result<LiveTraces
             let rec: Value = match serde_json::from_slice(&buf) {
                 Ok(v) => v,
                 Err(e) => {
-                    out.reject(opts.skip_bad_lines, bad(e.into()))?;
+                    out.reject(opts.skip_bad_lines, bad(LineError::from(e)))?;
                     continue;
                 }
             };
             if let Err(problem) = check_record(&rec) {
-                out.reject(opts.skip_bad_lines, bad(problem.into()))?;
+                out.reject(opts.skip_bad_lines, bad(LineError::from(problem)))?;
                 continue;
             }
             let located = |rec| Located { rec, file: shared.clone(), line };
@@ -146,7 +146,7 @@ pub fn read_live_with(paths: &[PathBuf], opts: LiveOptions) -> Result<LiveTraces
         for l in &engine {
             match live_row(&l.rec) {
                 Ok(row) => out.rows.extend(row),
-                Err(problem) => out.reject(opts.skip_bad_lines, l.error(problem.into()))?,
+                Err(problem) => out.reject(opts.skip_bad_lines, l.error(LineError::from(problem)))?,
             }
         }
         return Ok(out);
@@ -183,7 +183,7 @@ pub fn read_live_with(paths: &[PathBuf], opts: LiveOptions) -> Result<LiveTraces
         let row = match live_row(&merged) {
             Ok(row) => row,
             Err(problem) => {
-                out.reject(opts.skip_bad_lines, idx.error(problem.into()))?;
+                out.reject(opts.skip_bad_lines, idx.error(LineError::from(problem)))?;
                 continue;
             }
         };

@@ -207,6 +207,6 @@ async fn a_policy_built_from_a_saved_model_knows_each_providers_idle_gap() {
 
     // A saved time that is not a time is refused, naming the provider by its place.
     let bad = text.replacen(&format!("\"last_served_unix_s\":{p}"), "\"last_served_unix_s\":-5.0", 1);
-    let err = tailcut_model::Model::from_json(&bad).unwrap_err();
+    let err = tailcut_model::Model::from_json(&bad).unwrap_err().to_string();
     assert!(err.contains("providers[0].last_served_unix_s"), "{err}");
 }

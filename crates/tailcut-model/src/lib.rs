@@ -12,6 +12,7 @@
 //! - [`predict`]: the tables that predict a plan's miss rate, cost and extra load, and
 //!   `auto`'s choice;
 //! - [`budget`]: the token bucket every extra attempt is paid from;
+//! - [`field`]: a loaded number's range check, and its error naming the field;
 //! - [`guard`]: the miss controller, the experts (Hedge) and the realized tallies that
 //!   hold `auto` to its target and near the best fixed plan whatever the model says;
 //! - [`learner`]: `adaptive`, `singler` and `auto` decisions with an extra-load budget.
@@ -21,6 +22,7 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod budget;
+pub mod field;
 pub mod guard;
 pub mod learner;
 pub mod model;
@@ -29,7 +31,8 @@ pub mod plan;
 pub mod predict;
 pub mod sketch;
 
+pub use field::{FieldError, FieldPath};
 pub use learner::{AdaptiveSettings, Decision, HedgeBudget, LearnedKind, Learner, PolicyState, SingleRFit, SingleRSettings, Why};
-pub use model::{Model, ModelConfig, ModelError, Observation, Outcome};
+pub use model::{Model, ModelCheckError, ModelConfig, ModelError, ModelFormatError, Observation, Outcome};
 pub use plan::{AutoSettings, Choice, CostBasis, Plan, Prediction};
 pub use predict::Predictor;

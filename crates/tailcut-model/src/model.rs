@@ -11,8 +11,10 @@
 //! next attempts. [`ProviderModel`] lives in `model/provider.rs`. Saved and restored as
 //! versioned JSON.
 
+use crate::field::{within, FieldPath};
 pub use crate::pair::{joint_survival, PairStat, PAIR_PRIOR};
 use crate::sketch::DecayedRate;
+pub use error::{ModelCheckError, ModelError, ModelFormatError};
 pub use provider::{ProviderModel, TAIL_MEMORY};
 use serde::{Deserialize, Serialize};
 pub use shift::{Kept, ShiftDetector, SHIFT_LLR_CROSS, SHIFT_MIN_ATTEMPTS, SHIFT_THRESHOLD_LIVE};
@@ -204,28 +206,6 @@ pub struct Model {
     pub shifts: u64,
 }
 
-/// Why a model could not be loaded or saved.
-#[derive(Debug, thiserror::Error)]
-pub enum ModelError {
-    /// The file could not be read or written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: String,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file is not a model this version understands.
-    #[error("{path}: {message}")]
-    Format {
-        /// The file.
-        path: String,
-        /// What is wrong.
-        message: String,
-    },
-}
-
 impl Model {
     /// An empty model over providers `(name, rate $/s, idle window s)`.
     pub fn new(providers: &[(String, f64, f64)], config: ModelConfig) -> Model {
@@ -371,7 +351,7 @@ impl Model {
     /// range: an infinity would be written as `null`) is refused, and nothing is written.
     pub fn save(&self, path: &Path) -> Result<(), ModelError> {
         let p = path.display().to_string();
-        self.check().map_err(|message| ModelError::Format { path: p.clone(), message: format!("not saved: {message}") })?;
+        self.check().map_err(|source| ModelError::NotSaved { path: p.clone(), source })?;
         let text = serde_json::to_string(self).map_err(|e| ModelError::Io { path: p.clone(), source: std::io::Error::other(e) })?;
         std::fs::write(path, text).map_err(|source| ModelError::Io { path: p, source })
     }
@@ -384,18 +364,18 @@ impl Model {
         let io = |source| ModelError::Io { path: p.clone(), source };
         let len = std::fs::metadata(path).map_err(io)?.len();
         if len > MAX_MODEL_BYTES as u64 {
-            return Err(ModelError::Format { path: p, message: too_big(len) });
+            return Err(ModelError::Format { path: p, source: ModelFormatError::TooBig { len } });
         }
         let text = std::fs::read_to_string(path).map_err(io)?;
-        Model::from_json(&text).map_err(|message| ModelError::Format { path: p, message })
+        Model::from_json(&text).map_err(|source| ModelError::Format { path: p, source })
     }
 
     /// Parses a saved model: at most [`MAX_MODEL_BYTES`] and [`MAX_PROVIDERS`] (both
     /// checked before any provider is built), its format and version, then every
     /// number range-checked ([`Model::check`]), the error naming the field.
-    pub fn from_json(text: &str) -> Result<Model, String> {
+    pub fn from_json(text: &str) -> Result<Model, ModelFormatError> {
         if text.len() > MAX_MODEL_BYTES {
-            return Err(too_big(text.len() as u64));
+            return Err(ModelFormatError::TooBig { len: text.len() as u64 });
         }
         /// What is read first: the rest is skipped, not built.
         #[derive(Deserialize)]
@@ -405,43 +385,45 @@ impl Model {
             #[serde(default)]
             providers: Vec<serde::de::IgnoredAny>,
         }
-        let head: Head = serde_json::from_str(text).map_err(|e| format!("not a model: {e}"))?;
+        let head: Head = serde_json::from_str(text).map_err(|source| ModelFormatError::NotAModel { source })?;
         match head.format.as_ref().and_then(|f| f.as_str()) {
             Some(MODEL_FORMAT) => {}
-            other => return Err(format!("expected \"format\": \"{MODEL_FORMAT}\", found {other:?}")),
+            other => return Err(ModelFormatError::WrongFormat { found: other.map(str::to_string) }),
         }
         match head.version.as_ref().and_then(|f| f.as_u64()) {
             Some(x) if x == u64::from(MODEL_VERSION) => {}
-            other => return Err(format!("unsupported model version {other:?} (this build reads version {MODEL_VERSION})")),
+            other => return Err(ModelFormatError::UnsupportedVersion { found: other }),
         }
         if head.providers.len() > MAX_PROVIDERS {
-            return Err(format!("bad model: providers: {} of them, expected at most {MAX_PROVIDERS}", head.providers.len()));
+            return Err(ModelCheckError::TooManyProviders { count: head.providers.len() }.into());
         }
-        let m: Model = serde_json::from_str(text).map_err(|e| format!("bad model: {e}"))?;
-        m.check().map_err(|e| format!("bad model: {e}"))?;
+        let m: Model = serde_json::from_str(text).map_err(|source| ModelFormatError::Unreadable { source })?;
+        m.check()?;
         Ok(m)
     }
 
     /// Range-checks every number, as a config's are: the learning settings, each
     /// provider's rate, idle window and statistics, each pair's. The error names the
     /// field (`providers[0].latency.half_life must be ...`).
-    pub fn check(&self) -> Result<(), String> {
-        use crate::sketch::within;
+    pub fn check(&self) -> Result<(), ModelCheckError> {
         let c = &self.config;
-        within("config.half_life", c.half_life, 0.0, 1e9)?;
+        let config = FieldPath::root("config");
+        within(|| config.key("half_life"), c.half_life, 0.0, 1e9)?;
         if c.half_life == 0.0 {
-            return Err("config.half_life must be a positive number of observations (found 0)".into());
+            return Err(ModelCheckError::ZeroHalfLife);
         }
-        within("config.slow_quantile", c.slow_quantile, 0.0, 1.0)?;
-        within("config.cutover_poll_s", c.cutover_poll_s, 0.0, 1e6)?;
+        within(|| config.key("slow_quantile"), c.slow_quantile, 0.0, 1.0)?;
+        within(|| config.key("cutover_poll_s"), c.cutover_poll_s, 0.0, 1e6)?;
         if self.providers.len() > MAX_PROVIDERS {
-            return Err(format!("providers: {} of them, expected at most {MAX_PROVIDERS}", self.providers.len()));
+            return Err(ModelCheckError::TooManyProviders { count: self.providers.len() });
         }
         let n = self.providers.len();
+        let pairs = FieldPath::root("pairs");
         for (i, p) in self.pairs.iter().enumerate() {
             if p.a >= p.b || p.b >= n {
-                return Err(format!("pairs[{i}] names a provider index out of range"));
+                return Err(ModelCheckError::PairOutOfRange { pair: i });
             }
+            let at = pairs.index(i);
             for (name, r) in [
                 ("a_slow", &p.a_slow),
                 ("b_slow", &p.b_slow),
@@ -449,27 +431,24 @@ impl Model {
                 ("b_given_a", &p.b_given_a),
                 ("a_given_b", &p.a_given_b),
             ] {
-                r.check(&format!("pairs[{i}].{name}"))?;
+                r.check(&at.key(name))?;
             }
         }
+        let providers = FieldPath::root("providers");
         for (i, p) in self.providers.iter().enumerate() {
             if let Some(t) = p.last_served_unix_s.filter(|t| !(t.is_finite() && *t >= 0.0)) {
-                return Err(format!("providers[{i}].last_served_unix_s must be a time in seconds since 1970 (found {t})"));
+                return Err(ModelCheckError::NotATime { provider: i, found: t });
             }
             if p.warm_by_gap.len() != GAP_EDGES_S.len() + 1 {
-                return Err(format!("providers[{i}].warm_by_gap must have {} buckets", GAP_EDGES_S.len() + 1));
+                return Err(ModelCheckError::WarmByGap { provider: i, expected: GAP_EDGES_S.len() + 1 });
             }
-            p.check(&format!("providers[{i}]"))?;
+            p.check(&providers.index(i))?;
         }
         Ok(())
     }
 }
 
-/// The error for a model file past [`MAX_MODEL_BYTES`].
-fn too_big(len: u64) -> String {
-    format!("{len} bytes: expected at most {MAX_MODEL_BYTES} (32 MiB) for a model")
-}
-
+mod error;
 mod provider;
 mod shift;
 

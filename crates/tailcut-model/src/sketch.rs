@@ -16,7 +16,6 @@ mod check;
 mod rate;
 mod saved;
 pub use cdf::{CdfTable, GAP_BUCKETS, TAIL_MODE_SHARE};
-pub(crate) use check::within;
 pub use rate::DecayedRate;
 use saved::{all_zero, is_zero, sparse, sparse_opt, zero_buckets};
 

@@ -202,7 +202,7 @@ fn status() -> impl Strategy<Value = u16> {
 
 /// Runs `f` on its own thread within [`BOUND`]: its value, or why not (a panic, or no
 /// answer in time: a hang).
-fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, tailcut_testkit::fuzz::Unfinished> {
     tailcut_testkit::fuzz::bounded(BOUND, f)
 }
 

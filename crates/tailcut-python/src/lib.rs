@@ -24,8 +24,8 @@ use tailcut_cli::embed::{json_of as cli_json_of, Failure, FailureKind, Hedging, 
 
 /// The one Tokio runtime every race of this process runs on (started on first use).
 fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
-    static RT: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
-    RT.get_or_init(|| tokio::runtime::Builder::new_multi_thread().thread_name("tailcut").enable_all().build().map_err(|e| e.to_string()))
+    static RT: OnceLock<std::io::Result<tokio::runtime::Runtime>> = OnceLock::new();
+    RT.get_or_init(|| tokio::runtime::Builder::new_multi_thread().thread_name("tailcut").enable_all().build())
         .as_ref()
         .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("cannot start the Tokio runtime: {e}")))
 }

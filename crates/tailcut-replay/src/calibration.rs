@@ -60,8 +60,11 @@ pub fn realized_cost(facts: &LearnedFacts, rates: &[ProviderRates]) -> Option<f6
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CalibrationError {
     /// A policy's predictions have no deadline to count misses at.
-    #[error("policy `{0}` records predicted misses but its label names no deadline (only `auto:...@<ms>ms/...` labels do): give one with --deadline")]
-    NoDeadline(String),
+    #[error("policy `{policy}` records predicted misses but its label names no deadline (only `auto:...@<ms>ms/...` labels do): give one with --deadline")]
+    NoDeadline {
+        /// The policy's label.
+        policy: String,
+    },
 }
 
 /// The calibration of every policy in `rows` that recorded a predicted miss, in first-seen
@@ -92,7 +95,7 @@ pub fn live_calibration(
             (None, Some(d)) => (d, DeadlineFrom::PolicyLabel),
             (None, None) => match fallback_s {
                 Some(d) => (d, DeadlineFrom::Given),
-                None => return Err(CalibrationError::NoDeadline(arm.to_string())),
+                None => return Err(CalibrationError::NoDeadline { policy: arm.to_string() }),
             },
         };
         let sent: Vec<&&(&LiveRow, &LearnedFacts)> = predicted.iter().filter(|(r, _)| !r.refused).collect();
@@ -183,7 +186,7 @@ mod tests {
     #[test]
     fn predictions_without_a_deadline_are_an_error_unless_one_is_given() {
         let rows = vec![row("custom", 1.0, Some(0.1), None)];
-        assert_eq!(live_calibration(&rows, &[], None, None), Err(CalibrationError::NoDeadline("custom".into())));
+        assert_eq!(live_calibration(&rows, &[], None, None), Err(CalibrationError::NoDeadline { policy: "custom".into() }));
         assert_eq!(live_calibration(&rows, &[], Some(3.0), None).unwrap()[0].reliability.misses, 0);
         assert_eq!(live_calibration(&rows, &[], None, Some(0.5)).unwrap()[0].reliability.misses, 1);
     }

@@ -21,13 +21,15 @@
 //! - [`synth`]: synthetic paired rounds drawn from the simulator profiles;
 //! - [`verdict`]: `auto` against the calibration-frozen and the hindsight-best fixed
 //!   plans (p95 × cost, domination);
-//! - [`plot`]: SVG latency distributions.
+//! - [`plot`]: SVG latency distributions;
+//! - [`error`]: why a trace could not be read (file, line, and the typed problem).
 
 #![warn(missing_docs)]
 // Unit tests spawn and read the wall clock freely (clippy.toml).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod calibration;
+pub mod error;
 pub mod learned;
 pub mod plot;
 pub mod rounds;
@@ -39,7 +41,8 @@ pub mod synth;
 pub mod traces;
 pub mod verdict;
 
-pub use rounds::{LoadOptions, Loaded, ReplayError, RoundSet};
+pub use error::ReplayError;
+pub use rounds::{LoadOptions, Loaded, RoundSet};
 pub use summary::PolicySummary;
 pub use sweep::{Family, PolicyDef, ProviderRates};
 

@@ -25,14 +25,25 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
 
+/// What plotters reports when drawing on an SVG file fails.
+pub type DrawError = DrawingAreaErrorKind<std::io::Error>;
+
 /// Why a plot could not be drawn.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot draw {path}: {message}")]
+#[error("cannot draw {path}: {source}")]
 pub struct PlotError {
     /// Target file.
     pub path: String,
     /// Why.
-    pub message: String,
+    #[source]
+    pub source: DrawError,
+}
+
+impl PlotError {
+    /// The error of drawing on `path`, for `map_err`.
+    pub(crate) fn at(path: &Path) -> impl Fn(DrawError) -> PlotError + '_ {
+        move |source| PlotError { path: path.display().to_string(), source }
+    }
 }
 
 /// The Okabe–Ito palette (distinguishable with every common colour-vision deficiency),
@@ -67,7 +78,7 @@ pub(crate) fn styled_line<'a, DB, CT>(
     dash: Option<(u32, u32)>,
     width: u32,
     label: String,
-) -> Result<(), String>
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
 where
     DB: DrawingBackend + 'a,
     CT: CoordTranslate<From = (f64, f64)>,
@@ -82,8 +93,8 @@ where
         EmptyElement::at((x, y)) + seg(0) + seg(1) + seg(2) + seg(3)
     };
     match dash {
-        None => chart.draw_series(LineSeries::new(pts, style)).map_err(|e| e.to_string())?.label(label).legend(sample),
-        Some((d, g)) => chart.draw_series(DashedLineSeries::new(pts, d, g, style)).map_err(|e| e.to_string())?.label(label).legend(sample),
+        None => chart.draw_series(LineSeries::new(pts, style))?.label(label).legend(sample),
+        Some((d, g)) => chart.draw_series(DashedLineSeries::new(pts, d, g, style))?.label(label).legend(sample),
     };
     Ok(())
 }
@@ -230,7 +241,7 @@ fn pct(y: f64) -> String {
     }
 }
 
-type Err<'a> = &'a dyn Fn(&dyn std::fmt::Display) -> PlotError;
+type Err<'a> = &'a dyn Fn(DrawError) -> PlotError;
 
 /// Draws the tail panel on `area`: one CCDF per (merged) curve, the p50/p95/p99/p99.9
 /// levels as dotted guides, a dashed line per deadline (labelled inside the frame) and
@@ -247,7 +258,7 @@ fn draw_tails(area: &DrawingArea<SVGBackend, Shift>, title: &str, curves: &[Curv
         .x_label_area_size(44)
         .y_label_area_size(62)
         .build_cartesian_2d(0.0..x_max, (floor..1.0).log_scale().with_key_points(y_ticks))
-        .map_err(|e| err(&e))?;
+        .map_err(err)?;
     chart
         .configure_mesh()
         .x_desc("end-to-end latency x (s)")
@@ -258,24 +269,24 @@ fn draw_tails(area: &DrawingArea<SVGBackend, Shift>, title: &str, curves: &[Curv
         .light_line_style(WHITE)
         .bold_line_style(RGBColor(235, 235, 235))
         .draw()
-        .map_err(|e| err(&e))?;
+        .map_err(err)?;
     let guide = ShapeStyle::from(&GUIDE).stroke_width(1);
     for (level, name) in [(0.5, "p50"), (0.05, "p95"), (0.01, "p99"), (0.001, "p99.9")] {
         if level < floor * 1.5 {
             continue;
         }
-        chart.draw_series(DashedLineSeries::new(vec![(0.0, level), (x_max, level)], 2, 4, guide)).map_err(|e| err(&e))?;
+        chart.draw_series(DashedLineSeries::new(vec![(0.0, level), (x_max, level)], 2, 4, guide)).map_err(err)?;
         let style = TextStyle::from((FONT, 11).into_font()).color(&GUIDE).pos(Pos::new(HPos::Left, VPos::Bottom));
-        chart.draw_series(std::iter::once(Text::new(name.to_string(), (x_max * 0.005, level), style))).map_err(|e| err(&e))?;
+        chart.draw_series(std::iter::once(Text::new(name.to_string(), (x_max * 0.005, level), style))).map_err(err)?;
     }
     for d in deadlines.iter().copied().filter(|d| d.is_finite()) {
         chart
             .draw_series(DashedLineSeries::new(vec![(d, floor), (d, 1.0)], 6, 4, ShapeStyle::from(&RGBColor(90, 90, 90)).stroke_width(1)))
-            .map_err(|e| err(&e))?;
+            .map_err(err)?;
         // Label beside the line at the bottom, on whichever side has room.
         let (h, x) = if d > x_max * 0.8 { (HPos::Right, d - x_max * 0.006) } else { (HPos::Left, d + x_max * 0.006) };
         let style = TextStyle::from((FONT, 12).into_font()).color(&RGBColor(60, 60, 60)).pos(Pos::new(h, VPos::Bottom));
-        chart.draw_series(std::iter::once(Text::new(format!("{d} s deadline"), (x, floor * 1.15), style))).map_err(|e| err(&e))?;
+        chart.draw_series(std::iter::once(Text::new(format!("{d} s deadline"), (x, floor * 1.15), style))).map_err(err)?;
     }
     // The baseline is drawn last, on top: dashed, it hides nothing, and no coloured
     // curve can hide it.
@@ -293,9 +304,9 @@ fn draw_tails(area: &DrawingArea<SVGBackend, Shift>, title: &str, curves: &[Curv
             k += 1;
             (color, dash, 2)
         };
-        styled_line(&mut chart, pts, color, dash, width, label).map_err(|e| err(&e))?;
+        styled_line(&mut chart, pts, color, dash, width, label).map_err(err)?;
     }
-    draw_legend(&mut chart).map_err(|e| err(&e))
+    draw_legend(&mut chart).map_err(err)
 }
 
 /// Draws the cost/p95 panel: every policy a grey dot, the frontier joined by a line, the
@@ -328,7 +339,7 @@ fn draw_frontier(
         .x_label_area_size(44)
         .y_label_area_size(70)
         .build_cartesian_2d(x0..x1, y0..y1)
-        .map_err(|e| err(&e))?;
+        .map_err(err)?;
     chart
         .configure_mesh()
         .x_desc("p95 latency (s)")
@@ -338,10 +349,10 @@ fn draw_frontier(
         .light_line_style(WHITE)
         .bold_line_style(RGBColor(235, 235, 235))
         .draw()
-        .map_err(|e| err(&e))?;
+        .map_err(err)?;
     chart
         .draw_series(finite.iter().map(|p| Circle::new((p.p95_s, p.usd_per_req), 3, ShapeStyle::from(&RGBColor(170, 170, 170)).filled())))
-        .map_err(|e| err(&e))?;
+        .map_err(err)?;
     let front = frontier(points);
     if !front.is_empty() {
         // A staircase: between two frontier points nothing cheaper is reachable.
@@ -355,14 +366,14 @@ fn draw_frontier(
         }
         chart
             .draw_series(LineSeries::new(stairs, ShapeStyle::from(&RGBColor(110, 110, 110)).stroke_width(1)))
-            .map_err(|e| err(&e))?
+            .map_err(err)?
             .label("frontier: nothing both cheaper and faster")
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], ShapeStyle::from(&RGBColor(110, 110, 110)).stroke_width(1)));
         chart
             .draw_series(front.iter().map(|&i| {
                 Circle::new((points[i].p95_s, points[i].usd_per_req), 4, ShapeStyle::from(&RGBColor(110, 110, 110)).stroke_width(1))
             }))
-            .map_err(|e| err(&e))?;
+            .map_err(err)?;
     }
     let mid_x = (x0 + x1) / 2.0;
     for &(i, color) in highlighted {
@@ -370,19 +381,19 @@ fn draw_frontier(
         if !(p.p95_s.is_finite() && p.usd_per_req.is_finite()) {
             continue;
         }
-        chart
-            .draw_series(std::iter::once(Circle::new((p.p95_s, p.usd_per_req), 6, ShapeStyle::from(&color).filled())))
-            .map_err(|e| err(&e))?;
+        chart.draw_series(std::iter::once(Circle::new((p.p95_s, p.usd_per_req), 6, ShapeStyle::from(&color).filled()))).map_err(err)?;
         // Labels point towards the middle so they stay inside the frame.
         let (h, dx) = if p.p95_s > mid_x { (HPos::Right, -(x1 - x0) * 0.015) } else { (HPos::Left, (x1 - x0) * 0.015) };
         let style = TextStyle::from((FONT, 11).into_font()).color(&color).pos(Pos::new(h, VPos::Center));
-        chart.draw_series(std::iter::once(Text::new(p.label.clone(), (p.p95_s + dx, p.usd_per_req), style))).map_err(|e| err(&e))?;
+        chart.draw_series(std::iter::once(Text::new(p.label.clone(), (p.p95_s + dx, p.usd_per_req), style))).map_err(err)?;
     }
-    draw_legend(&mut chart).map_err(|e| err(&e))
+    draw_legend(&mut chart).map_err(err)
 }
 
 /// The series legend every panel draws: upper right, on a light box.
-fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(chart: &mut ChartContext<'a, DB, CT>) -> Result<(), String> {
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
@@ -390,16 +401,15 @@ fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(chart: &mut Char
         .border_style(RGBColor(200, 200, 200))
         .background_style(WHITE.mix(0.92))
         .draw()
-        .map_err(|e| e.to_string())
 }
 
 /// The tail plot alone: one CCDF per curve (see the module docs) with the deadlines.
 pub fn tail_svg(path: &Path, title: &str, curves: &[Curve], deadlines: &[f64]) -> Result<(), PlotError> {
-    let err = |e: &dyn std::fmt::Display| PlotError { path: path.display().to_string(), message: e.to_string() };
+    let err = &PlotError::at(path);
     let root = SVGBackend::new(path, (1000, 620)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    draw_tails(&root, title, curves, deadlines, &err)?;
-    root.present().map_err(|e| err(&e))?;
+    root.fill(&WHITE).map_err(err)?;
+    draw_tails(&root, title, curves, deadlines, err)?;
+    root.present().map_err(err)?;
     Ok(())
 }
 
@@ -414,12 +424,12 @@ pub fn policy_svg(
     deadlines: &[f64],
     cost_label: &str,
 ) -> Result<(), PlotError> {
-    let err = |e: &dyn std::fmt::Display| PlotError { path: path.display().to_string(), message: e.to_string() };
+    let err = &PlotError::at(path);
     let root = SVGBackend::new(path, (1600, 640)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
+    root.fill(&WHITE).map_err(err)?;
     let (left, right) = root.split_horizontally(920);
     let only: Vec<Curve> = curves.iter().map(|(_, c)| c.clone()).collect();
-    draw_tails(&left, title, &only, deadlines, &err)?;
+    draw_tails(&left, title, &only, deadlines, err)?;
     // The same colours as the tail panel: merged curves share their first member's colour.
     let merged = merge_identical(&only);
     let mut k = 0;
@@ -441,8 +451,8 @@ pub fn policy_svg(
             (*i, k.map_or(BASELINE, |k| colours[k]))
         })
         .collect();
-    draw_frontier(&right, cost_label, points, &highlighted, &err)?;
-    root.present().map_err(|e| err(&e))?;
+    draw_frontier(&right, cost_label, points, &highlighted, err)?;
+    root.present().map_err(err)?;
     Ok(())
 }
 

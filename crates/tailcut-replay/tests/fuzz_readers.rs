@@ -65,8 +65,8 @@ fn line_count(bytes: &[u8]) -> u64 {
 /// A rejection names this file and an existing line, and says something.
 fn clear_rejection(e: &ReplayError, file: &str, lines: u64) -> Result<(), TestCaseError> {
     let (f, line) = match e {
-        ReplayError::Malformed { file, line, message } => {
-            prop_assert!(!message.trim().is_empty(), "empty message: {e}");
+        ReplayError::Malformed { file, line, problem } => {
+            prop_assert!(!problem.to_string().trim().is_empty(), "empty message: {e}");
             (file, *line)
         }
         ReplayError::LineTooLong { file, line, .. } | ReplayError::UnknownProvider { file, line, .. } => (file, *line),

@@ -74,8 +74,11 @@ fn one_second() -> f64 {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ProfileError {
     /// No built-in profile has this name.
-    #[error("unknown simulator profile `{0}` (known: runpod, cerebrium, modal, instant)")]
-    Unknown(String),
+    #[error("unknown simulator profile `{name}` (known: runpod, cerebrium, modal, instant)")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+    },
     /// A setting is out of range.
     #[error("simulator setting `{key}`: {expected}")]
     Invalid {
@@ -198,7 +201,7 @@ impl SimProfile {
             "cerebrium" => Ok(SimProfile::cerebrium()),
             "modal" => Ok(SimProfile::modal()),
             "instant" => Ok(SimProfile::instant()),
-            other => Err(ProfileError::Unknown(other.to_string())),
+            other => Err(ProfileError::Unknown { name: other.to_string() }),
         }
     }
 

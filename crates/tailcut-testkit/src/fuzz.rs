@@ -6,9 +6,33 @@
 use proptest::prelude::*;
 use std::time::Duration;
 
+/// Why a [`bounded`] case gave no value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unfinished {
+    /// No answer within the limit: a hang.
+    #[error("no answer within {limit:?} (a hang)")]
+    Hung {
+        /// The limit the case was given.
+        limit: Duration,
+    },
+    /// The case panicked.
+    #[error("panicked: {message}")]
+    Panicked {
+        /// The panic's message (empty when it was not text).
+        message: String,
+    },
+}
+
+/// A proptest failure that says why the case did not finish.
+impl From<Unfinished> for proptest::test_runner::Reason {
+    fn from(e: Unfinished) -> Self {
+        e.to_string().into()
+    }
+}
+
 /// Runs `f` on its own thread: its value, or why not (it panicked, or gave no answer
 /// within `limit`, a hang).
-pub fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+pub fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> Result<T, Unfinished> {
     let (tx, rx) = std::sync::mpsc::channel();
     let worker = std::thread::spawn(move || {
         let _ = tx.send(f());
@@ -18,13 +42,13 @@ pub fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send 
             let _ = worker.join();
             Ok(v)
         }
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(format!("no answer within {limit:?} (a hang)")),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(Unfinished::Hung { limit }),
         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
             let why = worker
                 .join()
                 .err()
                 .and_then(|p| p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())));
-            Err(format!("panicked: {}", why.unwrap_or_default()))
+            Err(Unfinished::Panicked { message: why.unwrap_or_default() })
         }
     }
 }
@@ -135,9 +159,11 @@ mod tests {
     #[test]
     fn a_bounded_case_reports_its_value_its_panic_or_its_hang() {
         assert_eq!(bounded(Duration::from_secs(5), || 7), Ok(7));
-        assert!(bounded(Duration::from_secs(5), || -> u8 { panic!("boom") }).unwrap_err().contains("boom"));
+        let panicked = bounded(Duration::from_secs(5), || -> u8 { panic!("boom") }).unwrap_err();
+        assert_eq!(panicked, Unfinished::Panicked { message: "boom".into() });
+        assert_eq!(panicked.to_string(), "panicked: boom");
         let hang = bounded(Duration::from_millis(50), || std::thread::sleep(Duration::from_secs(2)));
-        assert!(hang.unwrap_err().contains("hang"));
+        assert_eq!(hang.unwrap_err().to_string(), "no answer within 50ms (a hang)");
     }
 
     #[test]

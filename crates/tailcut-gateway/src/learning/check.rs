@@ -8,11 +8,8 @@ use tailcut_model::Model;
 #[derive(Debug, thiserror::Error)]
 pub enum BadModel {
     /// The text is not a model of this format.
-    #[error("{reason}")]
-    Format {
-        /// The model crate's reason.
-        reason: String,
-    },
+    #[error(transparent)]
+    Format(#[from] tailcut_model::ModelFormatError),
     /// The model covers other providers, or the same in another order.
     #[error("covers providers {have:?}, the policy has {want:?}")]
     Providers {
@@ -60,7 +57,7 @@ pub enum BadModel {
 
 /// Reads a stored model and checks it (see [`check_model`]).
 pub fn load_model(text: &str, names: &[String]) -> Result<Model, BadModel> {
-    let m = Model::from_json(text).map_err(|e| BadModel::Format { reason: e.to_string() })?;
+    let m = Model::from_json(text)?;
     check_model(&m, names)?;
     Ok(m)
 }

@@ -2,6 +2,7 @@
 
 use super::shift::{Kept, ShiftDetector};
 use super::{gap_bucket, ModelConfig, Observation, Outcome, GAP_EDGES_S};
+use crate::field::{within, FieldError, FieldPath};
 use crate::sketch::{DecayedRate, DecayedSketch, MIN_AGE};
 use serde::{Deserialize, Serialize};
 
@@ -87,12 +88,11 @@ pub const TAIL_MEMORY: u64 = 16;
 
 impl ProviderModel {
     /// Checks a loaded provider's numbers; `field` names it (`providers[3]`) in the error.
-    pub(crate) fn check(&self, field: &str) -> Result<(), String> {
-        use crate::sketch::within;
-        within(&format!("{field}.rate_usd_per_s"), self.rate_usd_per_s, 0.0, 1e6)?;
-        within(&format!("{field}.idle_s"), self.idle_s, 0.0, 1e9)?;
+    pub(crate) fn check(&self, field: &FieldPath) -> Result<(), FieldError> {
+        within(|| field.key("rate_usd_per_s"), self.rate_usd_per_s, 0.0, 1e6)?;
+        within(|| field.key("idle_s"), self.idle_s, 0.0, 1e9)?;
         if let Some(t) = self.slow_threshold_s {
-            within(&format!("{field}.slow_threshold_s"), t, 0.0, 1e6)?;
+            within(|| field.key("slow_threshold_s"), t, 0.0, 1e6)?;
         }
         for (name, s) in [
             ("latency", &self.latency),
@@ -104,13 +104,14 @@ impl ProviderModel {
             ("queue", &self.queue),
             ("failure_wall", &self.failure_wall),
         ] {
-            s.check(&format!("{field}.{name}"))?;
+            s.check(&field.key(name))?;
         }
         for (name, r) in [("queued_at_poll", &self.queued_at_poll), ("failed", &self.failed), ("invalid", &self.invalid)] {
-            r.check(&format!("{field}.{name}"))?;
+            r.check(&field.key(name))?;
         }
+        let gaps = field.key("warm_by_gap");
         for (k, r) in self.warm_by_gap.iter().enumerate() {
-            r.check(&format!("{field}.warm_by_gap[{k}]"))?;
+            r.check(&gaps.index(k))?;
         }
         Ok(())
     }

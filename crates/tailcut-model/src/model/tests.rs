@@ -120,8 +120,11 @@ fn save_restore_round_trips_and_checks_version() {
     assert_eq!(back, m);
     let text = std::fs::read_to_string(&path).unwrap().replace("\"version\":1", "\"version\":99");
     let err = Model::from_json(&text).unwrap_err();
-    assert!(err.contains("unsupported model version"), "{err}");
-    assert!(Model::from_json("{\"format\":\"x\"}").unwrap_err().contains("tailcut-model"));
+    assert!(matches!(err, ModelFormatError::UnsupportedVersion { found: Some(99) }), "{err}");
+    assert_eq!(err.to_string(), "unsupported model version Some(99) (this build reads version 1)");
+    let wrong = Model::from_json("{\"format\":\"x\"}").unwrap_err();
+    assert!(matches!(&wrong, ModelFormatError::WrongFormat { found: Some(f) } if f == "x"), "{wrong}");
+    assert_eq!(wrong.to_string(), "expected \"format\": \"tailcut-model\", found Some(\"x\")");
     std::fs::remove_dir_all(&dir).ok();
 }
 

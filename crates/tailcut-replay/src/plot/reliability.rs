@@ -4,14 +4,14 @@
 //! realized cost per decile of predicted cost. Both on equal axes with the diagonal
 //! (perfect calibration) dashed: a point above it happened more than predicted.
 
-use super::{PlotError, FONT, GUIDE, PALETTE};
+use super::{DrawError, PlotError, FONT, GUIDE, PALETTE};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
 use tailcut_stats::reliability::Reliability;
 
-type Err<'a> = &'a dyn Fn(&dyn std::fmt::Display) -> PlotError;
+type Err<'a> = &'a dyn Fn(DrawError) -> PlotError;
 type Chart<'a, 'b> =
     ChartContext<'a, SVGBackend<'b>, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>;
 
@@ -71,7 +71,7 @@ fn frame<'a, 'b>(
         .x_label_area_size(44)
         .y_label_area_size(70)
         .build_cartesian_2d(lo..hi, lo..hi)
-        .map_err(|e| err(&e))?;
+        .map_err(err)?;
     chart
         .configure_mesh()
         .x_desc(x_desc)
@@ -83,10 +83,10 @@ fn frame<'a, 'b>(
         .light_line_style(WHITE)
         .bold_line_style(RGBColor(235, 235, 235))
         .draw()
-        .map_err(|e| err(&e))?;
+        .map_err(err)?;
     chart
         .draw_series(DashedLineSeries::new(vec![(lo, lo), (hi, hi)], 6, 4, ShapeStyle::from(&GUIDE).stroke_width(1)))
-        .map_err(|e| err(&e))?
+        .map_err(err)?
         .label("perfectly calibrated")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], ShapeStyle::from(&GUIDE).stroke_width(2)));
     Ok(chart)
@@ -106,14 +106,14 @@ fn draw_miss(area: &DrawingArea<SVGBackend, Shift>, r: &Reliability, err: Err) -
     let cap = hi * 0.008;
     for g in &r.groups {
         let (x, lo, up) = (g.predicted, g.realized_ci95[0], g.realized_ci95[1]);
-        chart.draw_series(std::iter::once(PathElement::new(vec![(x, lo), (x, up)], whisker))).map_err(|e| err(&e))?;
+        chart.draw_series(std::iter::once(PathElement::new(vec![(x, lo), (x, up)], whisker))).map_err(err)?;
         for y in [lo, up] {
-            chart.draw_series(std::iter::once(PathElement::new(vec![(x - cap, y), (x + cap, y)], whisker))).map_err(|e| err(&e))?;
+            chart.draw_series(std::iter::once(PathElement::new(vec![(x - cap, y), (x + cap, y)], whisker))).map_err(err)?;
         }
     }
     chart
         .draw_series(r.groups.iter().map(|g| Circle::new((g.predicted, g.realized), 5, ShapeStyle::from(&colour).filled())))
-        .map_err(|e| err(&e))?
+        .map_err(err)?
         .label("decile: mean prediction, realized rate")
         .legend(move |(x, y)| Circle::new((x + 10, y), 5, ShapeStyle::from(&colour).filled()));
     let points: Vec<(f64, f64)> = r.groups.iter().map(|g| (g.predicted, g.realized)).collect();
@@ -138,7 +138,7 @@ fn label_deciles(chart: &mut Chart, points: &[(f64, f64)], dx: f64, err: Err) ->
             continue;
         }
         drawn.push((px, py));
-        chart.draw_series(std::iter::once(Text::new(format!("{}", k + 1), (x + dx, y), style.clone()))).map_err(|e| err(&e))?;
+        chart.draw_series(std::iter::once(Text::new(format!("{}", k + 1), (x + dx, y), style.clone()))).map_err(err)?;
     }
     Ok(())
 }
@@ -155,7 +155,7 @@ fn draw_counts(area: &DrawingArea<SVGBackend, Shift>, counts: &[(String, u64)], 
         .x_label_area_size(30)
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..k as f64, 0.0..top)
-        .map_err(|e| err(&e))?;
+        .map_err(err)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -165,22 +165,22 @@ fn draw_counts(area: &DrawingArea<SVGBackend, Shift>, counts: &[(String, u64)], 
         .y_desc("decisions")
         .y_label_formatter(&|y| format!("{y:.0}"))
         .draw()
-        .map_err(|e| err(&e))?;
+        .map_err(err)?;
     chart
         .draw_series(counts.iter().enumerate().map(|(i, c)| {
             Rectangle::new([(i as f64 + 0.15, 0.0), (i as f64 + 0.85, c.1 as f64)], ShapeStyle::from(&colour.mix(0.55)).filled())
         }))
-        .map_err(|e| err(&e))?;
+        .map_err(err)?;
     let above = TextStyle::from((FONT, 11).into_font()).color(&RGBColor(40, 40, 40)).pos(Pos::new(HPos::Center, VPos::Bottom));
     chart
         .draw_series(
             counts.iter().enumerate().map(|(i, c)| Text::new(format!("{}: n={}", i + 1, c.1), (i as f64 + 0.5, c.1 as f64), above.clone())),
         )
-        .map_err(|e| err(&e))?;
+        .map_err(err)?;
     let below = TextStyle::from((FONT, 10).into_font()).color(&RGBColor(90, 90, 90)).pos(Pos::new(HPos::Center, VPos::Top));
     chart
         .draw_series(counts.iter().enumerate().map(|(i, c)| Text::new(c.0.clone(), (i as f64 + 0.5, -top * 0.04), below.clone())))
-        .map_err(|e| err(&e))?;
+        .map_err(err)?;
     Ok(())
 }
 
@@ -188,8 +188,7 @@ fn draw_cost(area: &DrawingArea<SVGBackend, Shift>, r: &Reliability, err: Err) -
     let Some(c) = &r.cost else {
         let style = TextStyle::from((FONT, 15).into_font()).color(&RGBColor(90, 90, 90)).pos(Pos::new(HPos::Center, VPos::Center));
         let (w, h) = area.dim_in_pixel();
-        area.draw(&Text::new("no decision with both a predicted and a realized cost", (w as i32 / 2, h as i32 / 2), style))
-            .map_err(|e| err(&e))?;
+        area.draw(&Text::new("no decision with both a predicted and a realized cost", (w as i32 / 2, h as i32 / 2), style)).map_err(err)?;
         return Ok(());
     };
     let (area, lower) = area.split_vertically(area.dim_in_pixel().1 as i32 - 130);
@@ -205,7 +204,7 @@ fn draw_cost(area: &DrawingArea<SVGBackend, Shift>, r: &Reliability, err: Err) -
     let colour = PALETTE[3];
     chart
         .draw_series(c.groups.iter().map(|g| Circle::new((g.predicted, g.realized), 5, ShapeStyle::from(&colour).filled())))
-        .map_err(|e| err(&e))?
+        .map_err(err)?
         .label("decile of predicted cost: means")
         .legend(move |(x, y)| Circle::new((x + 10, y), 5, ShapeStyle::from(&colour).filled()));
     let points: Vec<(f64, f64)> = c.groups.iter().map(|g| (g.predicted, g.realized)).collect();
@@ -215,7 +214,10 @@ fn draw_cost(area: &DrawingArea<SVGBackend, Shift>, r: &Reliability, err: Err) -
     draw_counts(lower, &counts, colour, err)
 }
 
-fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(chart: &mut ChartContext<'a, DB, CT>, err: Err) -> Result<(), PlotError> {
+fn draw_legend<'a, DB: DrawingBackend<ErrorType = std::io::Error> + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    err: Err,
+) -> Result<(), PlotError> {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
@@ -223,19 +225,19 @@ fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(chart: &mut Char
         .border_style(RGBColor(200, 200, 200))
         .background_style(WHITE.mix(0.92))
         .draw()
-        .map_err(|e| err(&e))
+        .map_err(err)
 }
 
 /// Writes the reliability diagram of `r` to `path` (SVG) under `title`.
 pub fn reliability_svg(path: &Path, title: &str, r: &Reliability) -> Result<(), PlotError> {
-    let err = |e: &dyn std::fmt::Display| PlotError { path: path.display().to_string(), message: e.to_string() };
+    let err = &PlotError::at(path);
     let root = SVGBackend::new(path, (1300, 780)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let root = root.titled(title, (FONT, 19)).map_err(|e| err(&e))?;
+    root.fill(&WHITE).map_err(err)?;
+    let root = root.titled(title, (FONT, 19)).map_err(err)?;
     let (left, right) = root.split_horizontally(650);
-    draw_miss(&left, r, &err)?;
-    draw_cost(&right, r, &err)?;
-    root.present().map_err(|e| err(&e))?;
+    draw_miss(&left, r, err)?;
+    draw_cost(&right, r, err)?;
+    root.present().map_err(err)?;
     Ok(())
 }
 

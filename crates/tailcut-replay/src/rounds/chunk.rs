@@ -3,36 +3,28 @@
 
 use serde::de::DeserializeSeed;
 
-use super::error::{json_message, show, utf8_problem, ReplayError};
 use super::fields::{ArmRaw, LineHead, LineState, ProviderIndex};
 use super::set::{LoadOptions, RoundSet, MAX_ID, MAX_QUEUE_MS, MAX_WALL_S};
-
-fn check_seconds(what: &str, v: f64, max: f64, unit: &str) -> Result<(), String> {
-    if v.is_finite() && (0.0..=max).contains(&v) {
-        Ok(())
-    } else {
-        Err(format!("`{what}` is {}: expected {unit} between 0 and {}", show(v), show(max)))
-    }
-}
+use crate::error::{ArmField, LineError, ReplayError};
 
 /// The range checks a round passes before it enters the column store.
-fn check_round(head: &LineHead, arms: &[ArmRaw], names: &[String]) -> Result<(), String> {
-    for (what, id) in [("round_id", head.round_id), ("block", head.block)] {
+fn check_round(head: &LineHead, arms: &[ArmRaw], names: &[String]) -> Result<(), LineError> {
+    for (field, id) in [("round_id", head.round_id), ("block", head.block)] {
         if let Some(id) = id {
             if !(0..=MAX_ID).contains(&id) {
-                return Err(format!("`{what}` is {id}: expected an integer between 0 and {MAX_ID}"));
+                return Err(LineError::IdOutOfRange { field, id, max: MAX_ID });
             }
         }
     }
     for (arm, name) in arms.iter().zip(names) {
-        if let Some(w) = arm.wall {
-            check_seconds(&format!("providers.{name}.wall_s"), w, MAX_WALL_S, "seconds")?;
-        }
-        if let Some(q) = arm.metrics_queue_ms {
-            check_seconds(&format!("providers.{name}.metrics.{name}_delay_ms"), q, MAX_QUEUE_MS, "milliseconds")?;
-        }
-        if let Some(q) = arm.queue_delay_ms {
-            check_seconds(&format!("providers.{name}.queue_delay_ms"), q, MAX_QUEUE_MS, "milliseconds")?;
+        for (field, value, max) in [
+            (ArmField::WallS, arm.wall, MAX_WALL_S),
+            (ArmField::MetricsDelayMs, arm.metrics_queue_ms, MAX_QUEUE_MS),
+            (ArmField::QueueDelayMs, arm.queue_delay_ms, MAX_QUEUE_MS),
+        ] {
+            if let Some(value) = value.filter(|v| !(v.is_finite() && (0.0..=max).contains(v))) {
+                return Err(LineError::ArmOutOfRange { provider: name.clone(), field, value, max });
+            }
         }
     }
     Ok(())
@@ -85,12 +77,12 @@ pub(super) fn parse_chunk(
             continue;
         }
         chunk.lines += 1;
-        let bad = |message: String| ReplayError::Malformed { file: file.to_string(), line: line_no, message };
+        let bad = |problem: LineError| ReplayError::malformed(file, line_no, problem);
         if line.len() > max_line {
             chunk.reject(opts, ReplayError::LineTooLong { file: file.to_string(), line: line_no, limit: max_line })?;
             continue;
         }
-        if let Some(problem) = utf8_problem(line) {
+        if let Some(problem) = LineError::utf8(line) {
             chunk.reject(opts, bad(problem))?;
             continue;
         }
@@ -103,7 +95,7 @@ pub(super) fn parse_chunk(
         let head = match parsed {
             Ok(h) => h,
             Err(e) => {
-                chunk.reject(opts, bad(json_message(&e)))?;
+                chunk.reject(opts, bad(e.into()))?;
                 continue;
             }
         };
@@ -115,11 +107,11 @@ pub(super) fn parse_chunk(
             return Err(ReplayError::UnknownProvider { file: file.to_string(), line: line_no, provider });
         }
         let Some(round_id) = head.round_id else {
-            chunk.reject(opts, bad("a round record needs an integer `round_id`".into()))?;
+            chunk.reject(opts, bad(LineError::NoRoundId))?;
             continue;
         };
-        if let Err(message) = check_round(&head, &state.arms, &index.names) {
-            chunk.reject(opts, bad(message))?;
+        if let Err(problem) = check_round(&head, &state.arms, &index.names) {
+            chunk.reject(opts, bad(problem))?;
             continue;
         }
         let r = &mut chunk.rounds;

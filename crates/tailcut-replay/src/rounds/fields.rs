@@ -108,30 +108,44 @@ impl Visitor<'_> for IsRoundVisitor {
 /// A JSON number or null read as a `T`; the field name goes into type errors.
 struct NumberSeed<T>(&'static str, std::marker::PhantomData<T>);
 
+/// Why a JSON number is not an integer id (serde's custom error carries its text).
+#[derive(Debug, thiserror::Error)]
+enum IdError {
+    /// Past `i64::MAX`.
+    #[error("integer out of range")]
+    TooLarge,
+    /// A float with a fraction, or past 2^53.
+    #[error("`{field}`: expected an integer, got {value}")]
+    NotAnInteger { field: &'static str, value: f64 },
+}
+
 /// A number type a [`NumberSeed`] reads: how it is described in type errors and how each
 /// JSON number form converts (or why it does not).
 trait FromJsonNumber: Sized {
     /// What the field holds, before "for `field`" in a type error.
     const EXPECTING: &'static str;
-    fn from_i64(v: i64) -> Result<Self, String>;
-    fn from_u64(v: u64) -> Result<Self, String>;
-    fn from_f64(field: &str, v: f64) -> Result<Self, String>;
+    /// Why a number does not convert.
+    type Error: fmt::Display;
+    fn from_i64(v: i64) -> Result<Self, Self::Error>;
+    fn from_u64(v: u64) -> Result<Self, Self::Error>;
+    fn from_f64(field: &'static str, v: f64) -> Result<Self, Self::Error>;
 }
 
 /// An integer id; integral floats are accepted.
 impl FromJsonNumber for i64 {
     const EXPECTING: &'static str = "an integer";
-    fn from_i64(v: i64) -> Result<i64, String> {
+    type Error = IdError;
+    fn from_i64(v: i64) -> Result<i64, IdError> {
         Ok(v)
     }
-    fn from_u64(v: u64) -> Result<i64, String> {
-        i64::try_from(v).map_err(|_| "integer out of range".to_string())
+    fn from_u64(v: u64) -> Result<i64, IdError> {
+        i64::try_from(v).map_err(|_| IdError::TooLarge)
     }
-    fn from_f64(field: &str, v: f64) -> Result<i64, String> {
+    fn from_f64(field: &'static str, v: f64) -> Result<i64, IdError> {
         if v.fract() == 0.0 && v.abs() < 9e15 {
             Ok(v as i64)
         } else {
-            Err(format!("`{field}`: expected an integer, got {v}"))
+            Err(IdError::NotAnInteger { field, value: v })
         }
     }
 }
@@ -139,13 +153,14 @@ impl FromJsonNumber for i64 {
 /// Any number.
 impl FromJsonNumber for f64 {
     const EXPECTING: &'static str = "a number or null";
-    fn from_i64(v: i64) -> Result<f64, String> {
+    type Error = std::convert::Infallible;
+    fn from_i64(v: i64) -> Result<f64, Self::Error> {
         Ok(v as f64)
     }
-    fn from_u64(v: u64) -> Result<f64, String> {
+    fn from_u64(v: u64) -> Result<f64, Self::Error> {
         Ok(v as f64)
     }
-    fn from_f64(_: &str, v: f64) -> Result<f64, String> {
+    fn from_f64(_: &'static str, v: f64) -> Result<f64, Self::Error> {
         Ok(v)
     }
 }
@@ -284,12 +299,12 @@ impl<'de> Visitor<'de> for ProvidersSeed<'_, '_> {
         let state = self.0;
         while let Some(key) = map.next_key_seed(ProviderKey(state.index))? {
             match key {
-                Ok(p) => {
+                ProviderSlot::Known(p) => {
                     let delay_key = state.index.delay_keys[p].as_str();
                     let arm = map.next_value_seed(ArmSeed { delay_key })?;
                     state.arms[p] = arm;
                 }
-                Err(name) => {
+                ProviderSlot::Unknown { name } => {
                     if state.unknown.is_none() {
                         state.unknown = Some(name);
                     }
@@ -303,20 +318,29 @@ impl<'de> Visitor<'de> for ProvidersSeed<'_, '_> {
 
 struct ProviderKey<'a>(&'a ProviderIndex);
 
+/// A provider key of a round: its column, or a name with no column.
+enum ProviderSlot {
+    Known(usize),
+    Unknown { name: String },
+}
+
 impl<'de> DeserializeSeed<'de> for ProviderKey<'_> {
-    type Value = Result<usize, String>;
+    type Value = ProviderSlot;
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_str(self)
     }
 }
 
 impl Visitor<'_> for ProviderKey<'_> {
-    type Value = Result<usize, String>;
+    type Value = ProviderSlot;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a provider key")
     }
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(self.0.names.iter().position(|n| n == v).ok_or_else(|| v.to_string()))
+        Ok(match self.0.names.iter().position(|n| n == v) {
+            Some(p) => ProviderSlot::Known(p),
+            None => ProviderSlot::Unknown { name: v.to_string() },
+        })
     }
 }
 

@@ -8,19 +8,17 @@
 //! serde visitors — no JSON value tree is ever built — by worker threads over blocks of
 //! the file, so memory stays at ~80 bytes per round whatever the line length.
 //!
-//! The parts, leaves first: `error` (what can go wrong, and the wording of messages),
-//! `set` (the column store and reader options), `fields` (serde visitors for one line),
+//! The parts, leaves first (what can go wrong, and the wording of messages, is the
+//! crate's `error`): `set` (the column store and reader options), `fields` (serde visitors for one line),
 //! `chunk` (one block of lines into columns, with range checks) and `reader` (the file
 //! reader handing blocks to worker threads, and the duplicate-round check).
 
 mod chunk;
-mod error;
 mod fields;
 mod reader;
 mod set;
 
-pub use error::ReplayError;
-pub(crate) use error::{json_message, show, utf8_problem};
+pub use crate::error::ReplayError;
 pub use reader::{load, load_file};
 pub use set::{LoadOptions, Loaded, RoundSet, DEFAULT_MAX_LINE_BYTES, MAX_ID, MAX_QUEUE_MS, MAX_WALL_S};
 

@@ -9,9 +9,9 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use super::chunk::{parse_chunk, Chunk};
-use super::error::ReplayError;
 use super::fields::ProviderIndex;
 use super::set::{LoadOptions, Loaded, RoundSet};
+use crate::error::ReplayError;
 
 struct Block {
     seq: usize,

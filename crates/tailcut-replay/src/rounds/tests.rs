@@ -188,3 +188,19 @@ fn non_utf8_lines_name_the_line_and_can_be_skipped() {
     let l = load(&[f.path().to_path_buf()], &providers(), LoadOptions { skip_bad_lines: true, ..LoadOptions::default() }, &|_| {}).unwrap();
     assert_eq!((l.rounds.round_ids.clone(), l.skipped), (vec![1, 3], 1));
 }
+
+#[test]
+fn a_number_out_of_range_is_a_typed_problem_naming_provider_and_field() {
+    use crate::error::{ArmField, LineError};
+    let f = write("{\"kind\":\"round\",\"round_id\":2,\"providers\":{\"modal\":{\"wall_s\":6,\"valid\":true,\"queue_delay_ms\":-1}}}\n");
+    let e = load_file(f.path(), &providers()).unwrap_err();
+    let Some(LineError::ArmOutOfRange { provider, field, value, max }) = e.problem() else { panic!("{e:?}") };
+    assert_eq!((provider.as_str(), *field, *value, *max), ("modal", ArmField::QueueDelayMs, -1.0, MAX_QUEUE_MS));
+    assert!(
+        e.to_string().ends_with(":1: malformed record: `providers.modal.queue_delay_ms` is -1: expected milliseconds between 0 and 1e9"),
+        "{e}"
+    );
+    let f = write("{\"kind\":\"round\",\"round_id\":-3,\"providers\":{}}\n");
+    let e = load_file(f.path(), &providers()).unwrap_err();
+    assert!(matches!(e.problem(), Some(LineError::IdOutOfRange { field: "round_id", id: -3, max: MAX_ID })), "{e:?}");
+}

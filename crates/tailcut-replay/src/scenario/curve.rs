@@ -66,7 +66,7 @@ fn staircase(env: &[(f64, f64)], x_end: f64) -> Vec<(f64, f64)> {
 /// edge, which the axis title says.
 pub fn tail_load_svg(path: &std::path::Path, title: &str, curves: &[(String, Vec<(f64, f64)>)]) -> Result<(), PlotError> {
     use plotters::prelude::*;
-    let err = |e: &dyn std::fmt::Display| PlotError { path: path.display().to_string(), message: e.to_string() };
+    let err = &PlotError::at(path);
     let finite = || curves.iter().flat_map(|(_, v)| v.iter().copied()).filter(|(x, y)| x.is_finite() && y.is_finite());
     // Loads in per cent; the left edge sits a little below the smallest positive load.
     let min_pos = finite().map(|(x, _)| x * 100.0).filter(|x| *x > 0.0).fold(f64::INFINITY, f64::min);
@@ -76,7 +76,7 @@ pub fn tail_load_svg(path: &std::path::Path, title: &str, curves: &[(String, Vec
     let (y_lo, y_hi) = if y_lo.is_finite() && y_lo > 0.0 { (y_lo / 1.15, y_hi * 1.15) } else { (0.1, 10.0) };
     let at = |x: f64| (x * 100.0).max(x_lo);
     let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
+    root.fill(&WHITE).map_err(err)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 18))
         .margin(16)
@@ -86,7 +86,7 @@ pub fn tail_load_svg(path: &std::path::Path, title: &str, curves: &[(String, Vec
             (x_lo..x_hi).log_scale().with_key_points(key_points(x_lo, x_hi)),
             (y_lo..y_hi).log_scale().with_key_points(key_points(y_lo, y_hi)),
         )
-        .map_err(|e| err(&e))?;
+        .map_err(err)?;
     chart
         .configure_mesh()
         .x_desc(format!("extra attempts per request (%, log; no hedging drawn at {x_lo:.2} %)"))
@@ -96,16 +96,16 @@ pub fn tail_load_svg(path: &std::path::Path, title: &str, curves: &[(String, Vec
         .light_line_style(RGBColor(245, 245, 245))
         .bold_line_style(RGBColor(225, 225, 225))
         .draw()
-        .map_err(|e| err(&e))?;
+        .map_err(err)?;
     for (i, (name, v)) in curves.iter().enumerate() {
         // The fixed-delay family is the reference: black, dashed, like the baselines of
         // the other plots; the learned families take the shared palette.
         let (color, dash) = if i == 0 { (RGBColor(0, 0, 0), Some((7, 4))) } else { curve_style(i - 1) };
         let pts: Vec<(f64, f64)> = v.iter().filter(|(x, y)| x.is_finite() && y.is_finite()).map(|(x, y)| (at(*x), *y)).collect();
         let line = staircase(&lower_envelope(&pts), x_hi);
-        styled_line(&mut chart, line, color, dash, 2, format!("{name} (lower envelope)")).map_err(|e| err(&e))?;
+        styled_line(&mut chart, line, color, dash, 2, format!("{name} (lower envelope)")).map_err(err)?;
         let marker = ShapeStyle::from(&color).stroke_width(1);
-        chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, marker))).map_err(|e| err(&e))?;
+        chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, marker))).map_err(err)?;
     }
     chart
         .configure_series_labels()
@@ -114,8 +114,8 @@ pub fn tail_load_svg(path: &std::path::Path, title: &str, curves: &[(String, Vec
         .label_font(("sans-serif", 13))
         .position(SeriesLabelPosition::UpperRight)
         .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
+        .map_err(err)?;
+    root.present().map_err(err)?;
     Ok(())
 }
 

@@ -15,21 +15,15 @@
 use serde_json::Value;
 use tailcut_model::{Observation, Outcome};
 
+use super::field::millis;
 use super::MAX_OFFSET_MS;
-use crate::rounds::show;
+use crate::error::{Field, LabelForm, RecordError};
 
 /// The record kinds read here.
 pub const EVIDENCE_KINDS: [&str; 3] = ["hedged_request", "state_aware_request", "single_request"];
 
-fn ms(rec: &Value, key: &str) -> Result<Option<f64>, String> {
-    match rec.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => match n.as_f64() {
-            Some(x) if x.is_finite() && (0.0..=MAX_OFFSET_MS).contains(&x) => Ok(Some(x)),
-            x => Err(format!("`{key}` is {}: expected milliseconds between 0 and {}", x.map_or(n.to_string(), show), show(MAX_OFFSET_MS))),
-        },
-        Some(other) => Err(format!("`{key}` is {other}: expected a number of milliseconds or null")),
-    }
+fn ms(rec: &Value, key: &'static str) -> Result<Option<f64>, RecordError> {
+    millis(rec.get(key), Field::top(key), MAX_OFFSET_MS)
 }
 
 /// `p->h@10s` (with or without a `hedge:` prefix) → (p, h, delay s).
@@ -51,7 +45,7 @@ fn cutover_label(label: &str) -> Option<(&str, &str)> {
 /// The observations one reference request record gives, in launch order: `Ok(None)` for
 /// other kinds and for records naming a provider not in `names`; an error naming the key
 /// for a field out of range or a policy label that cannot be read.
-pub fn reference_observations(rec: &Value, names: &[String]) -> Result<Option<Vec<Observation>>, String> {
+pub fn reference_observations(rec: &Value, names: &[String]) -> Result<Option<Vec<Observation>>, RecordError> {
     let Some(kind) = rec.get("kind").and_then(Value::as_str).filter(|k| EVIDENCE_KINDS.contains(k)) else { return Ok(None) };
     let policy = rec.get("policy").and_then(Value::as_str).unwrap_or("");
     let winner = rec.get("winner").and_then(Value::as_str);
@@ -65,12 +59,12 @@ pub fn reference_observations(rec: &Value, names: &[String]) -> Result<Option<Ve
         let many = rec.get("cancellations").and_then(Value::as_array).into_iter().flatten();
         one.chain(many).any(|c| c.get("provider").and_then(Value::as_str) == Some(name))
     };
-    let bad_label = |what: &str| format!("`policy` is \"{policy}\": expected {what}");
+    let bad_label = |expected| RecordError::BadLabel { policy: policy.to_string(), expected };
     // The primary, the hedge, and when the hedge was launched (None: never).
     let (p, h, hedge_at): (&str, Option<&str>, Option<f64>) = match kind {
-        "single_request" => (policy.strip_prefix("single:").ok_or_else(|| bad_label("single:PROVIDER"))?, None, None),
+        "single_request" => (policy.strip_prefix("single:").ok_or_else(|| bad_label(LabelForm::Single))?, None, None),
         "hedged_request" => {
-            let (p, h, d) = hedge_label(policy).ok_or_else(|| bad_label("PRIMARY->HEDGE@DELAYs"))?;
+            let (p, h, d) = hedge_label(policy).ok_or_else(|| bad_label(LabelForm::Hedge))?;
             let launched = rec.get("hedge_launched").and_then(Value::as_bool).unwrap_or(false);
             // The hedge's offset: exact from a hedge win's two times, else the delay.
             let at = match (winner, total, valid_at) {
@@ -80,7 +74,7 @@ pub fn reference_observations(rec: &Value, names: &[String]) -> Result<Option<Ve
             (p, Some(h), launched.then_some(at))
         }
         _ => {
-            let (p, h) = cutover_label(policy).ok_or_else(|| bad_label("cutover:PRIMARY->HEDGE@q..s+s..s"))?;
+            let (p, h) = cutover_label(policy).ok_or_else(|| bad_label(LabelForm::Cutover))?;
             (p, Some(h), ms(rec, "hedge_submitted_at_ms")?.map(|x| x / 1000.0))
         }
     };
@@ -189,9 +183,13 @@ mod tests {
         let other = json!({"kind": "single_request", "policy": "single:replicate", "winner": "replicate", "winner_valid_at_ms": 5.0});
         assert_eq!(reference_observations(&other, &names()).unwrap(), None);
         let bad = json!({"kind": "single_request", "policy": "single:runpod", "winner": "runpod", "winner_valid_at_ms": -5.0});
-        assert!(reference_observations(&bad, &names()).unwrap_err().contains("winner_valid_at_ms"));
+        let e = reference_observations(&bad, &names()).unwrap_err();
+        assert!(matches!(&e, RecordError::OutOfRange { field, .. } if *field == Field::top("winner_valid_at_ms")), "{e}");
+        assert_eq!(e.to_string(), "`winner_valid_at_ms` is -5: expected milliseconds between 0 and 1e9");
         let label = json!({"kind": "hedged_request", "policy": "nonsense", "winner": null});
-        assert!(reference_observations(&label, &names()).unwrap_err().contains("PRIMARY->HEDGE"));
+        let e = reference_observations(&label, &names()).unwrap_err();
+        assert!(matches!(&e, RecordError::BadLabel { policy, expected: LabelForm::Hedge } if policy == "nonsense"), "{e}");
+        assert_eq!(e.to_string(), "`policy` is \"nonsense\": expected PRIMARY->HEDGE@DELAYs");
         let none = json!({"kind": "single_request", "policy": "single:runpod", "winner": null, "state": "FAILED"});
         assert_eq!(reference_observations(&none, &names()).unwrap().unwrap()[0].outcome, Outcome::Failed { wall_s: 0.0 });
     }

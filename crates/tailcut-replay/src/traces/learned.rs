@@ -7,8 +7,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use super::field::number_in;
 use super::MAX_OFFSET_MS;
-use crate::rounds::show;
+use crate::error::{Expected, Field, Place, RecordError};
 
 /// Largest predicted cost accepted, $ (a request costing more is a bad record).
 pub const MAX_PREDICTED_USD: f64 = 1e6;
@@ -47,26 +48,18 @@ pub fn auto_deadline(label: &str) -> Option<f64> {
     ms.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0).map(|x| x / 1000.0)
 }
 
-fn number(v: &Value, key: &str, lo: f64, hi: f64, what: &str) -> Result<Option<f64>, String> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => match n.as_f64() {
-            Some(x) if x.is_finite() && (lo..=hi).contains(&x) => Ok(Some(x)),
-            x => Err(format!("`learned.{key}` is {}: expected {what}", x.map_or(n.to_string(), show))),
-        },
-        Some(other) => Err(format!("`learned.{key}` is {other}: expected {what}")),
-    }
-}
-
 /// Reads a request record's `learned` object: `None` when it has none.
-pub fn learned_facts(rec: &Value, policy: &str) -> Result<Option<LearnedFacts>, String> {
+pub fn learned_facts(rec: &Value, policy: &str) -> Result<Option<LearnedFacts>, RecordError> {
     let learned = match rec.get("learned") {
         None | Some(Value::Null) => return Ok(None),
         Some(l @ Value::Object(_)) => l,
-        Some(_) => return Err("`learned` is not an object: expected the learned decision's object".into()),
+        Some(_) => return Err(RecordError::LearnedNotAnObject),
     };
-    let predicted_miss = number(learned, "predicted_miss", 0.0, 1.0, "a probability between 0 and 1")?;
-    let predicted_cost_usd = number(learned, "predicted_cost_usd", 0.0, MAX_PREDICTED_USD, "dollars between 0 and 1000000")?;
+    let number = |key: &'static str, range: (f64, f64), expected: Expected| {
+        number_in(learned.get(key), Field::at(Place::Learned, key), range, expected, expected)
+    };
+    let predicted_miss = number("predicted_miss", (0.0, 1.0), Expected::Probability)?;
+    let predicted_cost_usd = number("predicted_cost_usd", (0.0, MAX_PREDICTED_USD), Expected::Dollars)?;
     let f = |a: &Value, k: &str| a.get(k).and_then(Value::as_f64).filter(|x| x.is_finite() && (0.0..=MAX_OFFSET_MS).contains(x));
     let attempts: &[Value] = rec.get("attempts").and_then(Value::as_array).map_or(&[], Vec::as_slice);
     let end_ms = rec
@@ -143,11 +136,13 @@ mod tests {
     #[test]
     fn bad_predictions_are_errors_naming_the_key() {
         let e = learned_facts(&json!({"learned": {"predicted_miss": 1.5}}), "p").unwrap_err();
-        assert!(e.contains("learned.predicted_miss") && e.contains("between 0 and 1"), "{e}");
+        assert!(matches!(&e, RecordError::OutOfRange { field, .. } if *field == Field::at(Place::Learned, "predicted_miss")), "{e}");
+        assert_eq!(e.to_string(), "`learned.predicted_miss` is 1.5: expected a probability between 0 and 1");
         let e = learned_facts(&json!({"learned": {"predicted_cost_usd": -1}}), "p").unwrap_err();
-        assert!(e.contains("learned.predicted_cost_usd"), "{e}");
+        assert_eq!(e.to_string(), "`learned.predicted_cost_usd` is -1: expected dollars between 0 and 1000000");
         let e = learned_facts(&json!({"learned": {"predicted_miss": "x"}}), "p").unwrap_err();
-        assert!(e.contains("expected a probability"), "{e}");
+        assert!(matches!(&e, RecordError::WrongType { expected: Expected::Probability, found, .. } if found == "x"), "{e}");
+        assert_eq!(e.to_string(), "`learned.predicted_miss` is \"x\": expected a probability between 0 and 1");
         assert_eq!(learned_facts(&json!({"learned": null}), "p").unwrap(), None);
         assert_eq!(learned_facts(&json!({}), "p").unwrap(), None);
     }

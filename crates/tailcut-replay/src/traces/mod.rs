@@ -14,7 +14,8 @@
 //! array was never sent (the first submission was refused): it is counted as refused,
 //! not as a latency miss.
 //!
-//! The parts, leaves first: `evidence` (the reference tool's request records as
+//! The parts, leaves first: `field` (one optional number field read, or its typed
+//! error), `evidence` (the reference tool's request records as
 //! observations for the provider model, losers right-censored), `learned` (a learned decision's predictions and each
 //! attempt's running time, for calibration), `record` (one request or receipt record normalised),
 //! `check` (the field checks a record passes as it is read), `read` (files into
@@ -23,6 +24,7 @@
 
 mod check;
 mod evidence;
+mod field;
 mod learned;
 mod read;
 mod record;

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 
 use super::check::check_record;
 use super::record::{live_row, receipt_facts, AuditRow, LiveRow};
-use crate::rounds::{json_message, utf8_problem, ReplayError, DEFAULT_MAX_LINE_BYTES};
+use crate::error::{LineError, ReplayError};
+use crate::rounds::DEFAULT_MAX_LINE_BYTES;
 
 /// Everything read from live traces.
 #[derive(Debug, Clone, Default)]
@@ -63,8 +64,8 @@ impl Located {
         format!("{}:{}", self.file, self.line)
     }
 
-    fn error(&self, message: String) -> ReplayError {
-        ReplayError::Malformed { file: self.file.to_string(), line: self.line, message }
+    fn error(&self, problem: LineError) -> ReplayError {
+        ReplayError::malformed(&*self.file, self.line, problem)
     }
 }
 
@@ -88,7 +89,7 @@ pub fn read_live_with(paths: &[PathBuf], opts: LiveOptions) -> Result<LiveTraces
                 break;
             }
             line += 1;
-            let bad = |message: String| ReplayError::Malformed { file: file.clone(), line, message };
+            let bad = |problem: LineError| ReplayError::malformed(file.as_str(), line, problem);
             if buf.last() != Some(&b'\n') && buf.len() > max_line {
                 out.reject(opts.skip_bad_lines, ReplayError::LineTooLong { file: file.clone(), line, limit: max_line })?;
                 // Read past the rest of the line.
@@ -110,19 +111,19 @@ pub fn read_live_with(paths: &[PathBuf], opts: LiveOptions) -> Result<LiveTraces
             if buf.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            if let Some(problem) = utf8_problem(&buf) {
+            if let Some(problem) = LineError::utf8(&buf) {
                 out.reject(opts.skip_bad_lines, bad(problem))?;
                 continue;
             }
             let rec: Value = match serde_json::from_slice(&buf) {
                 Ok(v) => v,
                 Err(e) => {
-                    out.reject(opts.skip_bad_lines, bad(json_message(&e)))?;
+                    out.reject(opts.skip_bad_lines, bad(LineError::from(e)))?;
                     continue;
                 }
             };
-            if let Err(message) = check_record(&rec) {
-                out.reject(opts.skip_bad_lines, bad(message))?;
+            if let Err(problem) = check_record(&rec) {
+                out.reject(opts.skip_bad_lines, bad(LineError::from(problem)))?;
                 continue;
             }
             let located = |rec| Located { rec, file: shared.clone(), line };
@@ -145,7 +146,7 @@ pub fn read_live_with(paths: &[PathBuf], opts: LiveOptions) -> Result<LiveTraces
         for l in &engine {
             match live_row(&l.rec) {
                 Ok(row) => out.rows.extend(row),
-                Err(message) => out.reject(opts.skip_bad_lines, l.error(message))?,
+                Err(problem) => out.reject(opts.skip_bad_lines, l.error(LineError::from(problem)))?,
             }
         }
         return Ok(out);
@@ -156,8 +157,8 @@ pub fn read_live_with(paths: &[PathBuf], opts: LiveOptions) -> Result<LiveTraces
     for l in engine {
         let Some(id) = l.rec.get("request_id").map(Value::to_string) else { continue };
         if let Some(first) = by_id.get(&id) {
-            let message = format!("duplicate request_id {id} (first at {}); the validation index cannot join it", first.at());
-            out.reject(opts.skip_bad_lines, l.error(message))?;
+            let problem = LineError::DuplicateRequest { first: first.at(), id };
+            out.reject(opts.skip_bad_lines, l.error(problem))?;
             continue;
         }
         by_id.insert(id, l);
@@ -166,8 +167,8 @@ pub fn read_live_with(paths: &[PathBuf], opts: LiveOptions) -> Result<LiveTraces
     for idx in index {
         let id = idx.rec.get("request_id").map(|v| v.to_string()).unwrap_or_default();
         if let Some(first) = indexed.get(&id) {
-            let message = format!("duplicate validation_index for request_id {id} (first at {first}); it would count twice");
-            out.reject(opts.skip_bad_lines, idx.error(message))?;
+            let problem = LineError::DuplicateIndex { id, first: first.clone() };
+            out.reject(opts.skip_bad_lines, idx.error(problem))?;
             continue;
         }
         indexed.insert(id.clone(), idx.at());
@@ -181,8 +182,8 @@ pub fn read_live_with(paths: &[PathBuf], opts: LiveOptions) -> Result<LiveTraces
         }
         let row = match live_row(&merged) {
             Ok(row) => row,
-            Err(message) => {
-                out.reject(opts.skip_bad_lines, idx.error(message))?;
+            Err(problem) => {
+                out.reject(opts.skip_bad_lines, idx.error(LineError::from(problem)))?;
                 continue;
             }
         };

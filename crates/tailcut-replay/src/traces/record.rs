@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::rounds::show;
+use crate::error::RecordError;
 
 /// Largest latency or offset within a request accepted, ms (11.6 days).
 pub const MAX_OFFSET_MS: f64 = 1e9;
@@ -105,7 +105,7 @@ pub fn receipt_facts(r: &Value) -> ReceiptFacts {
 
 /// The seconds after `marker` in a policy label (`@10s`): `None` when absent or not a
 /// number, an error when a number out of range.
-fn seconds_after(label: &str, marker: &str) -> Result<Option<f64>, String> {
+fn seconds_after(label: &str, marker: &str) -> Result<Option<f64>, RecordError> {
     let Some(at) = label.find(marker) else { return Ok(None) };
     let rest = &label[at + marker.len()..];
     let Some(end) = rest.find('s') else { return Ok(None) };
@@ -113,13 +113,13 @@ fn seconds_after(label: &str, marker: &str) -> Result<Option<f64>, String> {
     if v.is_finite() && (0.0..=MAX_OFFSET_MS / 1000.0).contains(&v) {
         Ok(Some(v))
     } else {
-        Err(format!("policy label `{label}` launches at {}s: expected seconds between 0 and {}", show(v), show(MAX_OFFSET_MS / 1000.0)))
+        Err(RecordError::LaunchOutOfRange { label: label.to_string(), seconds: v, max: MAX_OFFSET_MS / 1000.0 })
     }
 }
 
 /// Normalises one engine record; `None` for other kinds, an error when a legacy record's
 /// latency cannot be rebuilt from its policy label.
-pub fn live_row(rec: &Value) -> Result<Option<LiveRow>, String> {
+pub fn live_row(rec: &Value) -> Result<Option<LiveRow>, RecordError> {
     let Some(kind) = rec.get("kind").and_then(Value::as_str) else { return Ok(None) };
     if !REQUEST_KINDS.contains(&kind) {
         return Ok(None);
@@ -170,7 +170,7 @@ pub fn live_row(rec: &Value) -> Result<Option<LiveRow>, String> {
         _ => None,
     };
     let policy_kind = match rec.get("policy_kind") {
-        Some(v) => Some(serde_json::from_value(v.clone()).map_err(|e| format!("policy_kind: {e}"))?),
+        Some(v) => Some(serde_json::from_value(v.clone()).map_err(|source| RecordError::PolicyKind { source })?),
         None => tailcut_core::PolicyKind::from_legacy_label(&policy),
     };
     Ok(Some(LiveRow {

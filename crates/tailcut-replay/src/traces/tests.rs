@@ -114,3 +114,23 @@ fn many_distinct_arms_summarise_in_linear_time() {
     let took = started.elapsed();
     assert!(took < std::time::Duration::from_secs(3), "{took:?} for 40,000 distinct arms");
 }
+
+#[test]
+fn a_bad_record_is_a_typed_problem_keeping_its_field_and_value() {
+    use crate::error::{Expected, Field, LineError, Place, RecordError};
+    use crate::ReplayError;
+    let late = r#","receipts":[{"provider":"modal","cancel_sent_ms":10,"cancel_ack_ms":4}]"#;
+    let f = write(format!("{}{}", request(1, ""), request(2, late)).as_bytes());
+    let e = read_live(&[f.path().to_path_buf()], false).unwrap_err();
+    assert!(matches!(e, ReplayError::Malformed { line: 2, .. }), "{e:?}");
+    let Some(LineError::Record(RecordError::BeforeCancel { field, at, sent })) = e.problem() else { panic!("{e:?}") };
+    assert_eq!((*field, *at, *sent), (Field::at(Place::InList { list: "receipts", index: 0 }, "cancel_ack_ms"), 4.0, 10.0));
+    assert!(
+        e.to_string().ends_with(":2: malformed record: `receipts[0].cancel_ack_ms` (4) is before `receipts[0].cancel_sent_ms` (10)"),
+        "{e}"
+    );
+    let f = write(request(1, r#","winner_total_ms":"5000""#).as_bytes());
+    let e = read_live(&[f.path().to_path_buf()], false).unwrap_err();
+    let Some(LineError::Record(RecordError::WrongType { field, found, expected })) = e.problem() else { panic!("{e:?}") };
+    assert_eq!((*field, found, *expected), (Field::top("winner_total_ms"), &serde_json::json!("5000"), Expected::MillisOrNull));
+}

@@ -38,11 +38,35 @@ pub async fn read_body(resp: reqwest::Response) -> Result<bytes::Bytes, reqwest:
     resp.bytes().await.map(crate::redact::bytes)
 }
 
-/// A reply body as it streams, redacted (also a secret cut across two chunks), with
-/// errors as one line each (see [`describe`]).
-pub fn body_stream(resp: reqwest::Response) -> crate::plain::ByteStream {
-    use futures::StreamExt;
-    crate::redact::stream(Box::pin(resp.bytes_stream().map(|r| r.map_err(describe))))
+/// A streamed reply body, from either client: chunks as they arrive (redacted), or why
+/// it broke off.
+pub type ByteStream = std::pin::Pin<Box<dyn futures::Stream<Item = Result<bytes::Bytes, HttpError>> + Send>>;
+
+/// A transport error from either client, as one line that never names the URL.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The lean plain-HTTP client's (its own text).
+    #[error(transparent)]
+    Plain(#[from] tailcut_http::ClientError),
+    /// reqwest's, with the URL removed, shown with its causes (see [`describe`]).
+    #[error("{}", tailcut_http::cause::cause_chain(.source))]
+    Tls {
+        /// reqwest's error, without its URL.
+        #[source]
+        source: reqwest::Error,
+    },
+}
+
+impl From<reqwest::Error> for HttpError {
+    fn from(e: reqwest::Error) -> HttpError {
+        HttpError::Tls { source: e.without_url() }
+    }
+}
+
+/// A reply body as it streams, redacted (also a secret cut across two chunks).
+pub fn body_stream(resp: reqwest::Response) -> ByteStream {
+    use futures::TryStreamExt;
+    crate::redact::stream(Box::pin(resp.bytes_stream().map_err(HttpError::from)))
 }
 
 impl Reply {
@@ -90,7 +114,7 @@ fn transport(e: reqwest::Error) -> ProviderError {
 /// URL (it can carry endpoint ids) or headers (credentials); the causes below reqwest are
 /// hyper and io errors, which carry neither.
 pub fn describe(e: reqwest::Error) -> String {
-    crate::cause::cause_chain(&e.without_url())
+    tailcut_http::cause::cause_chain(&e.without_url())
 }
 
 impl HttpClient {
@@ -179,7 +203,7 @@ impl HttpClient {
 
 #[cfg(test)]
 mod tests {
-    use super::describe;
+    use super::{describe, HttpError};
 
     #[tokio::test]
     async fn transport_errors_name_their_cause_but_not_the_url() {
@@ -191,5 +215,7 @@ mod tests {
         assert!(line.starts_with("error sending request"), "{line}");
         assert!(line.to_lowercase().contains("refused"), "the cause is missing: {line}");
         assert!(!line.contains("secret-endpoint-id") && !line.contains(&port.to_string()), "URL leaked: {line}");
+        let typed = HttpError::from(reqwest::Client::new().get(&url).send().await.unwrap_err());
+        assert_eq!(typed.to_string(), line, "the typed error reads as the one-line text");
     }
 }

@@ -26,7 +26,6 @@
 
 pub mod baseten;
 pub mod bounds;
-mod cause;
 pub mod cerebrium;
 pub mod channel;
 pub mod client;

@@ -101,7 +101,7 @@ impl PlainCall {
         let headers = crate::plain::json_post_headers(Some(&id), self.authorization.as_ref());
         match self.plain.post_parts(&self.authority, &[self.path.as_str()], &headers, body).await {
             Ok((status, bytes)) => whole_reply(status.as_u16(), bytes, self.check_json, started),
-            Err(e) => ended(JobState::Failed, Some(ProviderError::Transport(e).to_string()), started),
+            Err(e) => ended(JobState::Failed, Some(ProviderError::Transport(e.to_string()).to_string()), started),
         }
     }
 }

@@ -7,7 +7,7 @@
 //! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::client::{HttpClient, Reply};
-use crate::config::{no_fallback, trimmed, Build, Check, Invalid, ProviderModule};
+use crate::config::{no_fallback, trimmed, Build, Check, CheckError, Invalid, ProviderModule};
 use crate::polling::{CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
@@ -217,10 +217,10 @@ impl ProviderModule for Settings {
         Ok(cx.polling(self.api(cx.name, key)))
     }
 
-    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, String> {
+    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, CheckError> {
         let key = cx.secret(&self.key_env, no_fallback)?;
         let api = Baseten { webhook: None, result_url: None, ..self.api(cx.name, key) };
-        let v = api.queue_status(&cx.http).await.map_err(|e| e.to_string())?;
+        let v = api.queue_status(&cx.http).await?;
         Ok(format!("queue: {} queued, {} in progress", v["num_queued_requests"], v["num_in_progress_requests"]))
     }
 }

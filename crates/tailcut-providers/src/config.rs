@@ -1,5 +1,5 @@
 //! What every provider module shares to be configured: the error naming a key
-//! ([`Invalid`]), the keys every HTTP kind takes ([`SharedKeys`] → [`HttpSettings`]),
+//! ([`Invalid`]), why a credential check failed ([`CheckError`]), the keys every HTTP kind takes ([`SharedKeys`] → [`HttpSettings`]),
 //! and what building a provider ([`Build`]) and checking its credential ([`Check`]) are
 //! given. Each kind's own keys, factory and credential check live in its provider module
 //! (`runpod.rs`, ...) behind [`ProviderModule`]; [`crate::kind`] holds the list of kinds
@@ -14,7 +14,7 @@ use serde::de::{DeserializeOwned, Visitor};
 use serde::{Deserialize, Deserializer};
 use std::sync::Arc;
 use std::time::Duration;
-use tailcut_core::{ProviderApi, RateNanoUsdPerSec};
+use tailcut_core::{ProviderApi, ProviderError, RateNanoUsdPerSec};
 
 /// What a provider module gives configuration: its keys, their validation, its factory
 /// and its read-only credential check. Implemented by each module's `Settings`.
@@ -34,7 +34,28 @@ pub trait ProviderModule: Sized + Send + Sync {
     /// A read-only credential check (never submits work): `Ok(detail)` when the provider
     /// accepted the credential, `Err(why)` otherwise; `Ok("unverifiable: ...")` where no
     /// read-only call exists.
-    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, String>;
+    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, CheckError>;
+}
+
+/// Why a read-only credential check failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// A paid provider's credential is not in the environment.
+    #[error("credential missing: set {var}")]
+    Missing {
+        /// The environment variable it is read from.
+        var: String,
+    },
+    /// The provider answered that the credential is not accepted.
+    #[error("credential rejected (HTTP {status})")]
+    Rejected {
+        /// The reply's status (401 or 403).
+        status: u16,
+    },
+    /// The check's call failed: transport, an error status, a malformed reply, or the
+    /// client could not be built.
+    #[error(transparent)]
+    Call(#[from] ProviderError),
 }
 
 /// The keys every HTTP kind takes: polling cadence, cancel window, request timeout.
@@ -178,10 +199,10 @@ pub struct Check<'a> {
 impl Check<'_> {
     /// The credential in `var` (or from `fallback`); missing is an error for a paid
     /// provider and an empty credential for a local one.
-    pub fn secret(&self, var: &str, fallback: fn() -> Option<Secret>) -> Result<Secret, String> {
+    pub fn secret(&self, var: &str, fallback: fn() -> Option<Secret>) -> Result<Secret, CheckError> {
         match Secret::from_env(var).or_else(fallback) {
             Some(s) => Ok(s),
-            None if self.paid => Err(format!("credential missing: set {var}")),
+            None if self.paid => Err(CheckError::Missing { var: var.to_string() }),
             None => Ok(Secret::new("")),
         }
     }

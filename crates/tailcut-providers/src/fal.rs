@@ -7,7 +7,7 @@
 //! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::client::{HttpClient, Reply};
-use crate::config::{no_fallback, trimmed, Build, Check, Invalid, ProviderModule};
+use crate::config::{no_fallback, trimmed, Build, Check, CheckError, Invalid, ProviderModule};
 use crate::polling::{CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
@@ -197,18 +197,14 @@ impl ProviderModule for Settings {
         Ok(cx.polling(Fal { name: cx.name.into(), base: self.base.clone(), model: self.model.clone(), key }))
     }
 
-    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, String> {
+    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, CheckError> {
         // No read-only endpoint: ask for an unknown request's status; 404 means the key was accepted.
         let key = cx.secret(&self.key_env, no_fallback)?;
         let app: Vec<&str> = self.model.split('/').take(2).collect();
         let url = format!("{}/{}/requests/00000000-0000-0000-0000-000000000000/status", self.base, app.join("/"));
-        let reply = cx
-            .http
-            .idempotent(|c| c.get(&url).header("Authorization", format!("Key {}", key.expose())))
-            .await
-            .map_err(|e| e.to_string())?;
+        let reply = cx.http.idempotent(|c| c.get(&url).header("Authorization", format!("Key {}", key.expose()))).await?;
         match reply.status {
-            401 | 403 => Err(format!("credential rejected (HTTP {})", reply.status)),
+            401 | 403 => Err(CheckError::Rejected { status: reply.status }),
             _ => Ok(format!("key accepted (HTTP {} for an unknown request)", reply.status)),
         }
     }

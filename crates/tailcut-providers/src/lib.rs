@@ -45,7 +45,7 @@ pub mod secret;
 pub mod vast;
 
 pub use client::HttpClient;
-pub use config::{Invalid, ProviderModule};
+pub use config::{CheckError, Invalid, ProviderModule};
 pub use kind::{HttpConfig, KindConfig, KindSeed, KindSettings, ProviderKind};
 pub use polling::{PollSettings, PollingProvider};
 pub use secret::Secret;

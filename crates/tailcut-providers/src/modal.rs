@@ -8,7 +8,7 @@
 //! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::client::{HttpClient, Reply};
-use crate::config::{trimmed, Build, Check, Invalid, ProviderModule};
+use crate::config::{trimmed, Build, Check, CheckError, Invalid, ProviderModule};
 use crate::polling::{CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
@@ -178,8 +178,8 @@ impl ProviderModule for Settings {
         Ok(cx.polling(Modal { name: cx.name.into(), base: self.base.clone(), proxy_auth }))
     }
 
-    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, String> {
+    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, CheckError> {
         let api = Modal { name: cx.name.into(), base: self.base.clone(), proxy_auth: None };
-        api.health(&cx.http).await.map(|_| "endpoint reachable".to_string()).map_err(|e| e.to_string())
+        api.health(&cx.http).await.map(|_| "endpoint reachable".to_string()).map_err(CheckError::from)
     }
 }

@@ -6,7 +6,7 @@
 //! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::client::{HttpClient, Reply};
-use crate::config::{trimmed, Build, Check, Invalid, ProviderModule};
+use crate::config::{trimmed, Build, Check, CheckError, Invalid, ProviderModule};
 use crate::polling::{metric, CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
@@ -186,10 +186,10 @@ impl ProviderModule for Settings {
         Ok(cx.polling(RunPod { name: cx.name.into(), base: self.base.clone(), key }))
     }
 
-    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, String> {
+    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, CheckError> {
         let key = cx.secret(&self.key_env, cli_key)?;
         let api = RunPod { name: cx.name.into(), base: self.base.clone(), key };
-        api.health(&cx.http).await.map(|v| format!("health ok: {}", v["workers"])).map_err(|e| e.to_string())
+        api.health(&cx.http).await.map(|v| format!("health ok: {}", v["workers"])).map_err(CheckError::from)
     }
 }
 

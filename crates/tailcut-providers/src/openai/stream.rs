@@ -112,8 +112,8 @@ async fn read(t: Arc<Target>, body: Bytes, tx: EventSender) {
     let mut reader = events(&mut stream);
     while let Some(event) = reader.next().await {
         let event = match event {
-            Ok(Event::Content(data)) => StreamEvent::Content(framed(&data)),
-            Ok(Event::Preamble(data)) => StreamEvent::Preamble(framed(&data)),
+            Ok(Event::Content { data }) => StreamEvent::Content(framed(&data)),
+            Ok(Event::Preamble { data }) => StreamEvent::Preamble(framed(&data)),
             Ok(Event::Done) => {
                 tx.send(StreamEvent::Done);
                 drop(reader);

@@ -8,7 +8,7 @@
 
 use crate::client::{HttpClient, Reply};
 use crate::config::{no_fallback, trimmed, Build, Check, CheckError, Invalid, ProviderModule};
-use crate::polling::{CancelReply, Observation, PollingApi, Remote};
+use crate::polling::{required_str, CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -91,10 +91,7 @@ impl PollingApi for Fal {
 /// Reads a submit reply: the request id and the URLs to use for it.
 pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
-    let id = v
-        .get("request_id")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ProviderError::MalformedResponse("submit reply without `request_id`".into()))?;
+    let id = required_str(&v, "request_id", "submit reply")?;
     let mut remote = Remote { id: id.to_string(), ..Remote::default() };
     for k in ["status_url", "response_url", "cancel_url"] {
         if let Some(u) = v.get(k).and_then(Value::as_str) {

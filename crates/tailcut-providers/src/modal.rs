@@ -9,7 +9,7 @@
 
 use crate::client::{HttpClient, Reply};
 use crate::config::{trimmed, Build, Check, CheckError, Invalid, ProviderModule};
-use crate::polling::{CancelReply, Observation, PollingApi, Remote};
+use crate::polling::{required_str, CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -32,7 +32,7 @@ pub struct Modal {
 /// Reads a `/submit` reply: the call id.
 pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
-    let id = v.get("call_id").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("reply without `call_id`".into()))?;
+    let id = required_str(&v, "call_id", "reply")?;
     Ok(Remote { id: id.to_string(), ..Remote::default() })
 }
 

@@ -7,7 +7,7 @@
 use crate::bounds;
 use crate::client::{HttpClient, Reply};
 use crate::config::{no_fallback, trimmed, Build, Check, CheckError, Invalid, ProviderModule};
-use crate::polling::{CancelReply, Observation, PollingApi, Remote};
+use crate::polling::{required_str, CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -65,8 +65,7 @@ pub fn state(s: &str) -> JobState {
 
 /// Reads a prediction (a status reply) for provider `name`.
 pub fn observe(v: &Value, name: &str) -> Result<Observation, ProviderError> {
-    let status =
-        v.get("status").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("prediction without `status`".into()))?;
+    let status = required_str(v, "status", "prediction")?;
     let mut obs = Observation::state(state(status));
     if let Some(t) = v.pointer("/metrics/predict_time").and_then(Value::as_f64) {
         obs.metrics.insert(format!("{name}_execution_ms"), json!(t * 1000.0));
@@ -83,7 +82,7 @@ pub fn observe(v: &Value, name: &str) -> Result<Observation, ProviderError> {
 /// Reads a create-prediction reply: the prediction id.
 pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
-    let id = v.get("id").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("prediction without `id`".into()))?;
+    let id = required_str(&v, "id", "prediction")?;
     Ok(Remote { id: id.to_string(), ..Remote::default() })
 }
 
@@ -93,12 +92,7 @@ pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, ProviderErr
 }
 
 /// Reads a cancel reply.
-pub fn read_cancel(reply: &Reply) -> Result<CancelReply, ProviderError> {
-    if !reply.ok() {
-        return Err(reply.rejected());
-    }
-    Ok(CancelReply { acknowledged: true, note: String::new() })
-}
+pub use crate::polling::read_acknowledged as read_cancel;
 
 impl Replicate {
     fn auth(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {

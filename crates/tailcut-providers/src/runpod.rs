@@ -7,7 +7,7 @@
 
 use crate::client::{HttpClient, Reply};
 use crate::config::{trimmed, Build, Check, CheckError, Invalid, ProviderModule};
-use crate::polling::{metric, CancelReply, Observation, PollingApi, Remote};
+use crate::polling::{metric, required_str, CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -42,15 +42,14 @@ pub fn state(s: &str) -> JobState {
 /// Reads a `/run` reply: the job id.
 pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
-    let id = v.get("id").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("submit reply without `id`".into()))?;
+    let id = required_str(&v, "id", "submit reply")?;
     Ok(Remote { id: id.to_string(), ..Remote::default() })
 }
 
 /// Reads a `/status/{id}` reply for provider `name` (metric keys are prefixed with it).
 pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, ProviderError> {
     let v = reply.success_json()?;
-    let status =
-        v.get("status").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse("status reply without `status`".into()))?;
+    let status = required_str(&v, "status", "status reply")?;
     let mut obs = Observation::state(state(status));
     metric(&mut obs.metrics, &format!("{name}_delay_ms"), v.get("delayTime"));
     metric(&mut obs.metrics, &format!("{name}_execution_ms"), v.get("executionTime"));
@@ -60,12 +59,7 @@ pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, ProviderErr
 }
 
 /// Reads a `/cancel/{id}` reply.
-pub fn read_cancel(reply: &Reply) -> Result<CancelReply, ProviderError> {
-    if !reply.ok() {
-        return Err(reply.rejected());
-    }
-    Ok(CancelReply { acknowledged: true, note: String::new() })
-}
+pub use crate::polling::read_acknowledged as read_cancel;
 
 /// Reads a `/stream/{id}` reply: the status and the batch of `stream` items.
 pub fn read_stream(reply: &Reply) -> Result<(JobState, Vec<Value>), ProviderError> {

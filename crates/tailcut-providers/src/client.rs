@@ -38,35 +38,10 @@ pub async fn read_body(resp: reqwest::Response) -> Result<bytes::Bytes, reqwest:
     resp.bytes().await.map(crate::redact::bytes)
 }
 
-/// A streamed reply body, from either client: chunks as they arrive (redacted), or why
-/// it broke off.
-pub type ByteStream = std::pin::Pin<Box<dyn futures::Stream<Item = Result<bytes::Bytes, HttpError>> + Send>>;
-
-/// A transport error from either client, as one line that never names the URL.
-#[derive(Debug, thiserror::Error)]
-pub enum HttpError {
-    /// The lean plain-HTTP client's (its own text).
-    #[error(transparent)]
-    Plain(#[from] tailcut_http::ClientError),
-    /// reqwest's, with the URL removed, shown with its causes (see [`describe`]).
-    #[error("{}", tailcut_http::cause::cause_chain(.source))]
-    Tls {
-        /// reqwest's error, without its URL.
-        #[source]
-        source: reqwest::Error,
-    },
-}
-
-impl From<reqwest::Error> for HttpError {
-    fn from(e: reqwest::Error) -> HttpError {
-        HttpError::Tls { source: e.without_url() }
-    }
-}
-
 /// A reply body as it streams, redacted (also a secret cut across two chunks).
-pub fn body_stream(resp: reqwest::Response) -> ByteStream {
+pub fn body_stream(resp: reqwest::Response) -> crate::transport::ByteStream {
     use futures::TryStreamExt;
-    crate::redact::stream(Box::pin(resp.bytes_stream().map_err(HttpError::from)))
+    crate::redact::stream(Box::pin(resp.bytes_stream().map_err(crate::transport::HttpError::from)))
 }
 
 impl Reply {
@@ -203,7 +178,8 @@ impl HttpClient {
 
 #[cfg(test)]
 mod tests {
-    use super::{describe, HttpError};
+    use super::describe;
+    use crate::transport::HttpError;
 
     #[tokio::test]
     async fn transport_errors_name_their_cause_but_not_the_url() {

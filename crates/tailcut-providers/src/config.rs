@@ -243,6 +243,22 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_credential_is_an_error_naming_its_variable_only_when_paid() {
+        use crate::client::RetryPolicy;
+        let http = HttpClient::new(Duration::from_secs(1), RetryPolicy::default()).unwrap();
+        let var = "TAILCUT_TEST_CHECK_UNSET_0b7e";
+        let paid = Check { name: "p", paid: true, http: http.clone() };
+        let e = paid.secret(var, no_fallback).unwrap_err();
+        assert!(matches!(&e, CheckError::Missing { var: v } if v == var), "{e:?}");
+        assert_eq!(e.to_string(), format!("credential missing: set {var}"));
+        let local = Check { name: "p", paid: false, http };
+        assert_eq!(local.secret(var, no_fallback).unwrap().expose(), "");
+        let rejected: CheckError = ProviderError::Rejected { status: 401, message: "no".into() }.into();
+        assert_eq!(rejected.to_string(), ProviderError::Rejected { status: 401, message: "no".into() }.to_string());
+        assert_eq!(CheckError::Rejected { status: 403 }.to_string(), "credential rejected (HTTP 403)");
+    }
+
+    #[test]
     fn loopback_is_free() {
         assert!(!is_paid("http://127.0.0.1:8000/v1"));
         assert!(!is_paid("http://localhost/v1"));

@@ -42,6 +42,7 @@ pub mod redact;
 pub mod replicate;
 pub mod runpod;
 pub mod secret;
+pub mod transport;
 pub mod vast;
 
 pub use client::HttpClient;

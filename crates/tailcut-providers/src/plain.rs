@@ -3,7 +3,7 @@
 //! ([`crate::redact`]), and a credential becomes an `Authorization` value here
 //! ([`bearer`]).
 
-use crate::client::{ByteStream, HttpError};
+use crate::transport::{ByteStream, HttpError};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use http::{HeaderName, HeaderValue, StatusCode};

@@ -6,8 +6,8 @@
 
 use super::sse::{events, Event};
 use super::{request_body, Endpoint, Settings};
-use crate::client::{ByteStream, HttpError};
 use crate::plain::PlainHttp;
+use crate::transport::{ByteStream, HttpError};
 use crate::{HttpClient, Secret};
 use async_trait::async_trait;
 use bytes::Bytes;

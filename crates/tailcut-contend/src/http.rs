@@ -78,13 +78,13 @@ fn one(agent: &ureq::Agent, url: &str, model: &str, scheduled: Instant) -> Resul
     let mut events = events(self::chunks(resp.into_reader()));
     loop {
         match next_now(&mut events) {
-            Some(Ok(Event::Content(_))) => {
+            Some(Ok(Event::Content { .. })) => {
                 chunks += 1;
                 if ttft.is_none() {
                     ttft = Some(scheduled.elapsed());
                 }
             }
-            Some(Ok(Event::Preamble(_))) => {}
+            Some(Ok(Event::Preamble { .. })) => {}
             // A server that closes without `[DONE]` still answered.
             Some(Ok(Event::Done) | Err(Failure::EndedWithoutDone)) | None => break,
             Some(Err(e)) => return Err(RequestError::Stream(e)),

@@ -72,7 +72,7 @@ fn hand_written(chunks: &[Bytes]) -> usize {
 fn reader(chunks: &[Bytes]) -> usize {
     let body = futures::stream::iter(chunks.iter().cloned().map(Ok::<_, String>));
     let all = events(body).collect::<Vec<_>>().now_or_never().unwrap_or_default();
-    all.iter().filter(|e| matches!(e, Ok(Event::Content(_)))).count()
+    all.iter().filter(|e| matches!(e, Ok(Event::Content { .. }))).count()
 }
 
 fn bench(c: &mut Criterion) {

@@ -7,8 +7,8 @@
 //! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::client::{HttpClient, Reply};
-use crate::config::{no_fallback, trimmed, Build, Check, Invalid, ProviderModule};
-use crate::polling::{CancelReply, Observation, PollingApi, Remote};
+use crate::config::{no_fallback, trimmed, Build, Check, CheckError, Invalid, ProviderModule};
+use crate::polling::{required_str, CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -104,20 +104,14 @@ impl PollingApi for Baseten {
 /// Reads an async-predict reply: the request id.
 pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
-    let id = v
-        .get("request_id")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ProviderError::MalformedResponse { reason: "reply without `request_id`".into() })?;
+    let id = required_str(&v, "request_id", "reply")?;
     Ok(Remote { id: id.to_string(), ..Remote::default() })
 }
 
 /// Reads an async-request status reply.
 pub fn read_status(reply: &Reply) -> Result<Observation, ProviderError> {
     let v = reply.success_json()?;
-    let s = v
-        .get("status")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ProviderError::MalformedResponse { reason: "status without `status`".into() })?;
+    let s = required_str(&v, "status", "status")?;
     let mut obs = Observation::state(state(s));
     if let Some(errs) = v.get("errors").and_then(Value::as_array).filter(|e| !e.is_empty()) {
         let joined = errs.iter().filter_map(|e| e.get("message").and_then(Value::as_str)).collect::<Vec<_>>().join("; ");
@@ -223,10 +217,10 @@ impl ProviderModule for Settings {
         Ok(cx.polling(self.api(cx.name, key)))
     }
 
-    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, String> {
+    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, CheckError> {
         let key = cx.secret(&self.key_env, no_fallback)?;
         let api = Baseten { webhook: None, result_url: None, ..self.api(cx.name, key) };
-        let v = api.queue_status(&cx.http).await.map_err(|e| e.to_string())?;
+        let v = api.queue_status(&cx.http).await?;
         Ok(format!("queue: {} queued, {} in progress", v["num_queued_requests"], v["num_in_progress_requests"]))
     }
 }

@@ -9,7 +9,7 @@
 
 use crate::channel::{correlation_id, ChannelJob};
 use crate::client::{HttpClient, Reply};
-use crate::config::{no_fallback, trimmed, Build, Check, Invalid, ProviderModule};
+use crate::config::{no_fallback, trimmed, Build, Check, CheckError, Invalid, ProviderModule};
 use crate::secret::Secret;
 use async_trait::async_trait;
 use futures::FutureExt;
@@ -143,7 +143,7 @@ impl ProviderModule for Settings {
         Ok(Arc::new(Cerebrium { name: cx.name.into(), url: self.url.clone(), token, http: cx.http.clone() }))
     }
 
-    async fn check_credentials(&self, _cx: &Check<'_>) -> Result<String, String> {
+    async fn check_credentials(&self, _cx: &Check<'_>) -> Result<String, CheckError> {
         Ok("unverifiable: Cerebrium has no read-only API (a check would run the function)".into())
     }
 }

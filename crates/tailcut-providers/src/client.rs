@@ -38,11 +38,10 @@ pub async fn read_body(resp: reqwest::Response) -> Result<bytes::Bytes, reqwest:
     resp.bytes().await.map(crate::redact::bytes)
 }
 
-/// A reply body as it streams, redacted (also a secret cut across two chunks), with
-/// errors as one line each (see [`describe`]).
-pub fn body_stream(resp: reqwest::Response) -> crate::plain::ByteStream {
-    use futures::StreamExt;
-    crate::redact::stream(Box::pin(resp.bytes_stream().map(|r| r.map_err(describe))))
+/// A reply body as it streams, redacted (also a secret cut across two chunks).
+pub fn body_stream(resp: reqwest::Response) -> crate::transport::ByteStream {
+    use futures::TryStreamExt;
+    crate::redact::stream(Box::pin(resp.bytes_stream().map_err(crate::transport::HttpError::from)))
 }
 
 impl Reply {
@@ -90,7 +89,7 @@ fn transport(e: reqwest::Error) -> ProviderError {
 /// URL (it can carry endpoint ids) or headers (credentials); the causes below reqwest are
 /// hyper and io errors, which carry neither.
 pub fn describe(e: reqwest::Error) -> String {
-    crate::cause::cause_chain(&e.without_url())
+    tailcut_http::cause::cause_chain(&e.without_url())
 }
 
 impl HttpClient {
@@ -180,6 +179,7 @@ impl HttpClient {
 #[cfg(test)]
 mod tests {
     use super::describe;
+    use crate::transport::HttpError;
 
     #[tokio::test]
     async fn transport_errors_name_their_cause_but_not_the_url() {
@@ -191,5 +191,7 @@ mod tests {
         assert!(line.starts_with("error sending request"), "{line}");
         assert!(line.to_lowercase().contains("refused"), "the cause is missing: {line}");
         assert!(!line.contains("secret-endpoint-id") && !line.contains(&port.to_string()), "URL leaked: {line}");
+        let typed = HttpError::from(reqwest::Client::new().get(&url).send().await.unwrap_err());
+        assert_eq!(typed.to_string(), line, "the typed error reads as the one-line text");
     }
 }

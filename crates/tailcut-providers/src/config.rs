@@ -1,5 +1,5 @@
 //! What every provider module shares to be configured: the error naming a key
-//! ([`Invalid`]), the keys every HTTP kind takes ([`SharedKeys`] → [`HttpSettings`]),
+//! ([`Invalid`]), why a credential check failed ([`CheckError`]), the keys every HTTP kind takes ([`SharedKeys`] → [`HttpSettings`]),
 //! and what building a provider ([`Build`]) and checking its credential ([`Check`]) are
 //! given. Each kind's own keys, factory and credential check live in its provider module
 //! (`runpod.rs`, ...) behind [`ProviderModule`]; [`crate::kind`] holds the list of kinds
@@ -14,7 +14,7 @@ use serde::de::{DeserializeOwned, Visitor};
 use serde::{Deserialize, Deserializer};
 use std::sync::Arc;
 use std::time::Duration;
-use tailcut_core::{ProviderApi, RateNanoUsdPerSec};
+use tailcut_core::{ProviderApi, ProviderError, RateNanoUsdPerSec};
 
 /// What a provider module gives configuration: its keys, their validation, its factory
 /// and its read-only credential check. Implemented by each module's `Settings`.
@@ -38,7 +38,28 @@ pub trait ProviderModule: Sized + Send + Sync {
     /// A read-only credential check (never submits work): `Ok(detail)` when the provider
     /// accepted the credential, `Err(why)` otherwise; `Ok("unverifiable: ...")` where no
     /// read-only call exists.
-    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, String>;
+    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, CheckError>;
+}
+
+/// Why a read-only credential check failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// A paid provider's credential is not in the environment.
+    #[error("credential missing: set {var}")]
+    Missing {
+        /// The environment variable it is read from.
+        var: String,
+    },
+    /// The provider answered that the credential is not accepted.
+    #[error("credential rejected (HTTP {status})")]
+    Rejected {
+        /// The reply's status (401 or 403).
+        status: u16,
+    },
+    /// The check's call failed: transport, an error status, a malformed reply, or the
+    /// client could not be built.
+    #[error(transparent)]
+    Call(#[from] ProviderError),
 }
 
 /// The keys every HTTP kind takes: polling cadence, cancel window, request timeout.
@@ -182,10 +203,10 @@ pub struct Check<'a> {
 impl Check<'_> {
     /// The credential in `var` (or from `fallback`); missing is an error for a paid
     /// provider and an empty credential for a local one.
-    pub fn secret(&self, var: &str, fallback: fn() -> Option<Secret>) -> Result<Secret, String> {
+    pub fn secret(&self, var: &str, fallback: fn() -> Option<Secret>) -> Result<Secret, CheckError> {
         match Secret::from_env(var).or_else(fallback) {
             Some(s) => Ok(s),
-            None if self.paid => Err(format!("credential missing: set {var}")),
+            None if self.paid => Err(CheckError::Missing { var: var.to_string() }),
             None => Ok(Secret::new("")),
         }
     }
@@ -223,6 +244,22 @@ mod tests {
         let gateway = s.provider("p", Endpoint::Chat, Reader::Gateway, http);
         assert!(!gateway.stream && !gateway.check_json, "the gateway streams and validates by itself");
         assert_eq!((gateway.endpoint, gateway.key.is_none()), (Endpoint::Chat, true));
+    }
+
+    #[test]
+    fn a_missing_credential_is_an_error_naming_its_variable_only_when_paid() {
+        use crate::client::RetryPolicy;
+        let http = HttpClient::new(Duration::from_secs(1), RetryPolicy::default()).unwrap();
+        let var = "TAILCUT_TEST_CHECK_UNSET_0b7e";
+        let paid = Check { name: "p", paid: true, http: http.clone() };
+        let e = paid.secret(var, no_fallback).unwrap_err();
+        assert!(matches!(&e, CheckError::Missing { var: v } if v == var), "{e:?}");
+        assert_eq!(e.to_string(), format!("credential missing: set {var}"));
+        let local = Check { name: "p", paid: false, http };
+        assert_eq!(local.secret(var, no_fallback).unwrap().expose(), "");
+        let rejected: CheckError = ProviderError::Rejected { status: 401, message: "no".into() }.into();
+        assert_eq!(rejected.to_string(), ProviderError::Rejected { status: 401, message: "no".into() }.to_string());
+        assert_eq!(CheckError::Rejected { status: 403 }.to_string(), "credential rejected (HTTP 403)");
     }
 
     #[test]

@@ -7,8 +7,8 @@
 //! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::client::{HttpClient, Reply};
-use crate::config::{no_fallback, trimmed, Build, Check, Invalid, ProviderModule};
-use crate::polling::{CancelReply, Observation, PollingApi, Remote};
+use crate::config::{no_fallback, trimmed, Build, Check, CheckError, Invalid, ProviderModule};
+use crate::polling::{required_str, CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -91,10 +91,7 @@ impl PollingApi for Fal {
 /// Reads a submit reply: the request id and the URLs to use for it.
 pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
-    let id = v
-        .get("request_id")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ProviderError::MalformedResponse { reason: "submit reply without `request_id`".into() })?;
+    let id = required_str(&v, "request_id", "submit reply")?;
     let mut remote = Remote { id: id.to_string(), ..Remote::default() };
     for k in ["status_url", "response_url", "cancel_url"] {
         if let Some(u) = v.get(k).and_then(Value::as_str) {
@@ -198,18 +195,14 @@ impl ProviderModule for Settings {
         Ok(cx.polling(Fal { name: cx.name.into(), base: self.base.clone(), model: self.model.clone(), key }))
     }
 
-    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, String> {
+    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, CheckError> {
         // No read-only endpoint: ask for an unknown request's status; 404 means the key was accepted.
         let key = cx.secret(&self.key_env, no_fallback)?;
         let app: Vec<&str> = self.model.split('/').take(2).collect();
         let url = format!("{}/{}/requests/00000000-0000-0000-0000-000000000000/status", self.base, app.join("/"));
-        let reply = cx
-            .http
-            .idempotent(|c| c.get(&url).header("Authorization", format!("Key {}", key.expose())))
-            .await
-            .map_err(|e| e.to_string())?;
+        let reply = cx.http.idempotent(|c| c.get(&url).header("Authorization", format!("Key {}", key.expose()))).await?;
         match reply.status {
-            401 | 403 => Err(format!("credential rejected (HTTP {})", reply.status)),
+            401 | 403 => Err(CheckError::Rejected { status: reply.status }),
             _ => Ok(format!("key accepted (HTTP {} for an unknown request)", reply.status)),
         }
     }

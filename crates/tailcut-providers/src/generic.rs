@@ -9,7 +9,7 @@
 
 use crate::bounds::{self, Lo};
 use crate::client::{HttpClient, Reply};
-use crate::config::{Build, Check, Invalid, ProviderModule};
+use crate::config::{Build, Check, CheckError, Invalid, ProviderModule};
 use crate::polling::{json_payload, path, CancelReply, Observation, PollingApi, Remote};
 use async_trait::async_trait;
 use base64::Engine;
@@ -387,7 +387,7 @@ impl ProviderModule for Settings {
         Ok(cx.polling(Generic { name: cx.name.into(), spec: self.spec.as_ref().clone() }))
     }
 
-    async fn check_credentials(&self, _cx: &Check<'_>) -> Result<String, String> {
+    async fn check_credentials(&self, _cx: &Check<'_>) -> Result<String, CheckError> {
         Ok("unverifiable: no read-only call is configured for this job API".into())
     }
 }

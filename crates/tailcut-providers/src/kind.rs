@@ -4,7 +4,7 @@
 //! plus its module (`docs/adding-a-provider.md`). [`HttpConfig`] is a configured HTTP provider of any kind.
 
 use crate::client::RetryPolicy;
-use crate::config::{is_paid, Build, Check, HttpSettings, Invalid, ProviderModule, SharedKeys};
+use crate::config::{is_paid, Build, Check, CheckError, HttpSettings, Invalid, ProviderModule, SharedKeys};
 use crate::HttpClient;
 use serde::de::{DeserializeSeed, Deserializer, Error as _};
 use serde::Deserialize;
@@ -122,7 +122,7 @@ macro_rules! provider_kinds {
             }
 
             /// The module's read-only credential check.
-            pub async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, String> {
+            pub async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, CheckError> {
                 match self {
                     $(KindSettings::$kind(s) => s.check_credentials(cx).await,)*
                 }
@@ -212,9 +212,8 @@ impl HttpConfig {
 
     /// A read-only credential check (never submits work); see
     /// [`ProviderModule::check_credentials`].
-    pub async fn check_credentials(&self, name: &str) -> Result<String, String> {
-        let http = HttpClient::new(self.settings.timeout.min(Duration::from_secs(20)), RetryPolicy { attempts: 2, ..Default::default() })
-            .map_err(|e| e.to_string())?;
+    pub async fn check_credentials(&self, name: &str) -> Result<String, CheckError> {
+        let http = HttpClient::new(self.settings.timeout.min(Duration::from_secs(20)), RetryPolicy { attempts: 2, ..Default::default() })?;
         self.kind.check_credentials(&Check { name, paid: self.is_paid(), http }).await
     }
 }

@@ -65,7 +65,6 @@ macro_rules! provider_modules {
 for_each_provider_kind!(provider_modules);
 
 pub mod bounds;
-mod cause;
 pub mod channel;
 pub mod client;
 pub mod config;
@@ -75,9 +74,10 @@ pub mod plain;
 pub mod polling;
 pub mod redact;
 pub mod secret;
+pub mod transport;
 
 pub use client::HttpClient;
-pub use config::{Invalid, ProviderModule};
+pub use config::{CheckError, Invalid, ProviderModule};
 pub use kind::{HttpConfig, KindConfig, KindSeed, KindSettings, ProviderKind};
 pub use polling::{PollSettings, PollingProvider};
 pub use secret::Secret;

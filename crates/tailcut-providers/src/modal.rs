@@ -8,8 +8,8 @@
 //! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::client::{HttpClient, Reply};
-use crate::config::{trimmed, Build, Check, Invalid, ProviderModule};
-use crate::polling::{CancelReply, Observation, PollingApi, Remote};
+use crate::config::{trimmed, Build, Check, CheckError, Invalid, ProviderModule};
+use crate::polling::{required_str, CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -32,10 +32,7 @@ pub struct Modal {
 /// Reads a `/submit` reply: the call id.
 pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
-    let id = v
-        .get("call_id")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ProviderError::MalformedResponse { reason: "reply without `call_id`".into() })?;
+    let id = required_str(&v, "call_id", "reply")?;
     Ok(Remote { id: id.to_string(), ..Remote::default() })
 }
 
@@ -182,8 +179,8 @@ impl ProviderModule for Settings {
         Ok(cx.polling(Modal { name: cx.name.into(), base: self.base.clone(), proxy_auth }))
     }
 
-    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, String> {
+    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, CheckError> {
         let api = Modal { name: cx.name.into(), base: self.base.clone(), proxy_auth: None };
-        api.health(&cx.http).await.map(|_| "endpoint reachable".to_string()).map_err(|e| e.to_string())
+        api.health(&cx.http).await.map(|_| "endpoint reachable".to_string()).map_err(CheckError::from)
     }
 }

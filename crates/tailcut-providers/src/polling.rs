@@ -2,7 +2,7 @@
 //! cancel to a terminal state. Each provider kind contributes a [`PollingApi`] (its calls and how to read their replies); the polling,
 //! right-censoring and receipt honesty live here once.
 
-use crate::client::HttpClient;
+use crate::client::{HttpClient, Reply};
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -309,6 +309,21 @@ pub fn error_text(text: &str) -> String {
         None => text.to_string(),
         Some((cut, _)) => format!("{}… ({} bytes in all)", &text[..cut], text.len()),
     }
+}
+
+/// Reads a cancel reply whose status is the whole answer (RunPod, Replicate): a 2xx is
+/// an acknowledged cancel, anything else its rejection.
+pub fn read_acknowledged(reply: &Reply) -> Result<CancelReply, ProviderError> {
+    if !reply.ok() {
+        return Err(reply.rejected());
+    }
+    Ok(CancelReply { acknowledged: true, note: String::new() })
+}
+
+/// The string member `key` of a provider's reply `v`, or a malformed-reply error that
+/// names the reply (`what`) and the member: ``submit reply without `id` ``.
+pub fn required_str<'a>(v: &'a Value, key: &str, what: &str) -> Result<&'a str, ProviderError> {
+    v.get(key).and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse { reason: format!("{what} without `{key}`") })
 }
 
 /// A JSON value as a payload.

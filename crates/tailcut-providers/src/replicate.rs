@@ -6,8 +6,8 @@
 
 use crate::bounds;
 use crate::client::{HttpClient, Reply};
-use crate::config::{no_fallback, trimmed, Build, Check, Invalid, ProviderModule};
-use crate::polling::{CancelReply, Observation, PollingApi, Remote};
+use crate::config::{no_fallback, trimmed, Build, Check, CheckError, Invalid, ProviderModule};
+use crate::polling::{required_str, CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -19,12 +19,21 @@ use tailcut_core::{Capabilities, JobRequest, JobState, ProviderApi, ProviderErro
 /// What a prediction is created against.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// `POST /predictions` with `version` (`owner/name:version` or a version id).
-    Version(String),
+    /// `POST /predictions` with `version`.
+    Version {
+        /// `owner/name:version` or a version id.
+        version: String,
+    },
     /// `POST /models/{owner}/{name}/predictions`.
-    Model(String),
+    Model {
+        /// `owner/name`.
+        model: String,
+    },
     /// `POST /deployments/{owner}/{name}/predictions`.
-    Deployment(String),
+    Deployment {
+        /// `owner/name`.
+        deployment: String,
+    },
 }
 
 /// The Replicate provider module's API client (its [`PollingApi`]).
@@ -56,10 +65,7 @@ pub fn state(s: &str) -> JobState {
 
 /// Reads a prediction (a status reply) for provider `name`.
 pub fn observe(v: &Value, name: &str) -> Result<Observation, ProviderError> {
-    let status = v
-        .get("status")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ProviderError::MalformedResponse { reason: "prediction without `status`".into() })?;
+    let status = required_str(v, "status", "prediction")?;
     let mut obs = Observation::state(state(status));
     if let Some(t) = v.pointer("/metrics/predict_time").and_then(Value::as_f64) {
         obs.metrics.insert(format!("{name}_execution_ms"), json!(t * 1000.0));
@@ -76,8 +82,7 @@ pub fn observe(v: &Value, name: &str) -> Result<Observation, ProviderError> {
 /// Reads a create-prediction reply: the prediction id.
 pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
-    let id =
-        v.get("id").and_then(Value::as_str).ok_or_else(|| ProviderError::MalformedResponse { reason: "prediction without `id`".into() })?;
+    let id = required_str(&v, "id", "prediction")?;
     Ok(Remote { id: id.to_string(), ..Remote::default() })
 }
 
@@ -87,12 +92,7 @@ pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, ProviderErr
 }
 
 /// Reads a cancel reply.
-pub fn read_cancel(reply: &Reply) -> Result<CancelReply, ProviderError> {
-    if !reply.ok() {
-        return Err(reply.rejected());
-    }
-    Ok(CancelReply { acknowledged: true, note: String::new() })
-}
+pub use crate::polling::read_acknowledged as read_cancel;
 
 impl Replicate {
     fn auth(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -119,9 +119,11 @@ impl PollingApi for Replicate {
 
     async fn submit(&self, http: &HttpClient, request: &JobRequest) -> Result<Remote, ProviderError> {
         let (url, body) = match &self.target {
-            Target::Version(v) => (format!("{}/predictions", self.base), json!({"version": v, "input": request.input()})),
-            Target::Model(m) => (format!("{}/models/{m}/predictions", self.base), json!({"input": request.input()})),
-            Target::Deployment(d) => (format!("{}/deployments/{d}/predictions", self.base), json!({"input": request.input()})),
+            Target::Version { version } => (format!("{}/predictions", self.base), json!({"version": version, "input": request.input()})),
+            Target::Model { model } => (format!("{}/models/{model}/predictions", self.base), json!({"input": request.input()})),
+            Target::Deployment { deployment } => {
+                (format!("{}/deployments/{deployment}/predictions", self.base), json!({"input": request.input()}))
+            }
         };
         let reply = http
             .once(|c| {
@@ -190,9 +192,9 @@ impl ProviderModule for Settings {
 
     fn from_config(c: Config) -> Result<Settings, Invalid> {
         let target = match (c.version, c.model, c.deployment) {
-            (Some(v), None, None) => Target::Version(v),
-            (None, Some(m), None) => Target::Model(m),
-            (None, None, Some(d)) => Target::Deployment(d),
+            (Some(version), None, None) => Target::Version { version },
+            (None, Some(model), None) => Target::Model { model },
+            (None, None, Some(deployment)) => Target::Deployment { deployment },
             _ => return Err(Invalid::new("version", "set exactly one of version, model or deployment")),
         };
         let prefer_wait_s = match c.prefer_wait_s {
@@ -226,10 +228,10 @@ impl ProviderModule for Settings {
         }))
     }
 
-    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, String> {
+    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, CheckError> {
         let token = cx.secret(&self.key_env, no_fallback)?;
         let api = Replicate { name: cx.name.into(), base: self.base.clone(), token, target: self.target.clone(), prefer_wait_s: None };
-        let account = api.account(&cx.http).await.map_err(|e| e.to_string())?;
+        let account = api.account(&cx.http).await?;
         Ok(format!("account {}", account.get("username").and_then(Value::as_str).unwrap_or("?")))
     }
 }

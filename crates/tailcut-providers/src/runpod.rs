@@ -6,8 +6,8 @@
 //! the provider and checks its credential ([`crate::ProviderModule`]).
 
 use crate::client::{HttpClient, Reply};
-use crate::config::{trimmed, Build, Check, Invalid, ProviderModule};
-use crate::polling::{metric, CancelReply, Observation, PollingApi, Remote};
+use crate::config::{trimmed, Build, Check, CheckError, Invalid, ProviderModule};
+use crate::polling::{metric, required_str, CancelReply, Observation, PollingApi, Remote};
 use crate::secret::Secret;
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -42,20 +42,14 @@ pub fn state(s: &str) -> JobState {
 /// Reads a `/run` reply: the job id.
 pub fn read_submit(reply: &Reply) -> Result<Remote, ProviderError> {
     let v = reply.success_json()?;
-    let id = v
-        .get("id")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ProviderError::MalformedResponse { reason: "submit reply without `id`".into() })?;
+    let id = required_str(&v, "id", "submit reply")?;
     Ok(Remote { id: id.to_string(), ..Remote::default() })
 }
 
 /// Reads a `/status/{id}` reply for provider `name` (metric keys are prefixed with it).
 pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, ProviderError> {
     let v = reply.success_json()?;
-    let status = v
-        .get("status")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ProviderError::MalformedResponse { reason: "status reply without `status`".into() })?;
+    let status = required_str(&v, "status", "status reply")?;
     let mut obs = Observation::state(state(status));
     metric(&mut obs.metrics, &format!("{name}_delay_ms"), v.get("delayTime"));
     metric(&mut obs.metrics, &format!("{name}_execution_ms"), v.get("executionTime"));
@@ -65,12 +59,7 @@ pub fn read_status(reply: &Reply, name: &str) -> Result<Observation, ProviderErr
 }
 
 /// Reads a `/cancel/{id}` reply.
-pub fn read_cancel(reply: &Reply) -> Result<CancelReply, ProviderError> {
-    if !reply.ok() {
-        return Err(reply.rejected());
-    }
-    Ok(CancelReply { acknowledged: true, note: String::new() })
-}
+pub use crate::polling::read_acknowledged as read_cancel;
 
 /// Reads a `/stream/{id}` reply: the status and the batch of `stream` items.
 pub fn read_stream(reply: &Reply) -> Result<(JobState, Vec<Value>), ProviderError> {
@@ -192,10 +181,10 @@ impl ProviderModule for Settings {
         Ok(cx.polling(RunPod { name: cx.name.into(), base: self.base.clone(), key }))
     }
 
-    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, String> {
+    async fn check_credentials(&self, cx: &Check<'_>) -> Result<String, CheckError> {
         let key = cx.secret(&self.key_env, cli_key)?;
         let api = RunPod { name: cx.name.into(), base: self.base.clone(), key };
-        api.health(&cx.http).await.map(|v| format!("health ok: {}", v["workers"])).map_err(|e| e.to_string())
+        api.health(&cx.http).await.map(|v| format!("health ok: {}", v["workers"])).map_err(CheckError::from)
     }
 }
 

@@ -18,7 +18,7 @@
 use crate::bounds::{self, Lo};
 use crate::channel::{correlation_id, ChannelJob};
 use crate::client::{HttpClient, Reply};
-use crate::config::{no_fallback, trimmed, Build, Check, Invalid, ProviderModule};
+use crate::config::{no_fallback, trimmed, Build, Check, CheckError, Invalid, ProviderModule};
 use crate::secret::Secret;
 use async_trait::async_trait;
 use futures::FutureExt;
@@ -71,23 +71,43 @@ pub enum Route {
     NoWorker(Value),
 }
 
+/// Why routing gave no worker.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    /// The route call failed, or its reply was an error status or not JSON.
+    #[error(transparent)]
+    Call(#[from] ProviderError),
+    /// A worker `url` that is not an http(s) URL.
+    #[error("route reply's `url` is not an http(s) URL")]
+    NotHttpUrl,
+    /// A worker reply without one of the fields the worker checks.
+    #[error("route reply without `{key}`")]
+    Missing {
+        /// `reqnum` or `signature`.
+        key: &'static str,
+    },
+    /// A reply that is neither a worker nor worker counts.
+    #[error("route reply with neither `url` nor `status`")]
+    Unrecognized,
+}
+
 /// Reads the route endpoint's reply.
-pub fn read_route(reply: &Reply) -> Result<Route, String> {
-    let v = reply.success_json().map_err(|e| e.to_string())?;
+pub fn read_route(reply: &Reply) -> Result<Route, RouteError> {
+    let v = reply.success_json()?;
     if let Some(url) = v.get("url").and_then(Value::as_str) {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err("route reply's `url` is not an http(s) URL".into());
+            return Err(RouteError::NotHttpUrl);
         }
         for key in ["reqnum", "signature"] {
             if v.get(key).is_none() {
-                return Err(format!("route reply without `{key}`"));
+                return Err(RouteError::Missing { key });
             }
         }
         return Ok(Route::Worker { url: url.trim_end_matches('/').to_string(), auth_data: v });
     }
     match v.get("status") {
         Some(s) => Ok(Route::NoWorker(s.clone())),
-        None => Err("route reply with neither `url` nor `status`".into()),
+        None => Err(RouteError::Unrecognized),
     }
 }
 
@@ -108,16 +128,12 @@ pub fn read_worker(reply: &Reply) -> JobResult {
 
 impl Vast {
     /// Asks the route for a worker until one is ready (or the route fails).
-    async fn route(&self) -> Result<(String, Value, u32), String> {
+    async fn route(&self) -> Result<(String, Value, u32), RouteError> {
         let body = json!({"endpoint": self.endpoint, "cost": self.cost});
         let mut waits = 0u32;
         loop {
-            let reply = self
-                .http
-                .idempotent(|c| c.post(&self.route_url).bearer_auth(self.key.expose()).json(&body))
-                .await
-                .map_err(|e| format!("route: {e}"))?;
-            match read_route(&reply).map_err(|e| format!("route: {e}"))? {
+            let reply = self.http.idempotent(|c| c.post(&self.route_url).bearer_auth(self.key.expose()).json(&body)).await?;
+            match read_route(&reply)? {
                 Route::Worker { url, auth_data } => return Ok((url, auth_data, waits)),
                 Route::NoWorker(_) => {
                     waits += 1;
@@ -132,7 +148,7 @@ impl Vast {
         let (url, auth_data, waits) = match self.route().await {
             Ok(r) => r,
             Err(e) => {
-                let mut r = JobResult::bare(JobState::Failed, Some(e));
+                let mut r = JobResult::bare(JobState::Failed, Some(format!("route: {e}")));
                 r.finished = Instant::now();
                 return r;
             }
@@ -286,7 +302,7 @@ impl ProviderModule for Settings {
         }))
     }
 
-    async fn check_credentials(&self, _cx: &Check<'_>) -> Result<String, String> {
+    async fn check_credentials(&self, _cx: &Check<'_>) -> Result<String, CheckError> {
         Ok("unverifiable: Vast.ai's route call is the only serverless call, and it assigns a worker".into())
     }
 }

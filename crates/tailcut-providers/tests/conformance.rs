@@ -57,7 +57,7 @@ async fn setup(kind: ProviderKind, b: Behaviour) -> (MockServer, Arc<dyn Provide
                 name: "replicate".into(),
                 base: format!("{url}/v1"),
                 token: key,
-                target: Target::Version("mock/model:v1".into()),
+                target: Target::Version { version: "mock/model:v1".into() },
                 prefer_wait_s: None,
             },
             http(),

@@ -38,7 +38,7 @@ pub fn login_check(args: &LoginCheckArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         let v: Vec<Value> = rows
             .iter()
-            .map(|(n, a, c, r)| json!({"provider": n, "adapter": a, "credential": c, "ok": r.is_ok(), "detail": r.as_ref().map_or_else(|e| e.clone(), |d| d.clone())}))
+            .map(|(n, a, c, r)| json!({"provider": n, "adapter": a, "credential": c, "ok": r.is_ok(), "detail": r.as_ref().map_or_else(|e| e.to_string(), |d| d.clone())}))
             .collect();
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -49,7 +49,7 @@ pub fn login_check(args: &LoginCheckArgs) -> anyhow::Result<ExitCode> {
                 a.clone(),
                 c.clone(),
                 if r.is_ok() { "ok".into() } else { "FAILED".into() },
-                r.as_ref().map_or_else(|e| e.clone(), |d| d.clone()),
+                r.as_ref().map_or_else(|e| e.to_string(), |d| d.clone()),
             ]);
         }
         print!("{}", t.render());

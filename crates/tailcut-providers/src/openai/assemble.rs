@@ -76,7 +76,7 @@ where
     let mut events = events(body);
     while let Some(event) = events.next().await {
         let added = match event {
-            Ok(Event::Content(data) | Event::Preamble(data)) => assembly.add(&data),
+            Ok(Event::Content { data } | Event::Preamble { data }) => assembly.add(&data),
             Ok(Event::Done) => return assembly.finish(endpoint, name),
             Err(failure) => Err(failure),
         };

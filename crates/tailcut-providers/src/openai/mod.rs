@@ -101,7 +101,7 @@ impl PlainCall {
         let headers = crate::plain::json_post_headers(Some(&id), self.authorization.as_ref());
         match self.plain.post_parts(&self.authority, &[self.path.as_str()], &headers, body).await {
             Ok((status, bytes)) => whole_reply(status.as_u16(), bytes, self.check_json, started),
-            Err(e) => ended(JobState::Failed, Some(ProviderError::Transport { reason: e }.to_string()), started),
+            Err(e) => ended(JobState::Failed, Some(ProviderError::Transport { reason: e.to_string() }.to_string()), started),
         }
     }
 }
@@ -327,7 +327,7 @@ impl crate::config::ProviderModule for Settings {
         Ok(Arc::new(self.provider(cx.name, self.endpoint, Reader::Engine, cx.http.clone())))
     }
 
-    async fn check_credentials(&self, cx: &crate::config::Check<'_>) -> Result<String, String> {
+    async fn check_credentials(&self, cx: &crate::config::Check<'_>) -> Result<String, crate::config::CheckError> {
         let key = self.key_env.as_deref().and_then(Secret::from_env);
         let url = format!("{}/models", self.base);
         let reply = cx
@@ -336,12 +336,11 @@ impl crate::config::ProviderModule for Settings {
                 Some(k) => c.get(&url).bearer_auth(k.expose()),
                 None => c.get(&url),
             })
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         if reply.ok() {
             Ok(format!("{} model(s)", reply.json().ok().and_then(|v| v["data"].as_array().map(Vec::len)).unwrap_or(0)))
         } else {
-            Err(reply.rejected().to_string())
+            Err(reply.rejected().into())
         }
     }
 }

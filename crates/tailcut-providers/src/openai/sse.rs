@@ -22,9 +22,15 @@ use std::task::{ready, Context, Poll};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// It adds text (the first content token is the first such event).
-    Content(String),
+    Content {
+        /// The event's `data:` payload (JSON).
+        data: String,
+    },
     /// Anything else the stream carries (role, empty deltas, usage, finish reasons).
-    Preamble(String),
+    Preamble {
+        /// The event's `data:` payload (JSON).
+        data: String,
+    },
     /// `[DONE]`: the stream is whole.
     Done,
 }
@@ -35,12 +41,18 @@ pub enum Failure {
     /// An event that is not JSON (or not UTF-8).
     #[error("malformed stream event")]
     Malformed,
-    /// The upstream reported an error in the stream: its `error` member, bounded.
-    #[error("{0}")]
-    Upstream(String),
-    /// The body broke off (the transport's error).
-    #[error("stream broke: {0}")]
-    Broke(String),
+    /// The upstream reported an error in the stream.
+    #[error("upstream error: {error}")]
+    Upstream {
+        /// Its `error` member as JSON text, bounded ([`crate::polling::error_text`]).
+        error: String,
+    },
+    /// The body broke off.
+    #[error("stream broke: {cause}")]
+    Broke {
+        /// The transport's error, as one line (the body's error type is the caller's).
+        cause: String,
+    },
     /// The body ended before `[DONE]`.
     #[error("stream ended without [DONE]")]
     EndedWithoutDone,
@@ -48,14 +60,17 @@ pub enum Failure {
 
 /// A body's error as the SSE decoder wants it (an [`std::error::Error`]).
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct BodyError(String);
+#[error("{cause}")]
+pub struct BodyError {
+    /// The body's error, as one line.
+    cause: String,
+}
 
 /// A body with its errors made [`BodyError`]s.
 type Body<S, E> = MapErr<S, fn(E) -> BodyError>;
 
 fn body_error<E: std::fmt::Display>(e: E) -> BodyError {
-    BodyError(e.to_string())
+    BodyError { cause: e.to_string() }
 }
 
 /// The events of a stream of body chunks ([`events`]): a [`Stream`] of
@@ -105,11 +120,11 @@ where
                     Some(data) => read_event(data),
                     None => continue,
                 },
-                Some(Err(sse_stream::Error::Body(e))) => Err(Failure::Broke(e.to_string())),
+                Some(Err(sse_stream::Error::Body(e))) => Err(Failure::Broke { cause: e.to_string() }),
                 Some(Err(_)) => Err(Failure::Malformed),
                 None => Err(Failure::EndedWithoutDone),
             };
-            self.ended = !matches!(item, Ok(Event::Content(_) | Event::Preamble(_)));
+            self.ended = !matches!(item, Ok(Event::Content { .. } | Event::Preamble { .. }));
             return Poll::Ready(Some(item));
         }
     }
@@ -121,12 +136,12 @@ fn read_event(data: String) -> Result<Event, Failure> {
         return Ok(Event::Done);
     }
     match classify(&data) {
-        EventKind::Content => Ok(Event::Content(data)),
-        EventKind::Preamble => Ok(Event::Preamble(data)),
+        EventKind::Content => Ok(Event::Content { data }),
+        EventKind::Preamble => Ok(Event::Preamble { data }),
         EventKind::Malformed => Err(Failure::Malformed),
         EventKind::Error => {
             let error = serde_json::from_str::<serde_json::Value>(&data).map(|v| v["error"].clone()).unwrap_or_default();
-            Err(Failure::Upstream(crate::polling::error_text(&format!("upstream error: {error}"))))
+            Err(Failure::Upstream { error: crate::polling::error_text(&error.to_string()) })
         }
     }
 }
@@ -156,7 +171,7 @@ mod tests {
         for cut in 0..bytes.len() {
             assert_eq!(
                 read(&[&bytes[..cut], &bytes[cut..]]),
-                vec![Ok(Event::Preamble(role.into())), Ok(Event::Content(HI.into())), Ok(Event::Done)],
+                vec![Ok(Event::Preamble { data: role.into() }), Ok(Event::Content { data: HI.into() }), Ok(Event::Done)],
                 "cut at {cut}"
             );
         }
@@ -167,7 +182,7 @@ mod tests {
         let text = "data: {\"choices\":[{\"text\":\"h\u{e9}\u{1F600}\"}]}\n\n".as_bytes();
         let cut = text.iter().position(|b| *b >= 0x80).unwrap() + 1; // inside a multi-byte char
         let got = read(&[&text[..cut], &text[cut..]]);
-        assert_eq!(got[0], Ok(Event::Content("{\"choices\":[{\"text\":\"h\u{e9}\u{1F600}\"}]}".into())));
+        assert_eq!(got[0], Ok(Event::Content { data: "{\"choices\":[{\"text\":\"h\u{e9}\u{1F600}\"}]}".into() }));
     }
 
     #[test]
@@ -175,11 +190,14 @@ mod tests {
         assert_eq!(read(&[b"data: {not json\n\ndata: [DONE]\n\n"]), vec![Err(Failure::Malformed)]);
         assert_eq!(read(&[b"data: a\xff\n\n"]), vec![Err(Failure::Malformed)], "not UTF-8");
         let upstream = read(&[b"data: {\"error\":{\"message\":\"overloaded\"}}\n\n"]);
-        assert_eq!(upstream, vec![Err(Failure::Upstream(r#"upstream error: {"message":"overloaded"}"#.into()))]);
-        assert_eq!(read(&[format!("data: {HI}\n\n").as_bytes()]), vec![Ok(Event::Content(HI.into())), Err(Failure::EndedWithoutDone)]);
+        assert_eq!(upstream, vec![Err(Failure::Upstream { error: r#"{"message":"overloaded"}"#.into() })]);
+        assert_eq!(upstream[0].as_ref().unwrap_err().to_string(), r#"upstream error: {"message":"overloaded"}"#);
+        let ended = read(&[format!("data: {HI}\n\n").as_bytes()]);
+        assert_eq!(ended, vec![Ok(Event::Content { data: HI.into() }), Err(Failure::EndedWithoutDone)]);
         let broke = futures::stream::iter(vec![Ok(Bytes::from(format!("data: {HI}\n\n"))), Err("reset".to_string())]);
         let got = all(events(broke));
-        assert_eq!(got, vec![Ok(Event::Content(HI.into())), Err(Failure::Broke("reset".into()))]);
+        assert_eq!(got, vec![Ok(Event::Content { data: HI.into() }), Err(Failure::Broke { cause: "reset".into() })]);
+        assert_eq!(got[1].as_ref().unwrap_err().to_string(), "stream broke: reset");
     }
 
     #[test]

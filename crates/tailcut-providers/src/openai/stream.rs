@@ -6,7 +6,8 @@
 
 use super::sse::{events, Event};
 use super::{request_body, Endpoint, Settings};
-use crate::plain::{ByteStream, PlainHttp};
+use crate::plain::PlainHttp;
+use crate::transport::{ByteStream, HttpError};
 use crate::{HttpClient, Secret};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -66,7 +67,7 @@ impl ProviderApi for OpenAiStream {
 }
 
 /// Opens the stream: the lean plain-HTTP client for `http://`, reqwest for TLS.
-async fn open(t: &Target, body: Bytes) -> Result<(u16, ByteStream), String> {
+async fn open(t: &Target, body: Bytes) -> Result<(u16, ByteStream), HttpError> {
     let path = t.endpoint.path();
     if let Some((authority, base_path)) = crate::plain::split_http_base(&t.base) {
         let authorization = t.key.as_ref().and_then(crate::plain::bearer);
@@ -79,7 +80,7 @@ async fn open(t: &Target, body: Bytes) -> Result<(u16, ByteStream), String> {
     if let Some(k) = &t.key {
         req = req.bearer_auth(k.expose());
     }
-    let resp = req.send().await.map_err(crate::client::describe)?;
+    let resp = req.send().await?;
     let status = resp.status().as_u16();
     // Read through the providers' client, which redacts credentials as it reads.
     Ok((status, crate::client::body_stream(resp)))
@@ -104,15 +105,15 @@ async fn read(t: Arc<Target>, body: Bytes, tx: EventSender) {
         }
         Ok((_, stream)) => stream,
         Err(e) => {
-            tx.send(StreamEvent::Failed { reason: e });
+            tx.send(StreamEvent::Failed { reason: e.to_string() });
             return;
         }
     };
     let mut reader = events(&mut stream);
     while let Some(event) = reader.next().await {
         let event = match event {
-            Ok(Event::Content(data)) => StreamEvent::Content(framed(&data)),
-            Ok(Event::Preamble(data)) => StreamEvent::Preamble(framed(&data)),
+            Ok(Event::Content { data }) => StreamEvent::Content(framed(&data)),
+            Ok(Event::Preamble { data }) => StreamEvent::Preamble(framed(&data)),
             Ok(Event::Done) => {
                 tx.send(StreamEvent::Done);
                 drop(reader);

@@ -14,11 +14,16 @@
 //! their cause but never the URL. A pooled connection the server closed while idle is
 //! seen before use (from the readiness the runtime already has) and replaced; a request
 //! is sent again, on a fresh connection, only when writing it failed, never once it may
-//! have reached the server. Reply bodies, whole or streamed, come out with every
-//! configured credential redacted ([`crate::redact`]).
+//! have reached the server. Errors are typed ([`ClientError`]).
+//!
+//! Bodies come out as the server sent them: `tailcut-providers` wraps this client so
+//! that every reply it reads is redacted of the configured credentials.
 
+mod error;
 mod pool;
 mod wire;
+
+pub use error::{BodyError, ClientError, HeadError};
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, StatusCode, Uri};
@@ -41,16 +46,8 @@ pub struct PlainHttp {
     timeout: Duration,
 }
 
-/// A bearer key as an `Authorization` value, marked sensitive so it never shows in debug
-/// output; `None` when the key cannot be a header value.
-pub fn bearer(key: &crate::secret::Secret) -> Option<HeaderValue> {
-    let mut v = HeaderValue::from_str(&format!("Bearer {}", key.expose())).ok()?;
-    v.set_sensitive(true);
-    Some(v)
-}
-
 /// The headers of a JSON POST to a provider: the content type, the request id when
-/// there is one, and the authorization (see [`bearer`]) when there is one.
+/// there is one, and the authorization when there is one.
 pub fn json_post_headers(request_id: Option<&str>, authorization: Option<&HeaderValue>) -> Vec<(HeaderName, HeaderValue)> {
     let mut headers = Vec::with_capacity(3);
     headers.push((http::header::CONTENT_TYPE, HeaderValue::from_static("application/json")));
@@ -63,8 +60,9 @@ pub fn json_post_headers(request_id: Option<&str>, authorization: Option<&Header
     headers
 }
 
-/// A streamed reply body: chunks as they arrive, or a one-line error.
-pub type ByteStream = std::pin::Pin<Box<dyn futures::Stream<Item = Result<Bytes, String>> + Send>>;
+/// A streamed reply body: chunks as they arrive, or why it broke off
+/// ([`ClientError::Stream`]).
+pub type ByteStream = std::pin::Pin<Box<dyn futures::Stream<Item = Result<Bytes, ClientError>> + Send>>;
 
 /// How long reading a stream's last bytes after `[DONE]` may take ([`drain`]).
 pub const DRAIN_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
@@ -76,7 +74,10 @@ pub const DRAIN_AT_MOST: usize = 64 * 1024;
 /// connection per stream costs a connect, an accept and a close on the way to the next
 /// stream's first token. Within [`DRAIN_WITHIN`] and [`DRAIN_AT_MOST`]; past either, the
 /// stream is dropped and its connection closed.
-pub async fn drain(mut stream: ByteStream) {
+pub async fn drain<S, E>(mut stream: S)
+where
+    S: futures::Stream<Item = Result<Bytes, E>> + Unpin,
+{
     use futures::StreamExt;
     let rest = async {
         let mut left = DRAIN_AT_MOST;
@@ -95,12 +96,12 @@ struct Target<'a> {
     path: &'a [&'a str],
 }
 
-fn target<'a>(uri: &'a Uri, path: &'a mut [&'a str; 1]) -> Result<Target<'a>, String> {
+fn target<'a>(uri: &'a Uri, path: &'a mut [&'a str; 1]) -> Result<Target<'a>, ClientError> {
     if uri.scheme_str() != Some("http") {
-        return Err("error sending request: only http:// upstreams use the plain client".into());
+        return Err(ClientError::NotHttp);
     }
     let authority = uri.authority().map(|a| a.as_str()).filter(|a| !a.is_empty());
-    let authority = authority.ok_or_else(|| "error sending request: the URL has no host".to_string())?;
+    let authority = authority.ok_or(ClientError::NoHost)?;
     path[0] = uri.path_and_query().map_or("/", |p| p.as_str());
     Ok(Target { authority, path })
 }
@@ -116,10 +117,6 @@ pub fn split_http_base(base: &str) -> Option<(&str, &str)> {
     (!authority.is_empty() && plain(authority) && plain(path)).then_some((authority, path.trim_end_matches('/')))
 }
 
-fn timed_out(after: Duration) -> String {
-    format!("operation timed out after {:.1} s", after.as_secs_f64())
-}
-
 impl PlainHttp {
     /// A client whose exchanges (connect, send, read the whole body) end after `timeout`.
     pub fn new(timeout: Duration) -> PlainHttp {
@@ -132,7 +129,7 @@ impl PlainHttp {
     }
 
     /// A new connection to `authority` (`host:port`; port 80 when absent).
-    async fn connect(authority: &str) -> Result<Conn, WireError> {
+    async fn connect(authority: &str) -> Result<Conn, ClientError> {
         let addr = if authority.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) && !authority.ends_with(']') {
             authority.to_string()
         } else {
@@ -140,8 +137,8 @@ impl PlainHttp {
         };
         let stream = match tokio::time::timeout(CONNECT_TIMEOUT, connect_any(&addr)).await {
             Ok(Ok(s)) => s,
-            Ok(Err(e)) => return Err(WireError::Failed(format!("error sending request: {}", crate::cause::cause_chain(&e)))),
-            Err(_) => return Err(WireError::Failed("error sending request: connect timed out".into())),
+            Ok(Err(source)) => return Err(ClientError::Connect { source }),
+            Err(_) => return Err(ClientError::ConnectTimedOut),
         };
         let _ = stream.set_nodelay(true);
         Ok(Conn::new(stream))
@@ -149,7 +146,7 @@ impl PlainHttp {
 
     /// Sends the request on a pooled connection (sent again on a fresh one only when
     /// writing to the pooled one failed) or a fresh one, and reads the reply head.
-    async fn send(&self, to: &Target<'_>, headers: &[(HeaderName, HeaderValue)], body: &Bytes) -> Result<(Conn, Head), String> {
+    async fn send(&self, to: &Target<'_>, headers: &[(HeaderName, HeaderValue)], body: &Bytes) -> Result<(Conn, Head), ClientError> {
         let mut head_bytes = Vec::with_capacity(256 + if body.len() <= COALESCE_BODY { body.len() } else { 0 });
         wire::encode_post(&mut head_bytes, to.path, to.authority, headers, body.len());
         let coalesced = body.len() <= COALESCE_BODY;
@@ -160,18 +157,18 @@ impl PlainHttp {
             match exchange(&mut conn, &head_bytes, (!coalesced).then_some(body)).await {
                 Ok(head) => return Ok((conn, head)),
                 Err(WireError::Unsent(_)) => {} // the server had closed it: a fresh one
-                Err(e) => return Err(format!("error sending request: {}", e.describe())),
+                Err(e) => return Err(e.into()),
             }
         }
-        let mut conn = PlainHttp::connect(to.authority).await.map_err(WireError::describe)?;
+        let mut conn = PlainHttp::connect(to.authority).await?;
         match exchange(&mut conn, &head_bytes, (!coalesced).then_some(body)).await {
             Ok(head) => Ok((conn, head)),
-            Err(e) => Err(format!("error sending request: {}", e.describe())),
+            Err(e) => Err(e.into()),
         }
     }
 
     /// POSTs `body` and reads the whole reply: `(status, body)`, or a one-line error.
-    pub async fn post(&self, uri: Uri, headers: &[(HeaderName, HeaderValue)], body: Bytes) -> Result<(StatusCode, Bytes), String> {
+    pub async fn post(&self, uri: Uri, headers: &[(HeaderName, HeaderValue)], body: Bytes) -> Result<(StatusCode, Bytes), ClientError> {
         let mut path = [""];
         let to = target(&uri, &mut path)?;
         self.post_to(&to, headers, body).await
@@ -185,22 +182,27 @@ impl PlainHttp {
         path: &[&str],
         headers: &[(HeaderName, HeaderValue)],
         body: Bytes,
-    ) -> Result<(StatusCode, Bytes), String> {
+    ) -> Result<(StatusCode, Bytes), ClientError> {
         self.post_to(&Target { authority, path }, headers, body).await
     }
 
-    async fn post_to(&self, to: &Target<'_>, headers: &[(HeaderName, HeaderValue)], body: Bytes) -> Result<(StatusCode, Bytes), String> {
+    async fn post_to(
+        &self,
+        to: &Target<'_>,
+        headers: &[(HeaderName, HeaderValue)],
+        body: Bytes,
+    ) -> Result<(StatusCode, Bytes), ClientError> {
         let whole = async {
             let (mut conn, mut head) = self.send(to, headers, &body).await?;
-            let reply = conn.read_body(&mut head, MAX_BODY).await.map_err(|e| format!("error reading response body: {e}"))?;
+            let reply = conn.read_body(&mut head, MAX_BODY).await.map_err(|source| ClientError::Body { source })?;
             if head.reusable() && !conn.has_unread() {
                 pool::checkin(self.id.0, to.authority, conn);
             }
-            Ok((head.status, crate::redact::bytes(reply)))
+            Ok((head.status, reply))
         };
         match tokio::time::timeout(self.timeout, whole).await {
             Ok(r) => r,
-            Err(_) => Err(timed_out(self.timeout)),
+            Err(_) => Err(ClientError::TimedOut { after: self.timeout }),
         }
     }
 
@@ -212,7 +214,7 @@ impl PlainHttp {
         uri: Uri,
         headers: &[(HeaderName, HeaderValue)],
         body: Bytes,
-    ) -> Result<(StatusCode, ByteStream), String> {
+    ) -> Result<(StatusCode, ByteStream), ClientError> {
         let mut path = [""];
         let to = target(&uri, &mut path)?;
         self.stream_from(&to, headers, body).await
@@ -226,7 +228,7 @@ impl PlainHttp {
         path: &[&str],
         headers: &[(HeaderName, HeaderValue)],
         body: Bytes,
-    ) -> Result<(StatusCode, ByteStream), String> {
+    ) -> Result<(StatusCode, ByteStream), ClientError> {
         self.stream_from(&Target { authority, path }, headers, body).await
     }
 
@@ -235,10 +237,10 @@ impl PlainHttp {
         to: &Target<'_>,
         headers: &[(HeaderName, HeaderValue)],
         body: Bytes,
-    ) -> Result<(StatusCode, ByteStream), String> {
+    ) -> Result<(StatusCode, ByteStream), ClientError> {
         let (conn, head) = match tokio::time::timeout(self.timeout, self.send(to, headers, &body)).await {
             Ok(r) => r?,
-            Err(_) => return Err(timed_out(self.timeout)),
+            Err(_) => return Err(ClientError::TimedOut { after: self.timeout }),
         };
         let status = head.status;
         let state = Some((conn, head, self.id.clone(), to.authority.to_string()));
@@ -252,10 +254,10 @@ impl PlainHttp {
                     }
                     None
                 }
-                Err(e) => Some((Err(format!("error reading a body from connection: {e}")), None)),
+                Err(source) => Some((Err(ClientError::Stream { source }), None)),
             }
         });
-        Ok((status, crate::redact::stream(Box::pin(stream))))
+        Ok((status, Box::pin(stream)))
     }
 }
 
@@ -269,6 +271,15 @@ async fn connect_any(addr: &str) -> std::io::Result<tokio::net::TcpStream> {
         }
     }
     Err(last.unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no address for the upstream host")))
+}
+
+impl From<WireError> for ClientError {
+    fn from(e: WireError) -> ClientError {
+        match e {
+            WireError::Unsent(source) => ClientError::Unsent { source },
+            WireError::Failed(source) => ClientError::Reply { source },
+        }
+    }
 }
 
 /// Writes the request (head, and the body when it was not coalesced into the head's

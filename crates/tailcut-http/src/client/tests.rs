@@ -1,5 +1,5 @@
 //! The plain-HTTP client against real local servers: keep-alive, bodies, timeouts,
-//! stale connections and redaction.
+//! stale connections, and errors that say why in words and in type.
 
 use super::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -70,6 +70,8 @@ async fn refused_connections_name_the_cause_but_not_the_url() {
     let c = PlainHttp::new(Duration::from_secs(5));
     let uri: Uri = format!("http://127.0.0.1:{port}/v1/secret-endpoint").parse().unwrap();
     let e = c.post(uri, &[], Bytes::new()).await.unwrap_err();
+    assert!(matches!(e, ClientError::Connect { .. }), "{e:?}");
+    let e = e.to_string();
     assert!(e.starts_with("error sending request") && e.to_lowercase().contains("refused"), "{e}");
     assert!(!e.contains("secret-endpoint") && !e.contains(&port.to_string()), "{e}");
 }
@@ -84,7 +86,8 @@ async fn a_silent_upstream_times_out() {
     });
     let c = PlainHttp::new(Duration::from_millis(200));
     let e = c.post(format!("http://{addr}/x").parse().unwrap(), &[], Bytes::new()).await.unwrap_err();
-    assert!(e.contains("timed out"), "{e}");
+    assert!(matches!(e, ClientError::TimedOut { after } if after == Duration::from_millis(200)), "{e:?}");
+    assert_eq!(e.to_string(), "operation timed out after 0.2 s");
 }
 
 /// What a scripted server saw: connections accepted and the requests' raw bytes.
@@ -145,7 +148,7 @@ async fn scripted(replies: Vec<&'static [u8]>, close_after: bool) -> (String, Ar
     (format!("http://{addr}/v1/chat/completions"), seen)
 }
 
-async fn post_once(c: &PlainHttp, url: &str, body: &'static [u8]) -> Result<(u16, String), String> {
+async fn post_once(c: &PlainHttp, url: &str, body: &'static [u8]) -> Result<(u16, String), ClientError> {
     let (status, bytes) = c.post(url.parse().unwrap(), &[], Bytes::from_static(body)).await?;
     Ok((status.as_u16(), String::from_utf8_lossy(&bytes).into_owned()))
 }
@@ -232,10 +235,11 @@ async fn a_request_that_reached_the_server_is_never_sent_twice() {
     let c = PlainHttp::new(Duration::from_secs(5));
     assert_eq!(post_once(&c, &url, b"{}").await.unwrap(), (200, "ok".to_string()));
     let e = post_once(&c, &url, b"{}").await.unwrap_err();
-    assert!(e.contains("closed before message completed"), "{e}");
+    assert!(matches!(e, ClientError::Reply { source: HeadError::ClosedBeforeReply }), "{e:?}");
+    assert_eq!(e.to_string(), "error sending request: connection closed before message completed");
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 2, "the hung-up request was not resent");
-    let e = post_once(&c, &url, b"{}").await.unwrap_err();
+    let e = post_once(&c, &url, b"{}").await.unwrap_err().to_string();
     assert!(e.contains("closed before message completed"), "{e}");
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(requests.load(std::sync::atomic::Ordering::SeqCst), 3);
@@ -255,18 +259,27 @@ async fn replies_that_do_not_close_cleanly_are_not_reused() {
 #[tokio::test]
 async fn malformed_replies_are_errors_not_panics() {
     let cases: [(&'static [u8], &str); 5] = [
-        (b"garbage\r\n\r\n", "malformed reply head"),
-        (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\nok", "conflicting content-length"),
-        (b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort", "before its declared length"),
-        (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n", "invalid chunk size"),
-        (b"HTTP/1.1 200 OK\r\ncontent-len", "before the reply head ended"),
+        (b"garbage\r\n\r\n", "error sending request: malformed reply head: invalid HTTP version"),
+        (
+            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\nok",
+            "error sending request: conflicting content-length values in reply",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort",
+            "error reading response body: reply ended 5 bytes before its declared length",
+        ),
+        (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n", "error reading response body: invalid chunk size"),
+        (b"HTTP/1.1 200 OK\r\ncontent-len", "error sending request: connection closed before the reply head ended"),
     ];
     for (reply, expected) in cases {
         let (url, _) = scripted(vec![reply], true).await;
         let c = PlainHttp::new(Duration::from_secs(5));
         let e = post_once(&c, &url, b"{}").await.unwrap_err();
-        assert!(e.contains(expected), "{e} (wanted {expected})");
+        assert_eq!(e.to_string(), expected);
     }
+    let (url, _) = scripted(vec![b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort"], true).await;
+    let e = post_once(&PlainHttp::new(Duration::from_secs(5)), &url, b"{}").await.unwrap_err();
+    assert!(matches!(e, ClientError::Body { source: BodyError::Short { left: 5 } }), "{e:?}");
 }
 
 #[tokio::test]
@@ -282,6 +295,22 @@ async fn a_stream_read_to_its_end_returns_its_connection_and_a_dropped_one_close
     drop(body);
     assert_eq!(pool::idle_here(), 0, "a stream dropped midway is closed, not pooled");
     assert_eq!(seen.connections.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_stream_that_breaks_off_says_where() {
+    let reply: &'static [u8] = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n5\r\nab";
+    let (url, _) = scripted(vec![reply], true).await;
+    let c = PlainHttp::new(Duration::from_secs(5));
+    let (_, mut body) = c.post_streaming(url.parse().unwrap(), &[], Bytes::new()).await.unwrap();
+    let mut items = Vec::new();
+    while let Some(item) = futures::StreamExt::next(&mut body).await {
+        items.push(item);
+    }
+    let e = items.pop().unwrap().unwrap_err();
+    assert!(matches!(e, ClientError::Stream { source: BodyError::Ended { at: "inside a chunk" } }), "{e:?}");
+    assert_eq!(e.to_string(), "error reading a body from connection: reply ended inside a chunk");
+    assert!(items.iter().all(Result::is_ok));
 }
 
 #[test]

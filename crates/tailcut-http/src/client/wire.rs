@@ -2,6 +2,7 @@
 //! the body in its framing (`Content-Length`, `chunked`, or until the server closes).
 //! Parsing is httparse's (hyper's parser); this module only frames.
 
+use super::error::{BodyError, HeadError};
 use bytes::{Bytes, BytesMut};
 use http::{HeaderName, HeaderValue, StatusCode};
 use std::io;
@@ -24,16 +25,7 @@ pub(super) enum WireError {
     /// Anything else, including a connection that ended after the request went out with
     /// no reply: the server may have acted on it, so it is never sent again (a duplicate
     /// would be an uncharged submission).
-    Failed(String),
-}
-
-impl WireError {
-    pub(super) fn describe(self) -> String {
-        match self {
-            WireError::Unsent(e) => crate::cause::cause_chain(&e),
-            WireError::Failed(m) => m,
-        }
-    }
+    Failed(HeadError),
 }
 
 /// How the body after a head is delimited.
@@ -144,10 +136,10 @@ impl Conn {
             match reply.parse(&self.buf) {
                 Ok(httparse::Status::Complete(len)) => {
                     let code = reply.code.unwrap_or(0);
-                    let status = StatusCode::from_u16(code).map_err(|_| WireError::Failed(format!("invalid status {code}")))?;
+                    let status = StatusCode::from_u16(code).map_err(|_| WireError::Failed(HeadError::InvalidStatus { code }))?;
                     if status.is_informational() {
                         if code == 101 {
-                            return Err(WireError::Failed("the upstream switched protocols".into()));
+                            return Err(WireError::Failed(HeadError::SwitchedProtocols));
                         }
                         let _ = self.buf.split_to(len);
                         received_any = true;
@@ -158,23 +150,23 @@ impl Conn {
                     return Ok(head);
                 }
                 Ok(httparse::Status::Partial) if self.buf.len() > MAX_HEAD => {
-                    return Err(WireError::Failed(format!("reply head over {} KiB", MAX_HEAD / 1024)));
+                    return Err(WireError::Failed(HeadError::TooLong { limit: MAX_HEAD }));
                 }
                 Ok(httparse::Status::Partial) => {}
-                Err(e) => return Err(WireError::Failed(format!("malformed reply head: {e}"))),
+                Err(source) => return Err(WireError::Failed(HeadError::Malformed { source })),
             }
             received_any |= !self.buf.is_empty();
             match self.fill().await {
-                Ok(0) if received_any => return Err(WireError::Failed("connection closed before the reply head ended".into())),
-                Ok(0) => return Err(WireError::Failed("connection closed before message completed".into())),
+                Ok(0) if received_any => return Err(WireError::Failed(HeadError::ClosedInHead)),
+                Ok(0) => return Err(WireError::Failed(HeadError::ClosedBeforeReply)),
                 Ok(_) => {}
-                Err(e) => return Err(WireError::Failed(crate::cause::cause_chain(&e))),
+                Err(source) => return Err(WireError::Failed(HeadError::Io { source })),
             }
         }
     }
 
     /// The next piece of the body, `None` at its end.
-    pub(super) async fn next_data(&mut self, head: &mut Head) -> Result<Option<Bytes>, String> {
+    pub(super) async fn next_data(&mut self, head: &mut Head) -> Result<Option<Bytes>, BodyError> {
         loop {
             let Some(framing) = head.framing else { return Ok(None) };
             match framing {
@@ -187,13 +179,13 @@ impl Conn {
                         head.framing = Some(Framing::Length(left - data.len() as u64));
                         return Ok(Some(data));
                     }
-                    self.fill_or(format!("reply ended {left} bytes before its declared length")).await?;
+                    self.fill_or(BodyError::Short { left }).await?;
                 }
                 Framing::ToClose => {
                     if let Some(data) = self.take(u64::MAX) {
                         return Ok(Some(data));
                     }
-                    if self.fill().await.map_err(|e| crate::cause::cause_chain(&e))? == 0 {
+                    if self.fill().await.map_err(|source| BodyError::Io { source })? == 0 {
                         head.framing = None;
                         head.keep_alive = false;
                         return Ok(None);
@@ -208,9 +200,9 @@ impl Conn {
                         let _ = self.buf.split_to(len);
                         head.framing = Some(Framing::Chunked(Chunk::Data(size)));
                     }
-                    Ok(httparse::Status::Partial) if self.buf.len() > MAX_LINE => return Err("chunk-size line too long".into()),
-                    Ok(httparse::Status::Partial) => self.fill_or("reply ended inside a chunk size".into()).await?,
-                    Err(_) => return Err("invalid chunk size".into()),
+                    Ok(httparse::Status::Partial) if self.buf.len() > MAX_LINE => return Err(BodyError::ChunkSizeTooLong),
+                    Ok(httparse::Status::Partial) => self.fill_or(BodyError::Ended { at: "inside a chunk size" }).await?,
+                    Err(_) => return Err(BodyError::InvalidChunkSize),
                 },
                 Framing::Chunked(Chunk::Data(left)) => {
                     if let Some(data) = self.take(left) {
@@ -218,17 +210,17 @@ impl Conn {
                         head.framing = Some(Framing::Chunked(if left == 0 { Chunk::DataEnd } else { Chunk::Data(left) }));
                         return Ok(Some(data));
                     }
-                    self.fill_or("reply ended inside a chunk".into()).await?;
+                    self.fill_or(BodyError::Ended { at: "inside a chunk" }).await?;
                 }
                 Framing::Chunked(Chunk::DataEnd) => {
                     if self.buf.len() >= 2 {
                         if &self.buf[..2] != b"\r\n" {
-                            return Err("chunk data not followed by CRLF".into());
+                            return Err(BodyError::NoCrlfAfterChunk);
                         }
                         let _ = self.buf.split_to(2);
                         head.framing = Some(Framing::Chunked(Chunk::Size));
                     } else {
-                        self.fill_or("reply ended after a chunk".into()).await?;
+                        self.fill_or(BodyError::Ended { at: "after a chunk" }).await?;
                     }
                 }
                 Framing::Chunked(Chunk::Trailers) => match self.buf.windows(2).position(|w| w == b"\r\n") {
@@ -240,15 +232,15 @@ impl Conn {
                     Some(end) => {
                         let _ = self.buf.split_to(end + 2);
                     }
-                    None if self.buf.len() > MAX_LINE => return Err("trailer line too long".into()),
-                    None => self.fill_or("reply ended inside its trailers".into()).await?,
+                    None if self.buf.len() > MAX_LINE => return Err(BodyError::TrailerTooLong),
+                    None => self.fill_or(BodyError::Ended { at: "inside its trailers" }).await?,
                 },
             }
         }
     }
 
     /// The whole body (up to `limit` bytes); the common single-read case is not copied.
-    pub(super) async fn read_body(&mut self, head: &mut Head, limit: usize) -> Result<Bytes, String> {
+    pub(super) async fn read_body(&mut self, head: &mut Head, limit: usize) -> Result<Bytes, BodyError> {
         let Some(first) = self.next_data(head).await? else { return Ok(Bytes::new()) };
         let Some(second) = self.next_data(head).await? else { return Ok(first) };
         let mut all = BytesMut::with_capacity(first.len() + second.len());
@@ -256,12 +248,12 @@ impl Conn {
         all.extend_from_slice(&second);
         while let Some(more) = self.next_data(head).await? {
             if all.len() + more.len() > limit {
-                return Err(format!("reply body over {} MiB", limit >> 20));
+                return Err(BodyError::TooLarge { limit });
             }
             all.extend_from_slice(&more);
         }
         if all.len() > limit {
-            return Err(format!("reply body over {} MiB", limit >> 20));
+            return Err(BodyError::TooLarge { limit });
         }
         Ok(all.freeze())
     }
@@ -275,11 +267,11 @@ impl Conn {
         Some(self.buf.split_to(n).freeze())
     }
 
-    async fn fill_or(&mut self, at_eof: String) -> Result<(), String> {
+    async fn fill_or(&mut self, at_eof: BodyError) -> Result<(), BodyError> {
         match self.fill().await {
             Ok(0) => Err(at_eof),
             Ok(_) => Ok(()),
-            Err(e) => Err(crate::cause::cause_chain(&e)),
+            Err(source) => Err(BodyError::Io { source }),
         }
     }
 }
@@ -307,9 +299,9 @@ fn head_of(status: StatusCode, minor_version: u8, headers: &[httparse::Header<'_
             let n = std::str::from_utf8(h.value)
                 .ok()
                 .and_then(|v| v.trim().parse::<u64>().ok())
-                .ok_or_else(|| WireError::Failed("invalid content-length in reply".into()))?;
+                .ok_or(WireError::Failed(HeadError::InvalidContentLength))?;
             if length.is_some_and(|m| m != n) {
-                return Err(WireError::Failed("conflicting content-length values in reply".into()));
+                return Err(WireError::Failed(HeadError::ConflictingContentLength));
             }
             length = Some(n);
         } else if h.name.eq_ignore_ascii_case("connection") {

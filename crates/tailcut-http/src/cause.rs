@@ -2,7 +2,7 @@
 
 /// An error and its sources as one line (`outer: cause: root cause`), skipping a cause
 /// whose text the line already ends with.
-pub(crate) fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut line = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {

@@ -118,20 +118,7 @@ pub struct Experts {
     played: f64,
     /// In the Hedge phase (since round `switched`).
     switched: Option<u64>,
-    /// The expert the leader phase plays (kept until another leads it by
-    /// [`LEADER_MARGIN`]).
-    current: usize,
 }
-
-/// How far (in loss units: about two misses at the base price) another expert must lead
-/// the one being played before the leader phase switches to it. Switching plans has a
-/// cost the experts' own runs do not show: the new plan's providers were kept warm by
-/// its own run, not by `auto`'s, so the first requests after a switch pay cold starts
-/// (in the sweep's worlds the switched-to plan did worse than its own run on the requests
-/// after a switch). Ties and near-ties between plans no longer flip the play. Any
-/// leader-phase rule keeps [`Experts::regret_bound`]: the switch to AdaHedge is taken on
-/// the loss actually played.
-pub const LEADER_MARGIN: f64 = 1.0;
 
 impl Experts {
     /// `n` experts; the first round plays expert 0 (every expert leads with no loss).
@@ -139,7 +126,7 @@ impl Experts {
         let n = n.max(1);
         let mut probs = vec![0.0; n];
         probs[0] = 1.0;
-        Experts { cum: vec![0.0; n], hcum: vec![0.0; n], t: 0, enabled: true, probs, delta: 0.0, played: 0.0, switched: None, current: 0 }
+        Experts { cum: vec![0.0; n], hcum: vec![0.0; n], t: 0, enabled: true, probs, delta: 0.0, played: 0.0, switched: None }
     }
 
     /// Switched off: uniform weights every round (what the property tests compare with).
@@ -247,10 +234,7 @@ impl Experts {
         self.probs.iter_mut().for_each(|p| *p = 0.0);
         if self.switched.is_none() {
             let lead = self.leader();
-            if self.cum[self.current] - self.cum[lead] > LEADER_MARGIN {
-                self.current = lead;
-            }
-            self.probs[self.current] = 1.0;
+            self.probs[lead] = 1.0;
         } else {
             let eta = self.eta();
             let min = self.hcum.iter().copied().fold(f64::INFINITY, f64::min);
@@ -293,19 +277,11 @@ pub fn loss(missed: bool, cost_usd: f64, cost_ref: f64, price: f64) -> f64 {
 
 /// The miss price the controller sets at working level `level` for target `target`:
 /// `price_0 · 10^((target − level)/target)`, tenfold when the level reaches 0, clamped to
-/// [price_0 / 100, price_0 · 10] ([`MISS_PRICE_CAP`]).
+/// [price_0 / 100, price_0 · 10^4].
 pub fn miss_price(price0: f64, target: f64, level: f64) -> f64 {
     let x = if target > 0.0 { (target - level) / target } else { 0.0 };
-    price0 * 10f64.powf(x.clamp(-2.0, MISS_PRICE_CAP.log10()))
+    price0 * 10f64.powf(x.clamp(-2.0, 4.0))
 }
-
-/// The most a miss weighs, in multiples of its base price (reached at working level 0).
-/// Below level 0 the controller asks for plans that miss less than the target, and the
-/// planner already takes the least predicted miss; pricing misses beyond tenfold only made
-/// the experts pay any cost for a statistically meaningless miss less where no plan can
-/// meet the target (it was `10^4`: in the sweep's infeasible worlds `auto` then ran plans
-/// twice as dear as the frozen one for the same misses, and was dominated).
-pub const MISS_PRICE_CAP: f64 = 10.0;
 
 /// Wilson's upper confidence bound on a rate from `k` events in `n` trials at `z`
 /// standard errors (1 when `n` = 0).

@@ -11,6 +11,15 @@
 //! - The *model* expert: the planner's choice from the model's tables.
 //! - Loss: [`crate::guard::loss`] with the miss price the controller sets
 //!   ([`crate::guard::miss_price`]).
+//! - Only the fixed plans are *played* ([`META_PLAYED`]): the model's and the judged
+//!   expert are priced every round (their records and the traces show them) but enter the
+//!   Hedge at the worst loss, so neither leads (after a switch to AdaHedge their weight
+//!   falls as `e^{−η·t}`). Both pick a different
+//!   plan from one request to the next, and `auto` switching plans pays what their
+//!   prices do not show: the plan switched to finds its providers as `auto` left them,
+//!   not warm from its own run (cold starts right after a switch; see
+//!   docs/learned-policies.md, "Why `auto` loses in the sweep"). The regret bound is
+//!   then against the best fixed plan, as the issue states it.
 
 use crate::budget::HedgeBudget;
 use crate::guard::{loss, miss_price, Experts, Tally};
@@ -35,6 +44,9 @@ pub struct ExpertSet {
     budgets: Vec<HedgeBudget>,
     chosen: usize,
 }
+
+/// Whether the model's and the judged expert may be played (see the module doc).
+pub const META_PLAYED: bool = false;
 
 /// Index of the model's expert among a round's plans, from the end.
 pub const MODEL_FROM_END: usize = 2;
@@ -118,7 +130,11 @@ impl ExpertSet {
     /// Records the round's outcomes `(missed, cost $)` per expert at working level `level`.
     pub fn record(&mut self, outcomes: &[(bool, f64)], target: f64, level: f64) {
         let price = miss_price(self.price0, target, level);
-        let losses: Vec<f64> = outcomes.iter().map(|&(m, c)| loss(m, c, self.cost_ref, price)).collect();
+        let mut losses: Vec<f64> = outcomes.iter().map(|&(m, c)| loss(m, c, self.cost_ref, price)).collect();
+        if !META_PLAYED {
+            let fixed = self.plans.len();
+            losses.iter_mut().skip(fixed).for_each(|l| *l = 1.0);
+        }
         self.hedge.record(&losses);
         for (t, &(m, c)) in self.tallies.iter_mut().zip(outcomes) {
             t.add(m, c, TALLY_KEEP);
@@ -139,6 +155,26 @@ impl ExpertSet {
             "judged"
         } else {
             "fixed"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The model's and the judged expert miss nothing and cost nothing, the fixed plans
+    /// miss every fourth and every other round: priced as they are, either would lead
+    /// from the first round; neither is played.
+    #[test]
+    fn only_fixed_plans_are_played_even_when_a_meta_expert_leads() {
+        let fixed = vec![Plan::Single { p: 0 }, Plan::Single { p: 1 }];
+        let mut ex = ExpertSet::new(fixed, 1.0, 1.0, true, HedgeBudget::full(1.0, 5.0));
+        let model = Plan::Hedge { p: 0, h: 1, delay_s: 0.0 };
+        for k in 0..300 {
+            let (_, index, _) = ex.play(model, 0.05, (k as f64 * 0.618_034) % 1.0);
+            assert_eq!(ex.kind_of(index), "fixed", "round {k}: played the {} expert", ex.kind_of(index));
+            ex.record(&[(k % 4 == 0, 0.1), (k % 2 == 0, 0.1), (false, 0.0), (false, 0.0)], 0.05, 0.05);
         }
     }
 }

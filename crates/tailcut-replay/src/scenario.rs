@@ -21,6 +21,7 @@
 use crate::rounds::RoundSet;
 use crate::sweep::{evaluate_round, standard_sweep, Family, ProviderRates};
 use rand::{Rng, SeedableRng};
+use serde::Serialize;
 use rand_chacha::ChaCha8Rng;
 use tailcut_model::{AdaptiveSettings, CostBasis, LearnedKind, Model, ModelConfig, Observation, Outcome, PolicyState, SingleRSettings};
 use tailcut_sim::SimProfile;
@@ -33,7 +34,24 @@ pub mod worlds;
 pub use curve::{fixed_envelope, tail_load_svg};
 pub use kinds::learned_kinds;
 use rows::row;
-pub use rows::{ScenarioResult, ScenarioRow, StreamRun};
+pub use rows::{ScenarioRow, StreamRun};
+
+/// A scenario's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioResult {
+    /// Scenario name.
+    pub scenario: String,
+    /// Seed.
+    pub seed: u64,
+    /// Requests in the stream.
+    pub requests: usize,
+    /// Deadline the miss rate is measured at, s.
+    pub deadline_s: f64,
+    /// How `auto` learned.
+    pub auto: worlds::AutoMode,
+    /// Rows: fixed policies, `tuned:`, learned.
+    pub rows: Vec<ScenarioRow>,
+}
 
 /// The scenario families.
 pub const NAMES: [&str; 7] = ["steady-cold", "cadence", "degrade", "correlated", "outage", "price", "straggler"];

@@ -1,7 +1,6 @@
 //! What a scenario run measures: a policy's per-request results over the stream and
 //! the table rows summarising the evaluated half.
 
-use super::worlds::AutoMode;
 use crate::summary::quantiles;
 use serde::Serialize;
 use tailcut_core::PolicyKind;
@@ -49,23 +48,6 @@ pub struct ScenarioRow {
     pub active_usd_per_req: f64,
     /// Mean billed $ per request.
     pub billed_usd_per_req: f64,
-}
-
-/// A scenario's result.
-#[derive(Debug, Clone, Serialize)]
-pub struct ScenarioResult {
-    /// Scenario name.
-    pub scenario: String,
-    /// Seed.
-    pub seed: u64,
-    /// Requests in the stream.
-    pub requests: usize,
-    /// Deadline the miss rate is measured at, s.
-    pub deadline_s: f64,
-    /// How `auto` learned.
-    pub auto: AutoMode,
-    /// Rows: fixed policies, `tuned:`, learned.
-    pub rows: Vec<ScenarioRow>,
 }
 
 fn fin(x: f64) -> Option<f64> {

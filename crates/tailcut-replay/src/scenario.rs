@@ -21,8 +21,8 @@
 use crate::rounds::RoundSet;
 use crate::sweep::{evaluate_round, standard_sweep, Family, ProviderRates};
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
 use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
 use tailcut_model::{AdaptiveSettings, CostBasis, LearnedKind, Model, ModelConfig, Observation, Outcome, PolicyState, SingleRSettings};
 use tailcut_sim::SimProfile;
 

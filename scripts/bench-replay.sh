@@ -5,11 +5,30 @@
 #
 # Usage: scripts/bench-replay.sh [VENV]   (VENV defaults to .bench-venv; created with
 # `pip install gpuhedge` if it has no gpuhedge).
+#        scripts/bench-replay.sh --learned-only [BIN]   only the 1,000,000-round
+# `replay --learned` (issue 28: < 10 s and < 1 GiB), with BIN (default: the dist build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv="${1:-.bench-venv}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+
+# `replay --learned` on 1,000,000 rounds: wall, CPU (user + sys: the replay is one
+# thread, so parallelism hides nothing) and peak RSS.
+learned_1m() {
+  echo "== tailcut replay --learned, 1,000,000 rounds (auto with its experts, adaptive, singler)"
+  /usr/bin/time -v "$bin" replay "$work/r1m.jsonl" --learned >"$work/outl.txt" 2>"$work/timel.txt"
+  awk -F': ' '/Elapsed \(wall clock\)/ {w=$2} /User time/ {u=$2} /System time/ {s=$2} /Maximum resident/ {r=$2}
+    END {printf "wall %s, user %.2f s + sys %.2f s = CPU %.2f s, peak RSS %d MB\n", w, u, s, u + s, r / 1024}' "$work/timel.txt"
+}
+
+if [ "${1:-}" = "--learned-only" ]; then
+  bin="${2:-target/dist/tailcut}"
+  [ -n "${2:-}" ] || cargo build --profile dist -p tailcut-cli >/dev/null 2>&1
+  "$bin" synth --rounds 1000000 --seed 7 -o "$work/r1m.jsonl"
+  learned_1m
+  exit 0
+fi
+venv="${1:-.bench-venv}"
 
 cargo build --profile dist -p tailcut-cli >/dev/null 2>&1
 bin=target/dist/tailcut
@@ -29,6 +48,8 @@ echo "wall ${wall} (${secs} s), peak RSS ${rss} KiB, $(awk -v s="$secs" 'BEGIN {
 echo "== tailcut replay, 1,000,000 rounds, with --calibration-rounds 18 (three splits, 165 policy evaluations)"
 /usr/bin/time -v $bin replay "$work/r1m.jsonl" --calibration-rounds 18 >/dev/null 2>"$work/time1m3.txt"
 grep -E "Elapsed|Maximum resident" "$work/time1m3.txt"
+
+learned_1m
 
 if [ ! -x "$venv/bin/gpuhedge" ]; then
   python3 -m venv "$venv"

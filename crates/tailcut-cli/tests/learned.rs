@@ -100,6 +100,13 @@ fn scenario_run_json_shape_tuned_and_learned_rows() {
     assert!(rows.iter().any(|r| r["policy"] == "auto:60s/miss5%/extra100%"));
     assert!(rows.iter().any(|r| r["policy"] == "singler:runpod->cerebrium@B5%"));
     assert!(rows.iter().any(|r| r["policy"] == "cutover:runpod->cerebrium@q2.5s+s8.5s"));
+    // Rows name their kind (and `tuned:` is flagged), `auto` learns paired by default.
+    assert_eq!(v["auto"], "paired");
+    assert_eq!(rows.iter().filter(|r| r["tuned"] == true).count(), 1);
+    assert_eq!(rows.iter().filter(|r| r["kind"] == "auto").count(), 1);
+    assert_eq!(rows.iter().filter(|r| r["kind"] == "singler").count(), 6);
+    let model = stdout(&tailcut(&["scenario", "run", "outage", "--seed", "2", "--requests", "600", "--json", "--auto", "model"]));
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&model).unwrap()["auto"], "model");
 }
 
 #[test]

@@ -13,13 +13,16 @@
 //! Fixed policies are the standard sweep over the scenario's delay grid; `tuned:<policy>`
 //! is the fixed policy the reference's ranking (miss rate at the deadline, then active
 //! cost) picks on the first half; learned policies learn online from what they launched
-//! (censored losers included) and decide before each request. Every row is measured on
-//! the second half.
+//! (censored losers included) and decide before each request; `auto` by default also
+//! with paired information, as `scenario sweep` runs it (its fixed experts priced on
+//! their own runs, each learned only after the request is decided). Every row is
+//! measured on the second half and carries its policy's kind.
 
 use crate::rounds::RoundSet;
 use crate::sweep::{evaluate_round, standard_sweep, Family, ProviderRates};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
 use tailcut_model::{AdaptiveSettings, CostBasis, LearnedKind, Model, ModelConfig, Observation, Outcome, PolicyState, SingleRSettings};
 use tailcut_sim::SimProfile;
 
@@ -31,7 +34,24 @@ pub mod worlds;
 pub use curve::{fixed_envelope, tail_load_svg};
 pub use kinds::learned_kinds;
 use rows::row;
-pub use rows::{ScenarioResult, ScenarioRow, StreamRun};
+pub use rows::{ScenarioRow, StreamRun};
+
+/// A scenario's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioResult {
+    /// Scenario name.
+    pub scenario: String,
+    /// Seed.
+    pub seed: u64,
+    /// Requests in the stream.
+    pub requests: usize,
+    /// Deadline the miss rate is measured at, s.
+    pub deadline_s: f64,
+    /// How `auto` learned.
+    pub auto: worlds::AutoMode,
+    /// Rows: fixed policies, `tuned:`, learned.
+    pub rows: Vec<ScenarioRow>,
+}
 
 /// The scenario families.
 pub const NAMES: [&str; 7] = ["steady-cold", "cadence", "degrade", "correlated", "outage", "price", "straggler"];
@@ -509,33 +529,57 @@ impl Scenario {
         standard_sweep(&probe, &self.rates_at(0), &self.delays)
     }
 
-    /// Runs every fixed policy, `tuned:` and the learned policies.
+    /// Runs every fixed policy, `tuned:` and the learned policies, `auto` with paired
+    /// information ([`worlds::AutoMode::Paired`], as `scenario sweep` runs it).
     pub fn evaluate(&self) -> ScenarioResult {
+        self.evaluate_with(worlds::AutoMode::Paired)
+    }
+
+    /// [`Scenario::evaluate`] with `auto` learning as `mode` says: from its model alone,
+    /// guarded (its miss controller and plan records), or paired (also its experts over
+    /// the fixed plans, each priced on its own run of the stream, learned only after each
+    /// request is decided). `adaptive` and `singler` learn from what they launched either
+    /// way.
+    pub fn evaluate_with(&self, mode: worlds::AutoMode) -> ScenarioResult {
         let half = self.requests / 2;
         let first = 0..half;
         let second = half..self.requests;
         let mut rows = Vec::new();
         let mut best: Option<(f64, f64, usize)> = None;
         let defs = self.fixed_defs();
-        for (i, d) in defs.iter().enumerate() {
-            let run = self.run_fixed(&d.family);
-            let r1 = row(d.label.clone(), &run, first.clone(), self.deadline_s);
+        let runs: Vec<StreamRun> = defs.iter().map(|d| self.run_fixed(&d.family)).collect();
+        for (i, (d, run)) in defs.iter().zip(&runs).enumerate() {
+            let kind = d.family.kind();
+            let r1 = row(d.label.clone(), kind, run, first.clone(), self.deadline_s);
             let key = (r1.miss_rate, r1.active_usd_per_req, i);
             if best.is_none_or(|b| key.0 < b.0 || (key.0 == b.0 && key.1 < b.1)) {
                 best = Some(key);
             }
-            rows.push(row(d.label.clone(), &run, second.clone(), self.deadline_s));
+            rows.push(row(d.label.clone(), kind, run, second.clone(), self.deadline_s));
         }
         if let Some((_, _, i)) = best {
             let mut t = rows[i].clone();
             t.policy = format!("tuned:{}", defs[i].label);
+            t.tuned = true;
             rows.push(t);
         }
         for (i, (label, kind)) in learned_kinds(self).into_iter().enumerate() {
-            let run = self.run_learned(kind, self.seed.wrapping_add(i as u64));
-            rows.push(row(label, &run, second.clone(), self.deadline_s));
+            let seed = self.seed.wrapping_add(i as u64);
+            let run = match (kind, mode) {
+                (LearnedKind::Auto(_), worlds::AutoMode::Paired) => self.run_learned_paired(kind, seed, &runs),
+                (LearnedKind::Auto(_), worlds::AutoMode::Guarded) => self.run_learned_guarded(kind, seed, true),
+                _ => self.run_learned(kind, seed),
+            };
+            rows.push(row(label, kinds::learned_policy_kind(&kind), &run, second.clone(), self.deadline_s));
         }
-        ScenarioResult { scenario: self.name.clone(), seed: self.seed, requests: self.requests, deadline_s: self.deadline_s, rows }
+        ScenarioResult {
+            scenario: self.name.clone(),
+            seed: self.seed,
+            requests: self.requests,
+            deadline_s: self.deadline_s,
+            auto: mode,
+            rows,
+        }
     }
 
     /// p99 against extra attempts per request on the second half, for fixed-delay hedges
@@ -543,8 +587,9 @@ impl Scenario {
     /// grid (primary = first provider, hedge = second).
     pub fn tail_vs_load(&self) -> Vec<(String, Vec<(f64, f64)>)> {
         let second = self.requests / 2..self.requests;
+        // Only the statistics are read: the points carry no label or kind.
         let point = |run: &StreamRun| {
-            let r = row(String::new(), run, second.clone(), self.deadline_s);
+            let r = row(String::new(), tailcut_core::PolicyKind::Hedge, run, second.clone(), self.deadline_s);
             (r.extra_per_req, r.p99_s.unwrap_or(f64::INFINITY))
         };
         let none = point(&self.run_fixed(&Family::Single { p: 0 }));

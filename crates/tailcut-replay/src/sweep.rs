@@ -81,6 +81,19 @@ pub enum Family {
     },
 }
 
+impl Family {
+    /// The kind of policy this family is (a delay-0 hedge is a `hedge`, as its label says).
+    pub fn kind(&self) -> tailcut_core::PolicyKind {
+        use tailcut_core::PolicyKind;
+        match self {
+            Family::Single { .. } => PolicyKind::Single,
+            Family::Hedge { .. } => PolicyKind::Hedge,
+            Family::Cutover { .. } => PolicyKind::Cutover,
+            Family::Cascade { .. } => PolicyKind::Cascade,
+        }
+    }
+}
+
 /// A labelled policy to replay.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PolicyDef {

@@ -124,17 +124,17 @@ pub struct ScenarioSweepArgs {
     /// Also print one line per world.
     #[arg(long)]
     pub each: bool,
-    /// How `auto` learns: `model` (its model alone, as `scenario run`), `guarded` (also
+    /// How `auto` learns: `model` (its model alone), `guarded` (also
     /// its miss controller and its plans' realized records, from what it launched), or
     /// `paired`, the default (also the experts over the fixed plans, each priced on its
     /// own run of the stream, as a paired benchmark runs them).
-    #[arg(long, value_enum, default_value_t = SweepAutoArg::Paired)]
-    pub auto: SweepAutoArg,
+    #[arg(long, value_enum, default_value_t = AutoModeArg::Paired)]
+    pub auto: AutoModeArg,
 }
 
-/// `scenario sweep --auto`.
+/// `scenario run --auto` and `scenario sweep --auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SweepAutoArg {
+pub enum AutoModeArg {
     /// The model alone.
     Model,
     /// Miss controller and plan records (partial information).
@@ -168,6 +168,13 @@ pub struct ScenarioRunArgs {
     /// against the fixed-delay envelope (stderr).
     #[arg(short, long)]
     pub verbose: bool,
+    /// How `auto` learns: `paired`, the default (as `scenario sweep`: its experts over
+    /// the fixed plans, each priced on its own run of the stream once the request is
+    /// decided, with its miss controller and plan records), `guarded` (controller and
+    /// records, from what it launched) or `model` (its model alone; the rows before the
+    /// paired learner, for comparison).
+    #[arg(long, value_enum, default_value_t = AutoModeArg::Paired)]
+    pub auto: AutoModeArg,
 }
 
 /// Which cost `auto` minimises.

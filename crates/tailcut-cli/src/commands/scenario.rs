@@ -1,10 +1,12 @@
 //! `tailcut scenario list|run|sweep`: simulated request streams for what paired cold
 //! rounds cannot show, and random worlds for `auto`.
 
-use crate::cli::{ScenarioCommand, ScenarioRunArgs, ScenarioSweepArgs};
+use crate::cli::{AutoModeArg, ScenarioCommand, ScenarioRunArgs, ScenarioSweepArgs};
 use crate::commands::BadInput;
 use crate::table::{secs, Table};
 use std::process::ExitCode;
+use tailcut_core::PolicyKind;
+use tailcut_replay::scenario::worlds::AutoMode;
 use tailcut_replay::scenario::{describe, fixed_envelope, tail_load_svg, Scenario, ScenarioRow, NAMES};
 
 pub fn run(cmd: &ScenarioCommand) -> anyhow::Result<ExitCode> {
@@ -30,11 +32,7 @@ fn sweep(a: &ScenarioSweepArgs) -> anyhow::Result<ExitCode> {
     }
     let threads = if a.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { a.threads };
     let bar = crate::commands::delayed_bar(a.worlds as u64, "{spinner} worlds [{bar:30}] {pos}/{len} ({eta})");
-    let mode = match a.auto {
-        crate::cli::SweepAutoArg::Model => worlds::AutoMode::Model,
-        crate::cli::SweepAutoArg::Guarded => worlds::AutoMode::Guarded,
-        crate::cli::SweepAutoArg::Paired => worlds::AutoMode::Paired,
-    };
+    let mode = auto_mode(a.auto);
     let results = worlds::sweep(a.seed, a.worlds, a.requests, threads, mode, &|done| bar.set(done as u64));
     bar.finish();
     let sum = worlds::summarise(a.seed, a.requests, &results);
@@ -118,11 +116,19 @@ fn opt(v: Option<f64>) -> String {
     v.map_or("-".into(), secs)
 }
 
+fn auto_mode(a: AutoModeArg) -> AutoMode {
+    match a {
+        AutoModeArg::Model => AutoMode::Model,
+        AutoModeArg::Guarded => AutoMode::Guarded,
+        AutoModeArg::Paired => AutoMode::Paired,
+    }
+}
+
 fn shown(rows: &[ScenarioRow], all: bool) -> Vec<&ScenarioRow> {
     if all {
         return rows.iter().collect();
     }
-    let fixed: Vec<&ScenarioRow> = rows.iter().filter(|r| !r.policy.starts_with("tuned:") && !is_learned(&r.policy)).collect();
+    let fixed: Vec<&ScenarioRow> = rows.iter().filter(|r| !r.tuned && !r.kind.is_learned()).collect();
     let mut best: Vec<&ScenarioRow> = fixed.clone();
     best.sort_by(|a, b| a.p95_s.unwrap_or(f64::INFINITY).total_cmp(&b.p95_s.unwrap_or(f64::INFINITY)));
     let mut cheap = fixed;
@@ -130,19 +136,15 @@ fn shown(rows: &[ScenarioRow], all: bool) -> Vec<&ScenarioRow> {
     cheap.sort_by(|a, b| a.active_usd_per_req.total_cmp(&b.active_usd_per_req));
     // The best single provider comes first: the row every hedging figure is read against
     // ("p99 cut by 84 %" needs the p99 it was cut from).
-    let single = best.iter().copied().find(|r| r.policy.starts_with("single:"));
+    let single = best.iter().copied().find(|r| r.kind == PolicyKind::Single);
     let mut out: Vec<&ScenarioRow> = Vec::new();
     for r in single.into_iter().chain(best.into_iter().take(5)).chain(cheap.into_iter().take(3)) {
         if !out.iter().any(|o| o.policy == r.policy) {
             out.push(r);
         }
     }
-    out.extend(rows.iter().filter(|r| r.policy.starts_with("tuned:") || is_learned(&r.policy)));
+    out.extend(rows.iter().filter(|r| r.tuned || r.kind.is_learned()));
     out
-}
-
-fn is_learned(p: &str) -> bool {
-    p.starts_with("auto:") || p.starts_with("adaptive:") || p.starts_with("singler:")
 }
 
 fn run_one(a: &ScenarioRunArgs) -> anyhow::Result<ExitCode> {
@@ -152,7 +154,7 @@ fn run_one(a: &ScenarioRunArgs) -> anyhow::Result<ExitCode> {
     if a.requests < 20 {
         return Err(BadInput("--requests: expected at least 20".into()).into());
     }
-    let result = sc.evaluate();
+    let result = sc.evaluate_with(auto_mode(a.auto));
     if let Some(path) = &a.plot {
         let curves = sc.tail_vs_load();
         tail_load_svg(
@@ -175,11 +177,16 @@ fn run_one(a: &ScenarioRunArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "Scenario {} (seed {}, {} requests; rows measured on the second half; miss at {} s): {}",
+        "Scenario {} (seed {}, {} requests; rows measured on the second half; miss at {} s; auto {}): {}",
         result.scenario,
         result.seed,
         result.requests,
         result.deadline_s,
+        match result.auto {
+            AutoMode::Model => "from its model alone",
+            AutoMode::Guarded => "guarded",
+            AutoMode::Paired => "paired, causal",
+        },
         describe(&a.name)
     );
     let mut t = Table::new(&["policy", "p50 s", "p95 s", "p99 s", "miss", "hedge rate", "extra/req", "active $/req", "billed $/req"]);

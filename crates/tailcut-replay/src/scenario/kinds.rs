@@ -1,7 +1,17 @@
 //! Which learned policies a scenario evaluates.
 
 use super::Scenario;
+use tailcut_core::PolicyKind;
 use tailcut_model::{AdaptiveSettings, AutoSettings, LearnedKind, SingleRSettings};
+
+/// The policy kind of a learned policy.
+pub fn learned_policy_kind(kind: &LearnedKind) -> PolicyKind {
+    match kind {
+        LearnedKind::Adaptive(_) => PolicyKind::Adaptive,
+        LearnedKind::Singler(_) => PolicyKind::Singler,
+        LearnedKind::Auto(_) => PolicyKind::Auto,
+    }
+}
 
 /// Learned policies of a scenario: auto at its deadline, and adaptive and singler for
 /// each ordered pair (5 % budget).

@@ -3,6 +3,7 @@
 
 use crate::summary::quantiles;
 use serde::Serialize;
+use tailcut_core::PolicyKind;
 use tailcut_stats::Estimator;
 
 /// A policy's results over the stream: per request latency, costs, hedged flag, extra.
@@ -25,6 +26,10 @@ pub struct StreamRun {
 pub struct ScenarioRow {
     /// Policy label.
     pub policy: String,
+    /// The policy's kind (for `tuned:`, the kind of the fixed policy it repeats).
+    pub kind: PolicyKind,
+    /// The fixed policy the reference's ranking picks on the first half (`tuned:`).
+    pub tuned: bool,
     /// Requests evaluated (the second half).
     pub n: usize,
     /// Median latency, s (null = no valid result at that rank).
@@ -45,26 +50,11 @@ pub struct ScenarioRow {
     pub billed_usd_per_req: f64,
 }
 
-/// A scenario's result.
-#[derive(Debug, Clone, Serialize)]
-pub struct ScenarioResult {
-    /// Scenario name.
-    pub scenario: String,
-    /// Seed.
-    pub seed: u64,
-    /// Requests in the stream.
-    pub requests: usize,
-    /// Deadline the miss rate is measured at, s.
-    pub deadline_s: f64,
-    /// Rows: fixed policies, `tuned:`, learned.
-    pub rows: Vec<ScenarioRow>,
-}
-
 fn fin(x: f64) -> Option<f64> {
     x.is_finite().then_some(x)
 }
 
-pub(crate) fn row(policy: String, run: &StreamRun, range: std::ops::Range<usize>, deadline: f64) -> ScenarioRow {
+pub(crate) fn row(policy: String, kind: PolicyKind, run: &StreamRun, range: std::ops::Range<usize>, deadline: f64) -> ScenarioRow {
     let n = range.len();
     let mut lats = run.lats[range.clone()].to_vec();
     let miss = lats.iter().filter(|l| **l > deadline).count() as f64 / n.max(1) as f64;
@@ -72,6 +62,8 @@ pub(crate) fn row(policy: String, run: &StreamRun, range: std::ops::Range<usize>
     let mean = |v: &[f64]| v[range.clone()].iter().sum::<f64>() / n.max(1) as f64;
     ScenarioRow {
         policy,
+        kind,
+        tuned: false,
         n,
         p50_s: fin(q[0]),
         p95_s: fin(q[1]),

@@ -33,7 +33,7 @@ fn outage_fails_cerebrium_in_its_window_only() {
 #[test]
 fn straggler_learned_hedging_cuts_p99_within_five_percent_extra() {
     let sc = Scenario::new("straggler", 1, 4000).unwrap();
-    let none = row(String::new(), &sc.run_fixed(&Family::Single { p: 0 }), 2000..4000, 5.0);
+    let none = row(String::new(), tailcut_core::PolicyKind::Single, &sc.run_fixed(&Family::Single { p: 0 }), 2000..4000, 5.0);
     let k = LearnedKind::Adaptive(AdaptiveSettings {
         primary: 0,
         hedge: 1,
@@ -43,7 +43,7 @@ fn straggler_learned_hedging_cuts_p99_within_five_percent_extra() {
         max_delay_s: 300.0,
         budget: 0.05,
     });
-    let ad = row(String::new(), &sc.run_learned(k, 1), 2000..4000, 5.0);
+    let ad = row(String::new(), tailcut_core::PolicyKind::Adaptive, &sc.run_learned(k, 1), 2000..4000, 5.0);
     assert!(ad.extra_per_req <= 0.05 + 1e-9, "{ad:?}");
     let cut = 1.0 - ad.p99_s.unwrap() / none.p99_s.unwrap();
     assert!(cut >= 0.8, "p99 {:?} vs {:?}: cut {cut}", ad.p99_s, none.p99_s);
@@ -60,4 +60,40 @@ fn cadence_platforms_keep_idle_workers_for_their_own_windows() {
     // RunPod (5 s idle timeout) is warm only after the few gaps under 5 s.
     let windows: Vec<f64> = sc.providers.iter().map(|p| p.warm_window_s).collect();
     assert_eq!(windows, vec![5.0, 60.0, 300.0]);
+}
+
+#[test]
+fn evaluate_runs_auto_with_paired_information_by_default() {
+    let sc = Scenario::new("degrade", 2, 600).unwrap();
+    let res = sc.evaluate();
+    assert_eq!(res.auto, worlds::AutoMode::Paired);
+    let auto = res.rows.iter().find(|r| r.kind == tailcut_core::PolicyKind::Auto).unwrap();
+    let kind = LearnedKind::Auto(worlds::auto_settings(&sc));
+    let own: Vec<StreamRun> = sc.fixed_defs().iter().map(|d| sc.run_fixed(&d.family)).collect();
+    let paired = row(String::new(), tailcut_core::PolicyKind::Auto, &sc.run_learned_paired(kind, sc.seed, &own), 300..600, sc.deadline_s);
+    let model = row(String::new(), tailcut_core::PolicyKind::Auto, &sc.run_learned(kind, sc.seed), 300..600, sc.deadline_s);
+    let stats = |r: &ScenarioRow| (r.p95_s, r.miss_rate, r.active_usd_per_req, r.extra_per_req);
+    assert_eq!(stats(auto), stats(&paired));
+    // The model-only rows stay available, and differ here (else the check above says nothing).
+    assert_ne!(stats(&paired), stats(&model));
+    let old = sc.evaluate_with(worlds::AutoMode::Model);
+    let old_auto = old.rows.iter().find(|r| r.kind == tailcut_core::PolicyKind::Auto).unwrap();
+    assert_eq!(stats(old_auto), stats(&model));
+}
+
+#[test]
+fn rows_carry_their_policy_kind() {
+    let res = Scenario::new("outage", 1, 200).unwrap().evaluate();
+    let tuned: Vec<&ScenarioRow> = res.rows.iter().filter(|r| r.tuned).collect();
+    assert_eq!(tuned.len(), 1);
+    let (_, repeated) = tuned[0].policy.split_once(':').unwrap();
+    let fixed = res.rows.iter().find(|r| r.policy == repeated).unwrap();
+    assert_eq!((tuned[0].kind, fixed.tuned), (fixed.kind, false));
+    for r in res.rows.iter().filter(|r| !r.tuned) {
+        // The labels name the kind as traces' legacy labels do.
+        assert_eq!(tailcut_core::PolicyKind::from_legacy_label(&r.policy), Some(r.kind), "{}", r.policy);
+    }
+    let learned = res.rows.iter().filter(|r| r.kind.is_learned()).count();
+    assert_eq!(learned, 1 + 2 * 6, "auto, and adaptive and singler per ordered pair of three providers");
+    assert!(res.rows.iter().any(|r| r.kind == tailcut_core::PolicyKind::Cascade));
 }

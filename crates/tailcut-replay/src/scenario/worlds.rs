@@ -300,8 +300,8 @@ pub fn evaluate_world(seed: u64, index: usize, requests: usize, mode: AutoMode) 
     let runs: Vec<StreamRun> = defs.iter().map(|def| sc.run_fixed(&def.family)).collect();
     let mut frozen_i = 0;
     for (i, (def, run)) in defs.iter().zip(&runs).enumerate() {
-        let r1 = row(def.label.clone(), run, first.clone(), d);
-        let r2 = row(def.label.clone(), run, second.clone(), d);
+        let r1 = row(def.label.clone(), def.family.kind(), run, first.clone(), d);
+        let r2 = row(def.label.clone(), def.family.kind(), run, second.clone(), d);
         feasible |= r2.miss_rate <= 0.05;
         if frozen.as_ref().is_none_or(|f| r1.miss_rate < f.0 || (r1.miss_rate == f.0 && r1.active_usd_per_req < f.1)) {
             frozen = Some((r1.miss_rate, r1.active_usd_per_req, r2.clone()));
@@ -317,7 +317,7 @@ pub fn evaluate_world(seed: u64, index: usize, requests: usize, mode: AutoMode) 
         AutoMode::Paired => sc.run_learned_paired(auto_kind, sc.seed, &runs),
         _ => sc.run_learned_with(auto_kind, sc.seed, mode != AutoMode::Model, false),
     };
-    let auto = row(crate::learned::auto_label(&auto_settings(&sc)), &run, second.clone(), d);
+    let auto = row(crate::learned::auto_label(&auto_settings(&sc)), tailcut_core::PolicyKind::Auto, &run, second.clone(), d);
     let n = second.len();
     let auto_misses = run.lats[second.clone()].iter().filter(|l| **l > d).count();
     let (frozen, best) = (frozen.expect("a sweep has fixed plans"), best.expect("a sweep has fixed plans"));
@@ -433,7 +433,7 @@ pub fn summarise(seed: u64, requests: usize, results: &[WorldResult]) -> SweepSu
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AutoMode {
-    /// From its model alone (what `scenario run` evaluates).
+    /// From its model alone (`scenario run --auto model`).
     Model,
     /// Partial information, guarded: the miss controller and its plans' records.
     Guarded,
@@ -491,6 +491,8 @@ mod tests {
     fn domination_needs_both_axes_and_a_clear_gain() {
         let r = |p: f64, c: f64| ScenarioRow {
             policy: String::new(),
+            kind: tailcut_core::PolicyKind::Auto,
+            tuned: false,
             n: 1,
             p50_s: None,
             p95_s: Some(p),

@@ -100,6 +100,39 @@ class Provider:
             writer.close()
 
 
+# The gateway's config for one learned chat route over loopback providers: `{port}` is
+# filled by `gateway`, the rest by `route_config`.
+ROUTE_CONFIG = """
+[gateway]
+listen = "127.0.0.1:{port}"
+auth = "none"
+store = ":memory:"
+GATEWAY_EXTRA
+[budget]
+ledger = ":memory:"
+[trace]
+path = "TRACE"
+PROVIDERS
+[policies.chat]
+POLICY
+[routes.chat]
+kind = "openai"
+models = ["m"]
+policy = "chat"
+ROUTE_EXTRA
+"""
+
+
+def route_config(providers, policy, trace, gateway_extra="", route_extra=""):
+    """The config of a gateway with one OpenAI route `chat` (model `m`) under the policy
+    `policy` (the body of `[policies.chat]`), over `providers` (their TOML sections),
+    tracing to `trace`; `gateway_extra` and `route_extra` are added to `[gateway]` and
+    `[routes.chat]`."""
+    return (ROUTE_CONFIG.replace("GATEWAY_EXTRA", gateway_extra).replace("TRACE", trace)
+            .replace("PROVIDERS", "".join(providers)).replace("POLICY", policy)
+            .replace("ROUTE_EXTRA", route_extra))
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -35,7 +35,7 @@ import os
 import sys
 import tempfile
 
-from loopback_openai import Provider, gateway, latency_summary, open_loop, scrape
+from loopback_openai import Provider, gateway, latency_summary, open_loop, route_config, scrape
 
 
 class World:
@@ -50,24 +50,6 @@ providers = ["flaky", "steady"]
 deadline_ms = 250
 target_miss = 0.05"""
 
-CONFIG = """
-[gateway]
-listen = "127.0.0.1:{port}"
-auth = "none"
-store = ":memory:"
-GATEWAY_EXTRA
-[budget]
-ledger = ":memory:"
-[trace]
-path = "TRACE"
-PROVIDERS
-[policies.chat]
-POLICY
-[routes.chat]
-kind = "openai"
-models = ["m"]
-policy = "chat"
-"""
 
 
 async def run_mode(args, mode, policy):
@@ -80,8 +62,7 @@ async def run_mode(args, mode, policy):
         await p.start()
     tmp = tempfile.mkdtemp(prefix="tailcut-flip-")
     trace = os.path.join(tmp, "trace.jsonl")
-    cfg = (CONFIG.replace("GATEWAY_EXTRA", args.gateway_extra).replace("TRACE", trace)
-           .replace("PROVIDERS", flaky.toml() + steady.toml()).replace("POLICY", policy))
+    cfg = route_config([flaky.toml(), steady.toml()], policy, trace, gateway_extra=args.gateway_extra)
     per_phase = int(args.rate * args.phase_s)
     flip_at = (args.phases // 2) * per_phase
 

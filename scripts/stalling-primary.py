@@ -31,27 +31,8 @@ import json
 import os
 import tempfile
 
-from loopback_openai import Provider, gateway, latency_summary, open_loop, scrape
+from loopback_openai import Provider, gateway, latency_summary, open_loop, route_config, scrape
 
-CONFIG = """
-[gateway]
-listen = "127.0.0.1:{port}"
-auth = "none"
-store = ":memory:"
-GATEWAY_EXTRA
-[budget]
-ledger = ":memory:"
-[trace]
-path = "TRACE"
-PROVIDERS
-[policies.chat]
-POLICY
-[routes.chat]
-kind = "openai"
-models = ["m"]
-policy = "chat"
-ROUTE_EXTRA
-"""
 
 
 async def main():
@@ -74,9 +55,8 @@ async def main():
                             stall_at_s=min(stall, 1.0) or 1.0).start()
     fast = await Provider("fast", lambda r: 0, args.seed).start()
     tmp = tempfile.mkdtemp(prefix="tailcut-stall-")
-    cfg = (CONFIG.replace("GATEWAY_EXTRA", args.gateway_extra).replace("TRACE", os.path.join(tmp, "trace.jsonl"))
-           .replace("PROVIDERS", stally.toml() + fast.toml()).replace("POLICY", args.policy)
-           .replace("ROUTE_EXTRA", args.route_extra))
+    cfg = route_config([stally.toml(), fast.toml()], args.policy, os.path.join(tmp, "trace.jsonl"),
+                       gateway_extra=args.gateway_extra, route_extra=args.route_extra)
     results = {"policy": args.policy, "rate": args.rate, "duration_s": args.duration, "stall_s": args.stall,
                "stall_p": args.stall_p, "modes": {}}
     try:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs every scenario family over several seeds and checks issue 18's must-shows.
 
-Usage: scripts/scenario-table.py [--bin target/debug/tailcut] [--seeds 1,2,3,4,5] [--requests 4000]
+Usage: scripts/scenario-table.py [--bin target/debug/tailcut] [--seeds 1,2,3,4,5] [--requests 4000] [--auto MODE]
 
 Per family it prints, averaged over the seeds, auto, tuned:, the best fixed row by p95
 and the cheapest fixed row meeting the miss target, then per seed the three checks:
@@ -16,8 +16,9 @@ FAMILIES = ["steady-cold", "cadence", "degrade", "correlated", "outage", "price"
 TUNED_FAMILIES = {"cadence", "degrade", "correlated", "outage"}
 
 
-def run(binary, name, seed, requests):
-    out = subprocess.run([binary, "scenario", "run", name, "--seed", str(seed), "--requests", str(requests), "--json"],
+def run(binary, name, seed, requests, auto):
+    extra = ["--auto", auto] if auto else []
+    out = subprocess.run([binary, "scenario", "run", name, "--seed", str(seed), "--requests", str(requests), "--json", *extra],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
@@ -44,6 +45,7 @@ def main():
     ap.add_argument("--bin", default="target/debug/tailcut")
     ap.add_argument("--seeds", default="1,2,3,4,5")
     ap.add_argument("--requests", type=int, default=4000)
+    ap.add_argument("--auto", help="how auto learns (`tailcut scenario run --auto`: model, guarded, paired); default: the command's")
     a = ap.parse_args()
     seeds = [int(s) for s in a.seeds.split(",")]
     print("| scenario | seed | auto p95 s | auto active $ | auto miss | tuned: policy | tuned p95 s | tuned active $ | tuned miss | p95 gain | cost gain | meets | undominated | beats tuned |")
@@ -51,7 +53,7 @@ def main():
     totals = {}
     for name in FAMILIES:
         for seed in seeds:
-            res = run(a.bin, name, seed, a.requests)
+            res = run(a.bin, name, seed, a.requests, a.auto)
             auto, tuned, fixed, meets, dom, gp, gc, beats = checks(res)
             need = name in TUNED_FAMILIES
             t = totals.setdefault(name, [0, 0, 0, 0, []])

@@ -41,7 +41,7 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() {
-    for _ in $(seq 300); do
+    for _ in $(seq 1200); do  # 120 s: valgrind starts slowly on a loaded machine
         (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
         sleep 0.1
     done

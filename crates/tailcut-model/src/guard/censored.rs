@@ -66,8 +66,16 @@ impl KmEstimate {
 
 /// Kaplan–Meier at `t` over `samples` (any order). Ties: events before censorings.
 pub fn kaplan_meier(samples: &[Sample], t: f64) -> KmEstimate {
-    let mut v: Vec<Sample> = samples.iter().copied().filter(|s| !s.value_s.is_nan()).collect();
-    v.sort_by(|a, b| a.value_s.total_cmp(&b.value_s).then(a.censored.cmp(&b.censored)));
+    km_over(samples.iter().copied(), t)
+}
+
+/// [`kaplan_meier`] over any samples: one copy, sorted in place. The order is total on
+/// (value, censored) and samples equal in both are interchangeable, so the unstable sort
+/// (no scratch allocation; a third of the live `auto` route's settle cost was the stable
+/// sort's) gives the same estimate.
+fn km_over(samples: impl Iterator<Item = Sample>, t: f64) -> KmEstimate {
+    let mut v: Vec<Sample> = samples.filter(|s| !s.value_s.is_nan()).collect();
+    v.sort_unstable_by(|a, b| a.value_s.total_cmp(&b.value_s).then(a.censored.cmp(&b.censored)));
     let known = v.iter().filter(|s| !s.censored || s.value_s > t).count() as f64;
     let (mut s, mut green) = (1.0f64, 0.0f64);
     let mut at_risk = v.len() as f64;
@@ -130,8 +138,7 @@ impl CensoredHistory {
 
     /// Kaplan–Meier at `t` over the attempts kept.
     pub fn at(&self, t: f64) -> KmEstimate {
-        let v: Vec<Sample> = self.ring.iter().copied().collect();
-        kaplan_meier(&v, t)
+        km_over(self.ring.iter().copied(), t)
     }
 }
 

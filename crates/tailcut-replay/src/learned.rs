@@ -16,7 +16,9 @@
 use crate::rounds::RoundSet;
 use crate::summary::PolicySummary;
 use crate::sweep::{evaluate_round, Evaluated, Family, ProviderRates};
+use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
+use tailcut_model::plan::PlanBits;
 use tailcut_model::{
     AdaptiveSettings, AutoSettings, CostBasis, HedgeBudget, LearnedKind, Model, ModelConfig, Observation, Outcome, Plan, PolicyState,
     SingleRSettings, Why,
@@ -309,6 +311,22 @@ pub(crate) fn price_experts(
     }
 }
 
+/// Counts one more round of `plan` in `plans` (plans in first-use order), finding its
+/// entry through `index`.
+fn count_plan(plans: &mut Vec<(Plan, u64)>, index: &mut HashMap<PlanBits, usize>, plan: Plan) {
+    let Some(key) = PlanBits::of(&plan) else {
+        plans.push((plan, 1));
+        return;
+    };
+    match index.get(&key) {
+        Some(&i) => plans[i].1 += 1,
+        None => {
+            index.insert(key, plans.len());
+            plans.push((plan, 1));
+        }
+    }
+}
+
 /// Replays `defs` causally over `set` after feeding `warmup` to the shared model; `auto`
 /// plays Hedge over the fixed plans `experts` (the sweep's families) when
 /// [`LearnedSettings::experts`] is set.
@@ -381,10 +399,13 @@ pub fn evaluate_learned(
     for run in &mut runs {
         run.evaluated.lats.reserve(set.len());
     }
+    // Where each run's plans sit in its list: a learned delay that moves with every
+    // refresh makes the list long (thousands of plans), too long to search per round.
+    let mut plan_index: Vec<HashMap<PlanBits, usize>> = defs.iter().map(|_| HashMap::default()).collect();
     let gaps = vec![None; set.width()];
     let mut obs = Vec::with_capacity(set.width());
     for r in 0..set.len() {
-        for (state, run) in states.iter_mut().zip(runs.iter_mut()) {
+        for ((state, run), index) in states.iter_mut().zip(runs.iter_mut()).zip(plan_index.iter_mut()) {
             let (plan, why) = state.decide_plan(&gaps);
             let (family, extra) = gate_plan(set, r, &plan, state);
             let denied = !matches!(plan, Plan::Single { .. }) && matches!(family, Family::Single { .. });
@@ -413,12 +434,7 @@ pub fn evaluate_learned(
             ev.hedged += u64::from(hedged);
             run.denied += u64::from(denied);
             run.extra.push(extra);
-            // From the end: the plan just used is the likeliest, and a learned delay
-            // that moves with every refresh makes the list long.
-            match run.plans.iter_mut().rev().find(|(p, _)| *p == plan) {
-                Some((_, k)) => *k += 1,
-                None => run.plans.push((plan, 1)),
-            }
+            count_plan(&mut run.plans, index, plan);
         }
         round_observations(set, r, &mut obs);
         model.observe_request(&obs);

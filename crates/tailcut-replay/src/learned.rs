@@ -268,21 +268,10 @@ fn settle_experts(
     rates: &[ProviderRates],
     s: &LearnedSettings,
     r: usize,
+    fixed: &[Family],
     buf: &mut Vec<(bool, f64)>,
 ) {
-    settle_experts_at(state, set, rates, &s.auto, r, buf);
-}
-
-/// [`settle_experts`] with `auto`'s settings (cap, deadline, cost basis).
-pub(crate) fn settle_experts_at(
-    state: &mut PolicyState,
-    set: &RoundSet,
-    rates: &[ProviderRates],
-    a: &AutoSettings,
-    r: usize,
-    buf: &mut Vec<(bool, f64)>,
-) {
-    price_experts(state, set, rates, a, r, buf);
+    price_experts(state, set, rates, &s.auto, r, fixed, buf);
     state.settle_experts(buf);
 }
 
@@ -290,19 +279,25 @@ pub(crate) fn settle_experts_at(
 /// expert, in expert order) without recording. Each plan is priced on its own run of
 /// the round, as its fixed row is: in a paired round every arm's outcome is known, and
 /// a fixed plan's extra attempts are not gated by `auto`'s extra-load bucket (the
-/// fixed rows have none).
+/// fixed rows have none). `fixed` may give the families of the first experts' plans
+/// (`plan_family` of each, which never change), so that they are not converted again
+/// every round; the others are converted.
 pub(crate) fn price_experts(
     state: &PolicyState,
     set: &RoundSet,
     rates: &[ProviderRates],
     a: &AutoSettings,
     r: usize,
+    fixed: &[Family],
     buf: &mut Vec<(bool, f64)>,
 ) {
     buf.clear();
     let Some(plans) = state.expert_plans() else { return };
-    for plan in plans {
-        let (lat, act, bill, _) = evaluate_round(set, rates, &plan_family(plan), a.cap_s, r);
+    for (i, plan) in plans.iter().enumerate() {
+        let (lat, act, bill, _) = match fixed.get(i) {
+            Some(family) => evaluate_round(set, rates, family, a.cap_s, r),
+            None => evaluate_round(set, rates, &plan_family(plan), a.cap_s, r),
+        };
         let cost = match a.cost {
             CostBasis::Active => act,
             CostBasis::Billed => bill,
@@ -353,6 +348,9 @@ pub fn evaluate_learned(
         }
         st
     };
+    // The families of `auto`'s fixed experts (the first of its experts' plans), as
+    // `price_experts` would convert them every round.
+    let fixed: Vec<Family> = experts.iter().map(|f| plan_family(&family_plan(f))).collect();
     // `auto`'s experts learn from the warm-up rounds too (every arm known, in order).
     let mut warm_auto: Vec<(usize, PolicyState)> = Vec::new();
     if s.experts && !experts.is_empty() && !warmup.is_empty() {
@@ -370,7 +368,7 @@ pub fn evaluate_learned(
             let (plan, _) = st.decide_plan(&gaps0);
             let (family, _) = gate_plan(warmup, r, &plan, st);
             let (lat, act, bill, _) = evaluate_round(warmup, rates, &family, s.auto.cap_s, r);
-            settle_experts(st, warmup, rates, s, r, &mut buf);
+            settle_experts(st, warmup, rates, s, r, &fixed, &mut buf);
             let cost = match s.auto.cost {
                 tailcut_model::CostBasis::Active => act,
                 tailcut_model::CostBasis::Billed => bill,
@@ -396,8 +394,13 @@ pub fn evaluate_learned(
         })
         .collect();
     let mut runs: Vec<LearnedRun> = defs.iter().map(|_| LearnedRun::default()).collect();
-    for run in &mut runs {
+    for (run, d) in runs.iter_mut().zip(defs) {
         run.evaluated.lats.reserve(set.len());
+        run.extra.reserve(set.len());
+        if matches!(d.kind, LearnedKind::Auto(_)) {
+            // Nearly every `auto` decision is a prediction (with experts, every one).
+            run.forecasts.reserve(set.len());
+        }
     }
     // Where each run's plans sit in its list: a learned delay that moves with every
     // refresh makes the list long (thousands of plans), too long to search per round.
@@ -424,7 +427,7 @@ pub fn evaluate_learned(
                         cost_realized: Some(cost),
                     });
                 }
-                settle_experts(state, set, rates, s, r, &mut buf);
+                settle_experts(state, set, rates, s, r, &fixed, &mut buf);
                 state.settle(&plan, missed, cost);
             }
             let ev = &mut run.evaluated;

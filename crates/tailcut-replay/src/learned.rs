@@ -497,6 +497,33 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// The indexed count gives the list the reverse scan gave (`==` on plans: `-0.0`
+    /// equals `0.0`, a NaN timer equals nothing).
+    #[test]
+    fn indexed_plan_counts_match_the_scan() {
+        let plans = [
+            Plan::Single { p: 0 },
+            Plan::Hedge { p: 0, h: 1, delay_s: 0.0 },
+            Plan::Hedge { p: 0, h: 1, delay_s: -0.0 },
+            Plan::Hedge { p: 0, h: 1, delay_s: f64::NAN },
+            Plan::Hedge { p: 0, h: 1, delay_s: 3.25 },
+            Plan::Cutover { p: 0, h: 2, poll_s: 2.5, safety_s: 8.5 },
+            Plan::Cascade { p: 0, h: 2, f: 1, poll_s: 2.5, safety_s: 8.5, escalate_s: 25.0 },
+            Plan::Cascade { p: 0, h: 1, f: 2, poll_s: 2.5, safety_s: 8.5, escalate_s: 25.0 },
+            Plan::Single { p: 1 },
+        ];
+        let (mut scanned, mut indexed, mut index) = (Vec::<(Plan, u64)>::new(), Vec::new(), HashMap::default());
+        for i in 0..500usize {
+            let plan = plans[(i * 7 + i / 3) % plans.len()];
+            match scanned.iter_mut().rev().find(|(p, _)| *p == plan) {
+                Some((_, k)) => *k += 1,
+                None => scanned.push((plan, 1)),
+            }
+            count_plan(&mut indexed, &mut index, plan);
+        }
+        assert_eq!(format!("{scanned:?}"), format!("{indexed:?}"));
+    }
+
     fn names() -> Vec<String> {
         vec!["runpod".into(), "modal".into(), "cerebrium".into()]
     }

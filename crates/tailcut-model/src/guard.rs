@@ -286,14 +286,46 @@ pub fn miss_price(price0: f64, target: f64, level: f64) -> f64 {
 /// Wilson's upper confidence bound on a rate from `k` events in `n` trials at `z`
 /// standard errors (1 when `n` = 0).
 pub fn wilson_upper(k: f64, n: f64, z: f64) -> f64 {
-    if n <= 0.0 {
-        return 1.0;
+    WilsonAt::new(n, z).upper(k)
+}
+
+/// [`wilson_upper`] for many counts over the same `n` and `z`: the terms that depend on
+/// `n` and `z` alone are computed once (the same operations, so the same bits).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WilsonAt {
+    n: f64,
+    z: f64,
+    /// `z² / (2n)`.
+    shift: f64,
+    /// `z² / (4n²)`.
+    widen: f64,
+    /// `1 + z² / n`.
+    scale: f64,
+}
+
+impl WilsonAt {
+    /// The bound's terms for `n` trials at `z`.
+    pub fn new(n: f64, z: f64) -> WilsonAt {
+        let z2 = z * z;
+        WilsonAt { n, z, shift: z2 / (2.0 * n), widen: z2 / (4.0 * n * n), scale: 1.0 + z2 / n }
     }
-    let p = (k / n).clamp(0.0, 1.0);
-    let z2 = z * z;
-    let centre = p + z2 / (2.0 * n);
-    let spread = z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
-    ((centre + spread) / (1.0 + z2 / n)).min(1.0)
+
+    /// The trials `n`.
+    pub fn n(&self) -> f64 {
+        self.n
+    }
+
+    /// Wilson's upper bound from `k` events in the `n` trials (1 when `n` ≤ 0).
+    pub fn upper(&self, k: f64) -> f64 {
+        let n = self.n;
+        if n <= 0.0 {
+            return 1.0;
+        }
+        let p = (k / n).clamp(0.0, 1.0);
+        let centre = p + self.shift;
+        let spread = self.z * (p * (1.0 - p) / n + self.widen).sqrt();
+        ((centre + spread) / self.scale).min(1.0)
+    }
 }
 
 /// z of the one-sided 95 % bound used for qualification.

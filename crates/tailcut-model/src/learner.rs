@@ -353,7 +353,7 @@ impl PolicyState {
                         // Full information: every plan is seen on every round, so
                         // nothing needs exploring; Hedge picks among the experts.
                         let (chosen, index, weight) = ex.play(plan, self.controller.level(), self.coin.next_f64());
-                        let pr = if chosen == plan { pr } else { pred.predict(&chosen, gaps) };
+                        let pr = if chosen == plan { pr } else { pred.predict_memo(&chosen, gaps) };
                         return (chosen, Why::Expert { index, weight, kind: ex.kind_of(index), pr });
                     }
                     // A provider the model has (almost) never seen cannot be predicted, and

@@ -64,6 +64,25 @@ pub enum Plan {
     },
 }
 
+/// A plan's identity as `==` sees it, hashable (memo and count keys): the variant, the
+/// providers and the bits of the timers, `-0.0` read as `0.0` (which `==` equates).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PlanBits(u8, usize, usize, usize, u64, u64, u64);
+
+impl PlanBits {
+    /// The key of `plan`; None when a timer is NaN (such a plan equals no plan, itself
+    /// included).
+    pub fn of(plan: &Plan) -> Option<PlanBits> {
+        let b = |x: f64| (!x.is_nan()).then(|| (x + 0.0).to_bits());
+        Some(match *plan {
+            Plan::Single { p } => PlanBits(0, p, 0, 0, 0, 0, 0),
+            Plan::Hedge { p, h, delay_s } => PlanBits(1, p, h, 0, b(delay_s)?, 0, 0),
+            Plan::Cutover { p, h, poll_s, safety_s } => PlanBits(2, p, h, 0, b(poll_s)?, b(safety_s)?, 0),
+            Plan::Cascade { p, h, f, poll_s, safety_s, escalate_s } => PlanBits(3, p, h, f, b(poll_s)?, b(safety_s)?, b(escalate_s)?),
+        })
+    }
+}
+
 fn g(x: f64) -> String {
     let mut t = format!("{x:.2}");
     while t.ends_with('0') {

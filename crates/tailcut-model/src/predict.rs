@@ -14,9 +14,9 @@
 use crate::guard::censored::Censored;
 use crate::guard::{Tally, QUALIFY_Z};
 use crate::model::{joint_survival, Model, GAP_EDGES_S};
-use crate::plan::{AutoSettings, Choice, Plan, Prediction, COST_TIE, TAIL_TRADE, TAIL_TRADE_MIN_GAIN};
+use crate::plan::{AutoSettings, Choice, Plan, PlanBits, Prediction, COST_TIE, TAIL_TRADE, TAIL_TRADE_MIN_GAIN};
 use crate::sketch::{bucket_of, bucket_value, DecayedSketch};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Grid points of the survival tables.
 pub const GRID: usize = 96;
@@ -51,6 +51,8 @@ pub struct Predictor {
     /// Dependence weight per ordered pair (see [`crate::model::PairStat::dependence`]).
     dep: Vec<f64>,
     memo: HashMap<u32, Choice>,
+    /// [`Predictor::predict_memo`]'s predictions, by P(warm) levels and plan.
+    predicted: HashMap<(u32, PlanBits), Prediction>,
     epoch: u64,
     /// The settings' target miss; `settings.target_miss` is the working level in use.
     target: f64,
@@ -166,11 +168,12 @@ impl Predictor {
             dt: 1.0,
             providers: Vec::new(),
             dep: Vec::new(),
-            memo: HashMap::new(),
+            memo: HashMap::default(),
+            predicted: HashMap::default(),
             epoch: 0,
             target: settings.target_miss,
             bucket: LEVEL_BUCKETS / 2,
-            tallies: HashMap::new(),
+            tallies: HashMap::default(),
             recorded: 0,
             censored: Vec::new(),
             censored_key: Vec::new(),
@@ -228,6 +231,7 @@ impl Predictor {
         let n = self.providers.len();
         self.dep = (0..n * n).map(|ij| model.dependence(ij / n, ij % n)).collect();
         self.memo.clear();
+        self.predicted.clear();
         self.epoch += 1;
     }
 
@@ -447,6 +451,27 @@ impl Predictor {
         self.predict_with(plan, &surv)
     }
 
+    /// [`Predictor::predict`], memoised per plan and quantised P(warm) of each provider
+    /// until the next refresh (the expert `auto` plays is predicted every request).
+    pub fn predict_memo(&mut self, plan: &Plan, gaps: &[Option<f64>]) -> Prediction {
+        let memoise = self.providers.len() <= 6;
+        let key = PlanBits::of(plan).filter(|_| memoise).map(|b| (self.levels_key(gaps, 0), b));
+        if let Some(hit) = key.and_then(|k| self.predicted.get(&k)) {
+            return *hit;
+        }
+        let pr = self.predict(plan, gaps);
+        if let Some(k) = key {
+            self.predicted.insert(k, pr);
+        }
+        pr
+    }
+
+    /// The memo key of the providers' quantised P(warm) after `gaps`, from `start`.
+    fn levels_key(&self, gaps: &[Option<f64>], start: usize) -> u32 {
+        (0..self.providers.len())
+            .fold(start, |k, p| k.wrapping_mul(LEVELS).wrapping_add(self.warm_level(p, gaps.get(p).copied().flatten()))) as u32
+    }
+
     /// Every candidate plan: singles; for each primary and partner the race, hedges at
     /// the primary's learned p50/p75/p90/p95, a cutover when the primary has a queue
     /// signal, and every cascade.
@@ -582,13 +607,13 @@ impl Predictor {
                 alt: None,
             };
         }
-        let levels: Vec<usize> = (0..n).map(|p| self.warm_level(p, gaps.get(p).copied().flatten())).collect();
-        let key = levels.iter().fold(self.bucket as usize, |k, l| k.wrapping_mul(LEVELS).wrapping_add(*l)) as u32;
+        let level = |p: usize| self.warm_level(p, gaps.get(p).copied().flatten());
+        let key = self.levels_key(gaps, self.bucket as usize);
         let memoise = n <= 6;
         if let Some(hit) = self.memo.get(&key).filter(|_| memoise) {
             return *hit;
         }
-        let surv: Vec<Vec<f64>> = (0..n).map(|p| self.mixed(p, levels[p])).collect();
+        let surv: Vec<Vec<f64>> = (0..n).map(|p| self.mixed(p, level(p))).collect();
         let choice = self.choose(&surv);
         if memoise {
             self.memo.insert(key, choice);

@@ -16,7 +16,9 @@
 use crate::rounds::RoundSet;
 use crate::summary::PolicySummary;
 use crate::sweep::{evaluate_round, Evaluated, Family, ProviderRates};
+use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
+use tailcut_model::plan::PlanBits;
 use tailcut_model::{
     AdaptiveSettings, AutoSettings, CostBasis, HedgeBudget, LearnedKind, Model, ModelConfig, Observation, Outcome, Plan, PolicyState,
     SingleRSettings, Why,
@@ -266,21 +268,10 @@ fn settle_experts(
     rates: &[ProviderRates],
     s: &LearnedSettings,
     r: usize,
+    fixed: &[Family],
     buf: &mut Vec<(bool, f64)>,
 ) {
-    settle_experts_at(state, set, rates, &s.auto, r, buf);
-}
-
-/// [`settle_experts`] with `auto`'s settings (cap, deadline, cost basis).
-pub(crate) fn settle_experts_at(
-    state: &mut PolicyState,
-    set: &RoundSet,
-    rates: &[ProviderRates],
-    a: &AutoSettings,
-    r: usize,
-    buf: &mut Vec<(bool, f64)>,
-) {
-    price_experts(state, set, rates, a, r, buf);
+    price_experts(state, set, rates, &s.auto, r, fixed, buf);
     state.settle_experts(buf);
 }
 
@@ -288,24 +279,46 @@ pub(crate) fn settle_experts_at(
 /// expert, in expert order) without recording. Each plan is priced on its own run of
 /// the round, as its fixed row is: in a paired round every arm's outcome is known, and
 /// a fixed plan's extra attempts are not gated by `auto`'s extra-load bucket (the
-/// fixed rows have none).
+/// fixed rows have none). `fixed` may give the families of the first experts' plans
+/// (`plan_family` of each, which never change), so that they are not converted again
+/// every round; the others are converted.
 pub(crate) fn price_experts(
     state: &PolicyState,
     set: &RoundSet,
     rates: &[ProviderRates],
     a: &AutoSettings,
     r: usize,
+    fixed: &[Family],
     buf: &mut Vec<(bool, f64)>,
 ) {
     buf.clear();
     let Some(plans) = state.expert_plans() else { return };
-    for plan in plans {
-        let (lat, act, bill, _) = evaluate_round(set, rates, &plan_family(plan), a.cap_s, r);
+    for (i, plan) in plans.iter().enumerate() {
+        let (lat, act, bill, _) = match fixed.get(i) {
+            Some(family) => evaluate_round(set, rates, family, a.cap_s, r),
+            None => evaluate_round(set, rates, &plan_family(plan), a.cap_s, r),
+        };
         let cost = match a.cost {
             CostBasis::Active => act,
             CostBasis::Billed => bill,
         };
         buf.push((lat > a.deadline_s, cost));
+    }
+}
+
+/// Counts one more round of `plan` in `plans` (plans in first-use order), finding its
+/// entry through `index`.
+fn count_plan(plans: &mut Vec<(Plan, u64)>, index: &mut HashMap<PlanBits, usize>, plan: Plan) {
+    let Some(key) = PlanBits::of(&plan) else {
+        plans.push((plan, 1));
+        return;
+    };
+    match index.get(&key) {
+        Some(&i) => plans[i].1 += 1,
+        None => {
+            index.insert(key, plans.len());
+            plans.push((plan, 1));
+        }
     }
 }
 
@@ -335,6 +348,9 @@ pub fn evaluate_learned(
         }
         st
     };
+    // The families of `auto`'s fixed experts (the first of its experts' plans), as
+    // `price_experts` would convert them every round.
+    let fixed: Vec<Family> = experts.iter().map(|f| plan_family(&family_plan(f))).collect();
     // `auto`'s experts learn from the warm-up rounds too (every arm known, in order).
     let mut warm_auto: Vec<(usize, PolicyState)> = Vec::new();
     if s.experts && !experts.is_empty() && !warmup.is_empty() {
@@ -352,7 +368,7 @@ pub fn evaluate_learned(
             let (plan, _) = st.decide_plan(&gaps0);
             let (family, _) = gate_plan(warmup, r, &plan, st);
             let (lat, act, bill, _) = evaluate_round(warmup, rates, &family, s.auto.cap_s, r);
-            settle_experts(st, warmup, rates, s, r, &mut buf);
+            settle_experts(st, warmup, rates, s, r, &fixed, &mut buf);
             let cost = match s.auto.cost {
                 tailcut_model::CostBasis::Active => act,
                 tailcut_model::CostBasis::Billed => bill,
@@ -378,13 +394,21 @@ pub fn evaluate_learned(
         })
         .collect();
     let mut runs: Vec<LearnedRun> = defs.iter().map(|_| LearnedRun::default()).collect();
-    for run in &mut runs {
+    for (run, d) in runs.iter_mut().zip(defs) {
         run.evaluated.lats.reserve(set.len());
+        run.extra.reserve(set.len());
+        if matches!(d.kind, LearnedKind::Auto(_)) {
+            // Nearly every `auto` decision is a prediction (with experts, every one).
+            run.forecasts.reserve(set.len());
+        }
     }
+    // Where each run's plans sit in its list: a learned delay that moves with every
+    // refresh makes the list long (thousands of plans), too long to search per round.
+    let mut plan_index: Vec<HashMap<PlanBits, usize>> = defs.iter().map(|_| HashMap::default()).collect();
     let gaps = vec![None; set.width()];
     let mut obs = Vec::with_capacity(set.width());
     for r in 0..set.len() {
-        for (state, run) in states.iter_mut().zip(runs.iter_mut()) {
+        for ((state, run), index) in states.iter_mut().zip(runs.iter_mut()).zip(plan_index.iter_mut()) {
             let (plan, why) = state.decide_plan(&gaps);
             let (family, extra) = gate_plan(set, r, &plan, state);
             let denied = !matches!(plan, Plan::Single { .. }) && matches!(family, Family::Single { .. });
@@ -403,7 +427,7 @@ pub fn evaluate_learned(
                         cost_realized: Some(cost),
                     });
                 }
-                settle_experts(state, set, rates, s, r, &mut buf);
+                settle_experts(state, set, rates, s, r, &fixed, &mut buf);
                 state.settle(&plan, missed, cost);
             }
             let ev = &mut run.evaluated;
@@ -413,12 +437,7 @@ pub fn evaluate_learned(
             ev.hedged += u64::from(hedged);
             run.denied += u64::from(denied);
             run.extra.push(extra);
-            // From the end: the plan just used is the likeliest, and a learned delay
-            // that moves with every refresh makes the list long.
-            match run.plans.iter_mut().rev().find(|(p, _)| *p == plan) {
-                Some((_, k)) => *k += 1,
-                None => run.plans.push((plan, 1)),
-            }
+            count_plan(&mut run.plans, index, plan);
         }
         round_observations(set, r, &mut obs);
         model.observe_request(&obs);
@@ -477,6 +496,33 @@ pub fn learned_rows(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The indexed count gives the list the reverse scan gave (`==` on plans: `-0.0`
+    /// equals `0.0`, a NaN timer equals nothing).
+    #[test]
+    fn indexed_plan_counts_match_the_scan() {
+        let plans = [
+            Plan::Single { p: 0 },
+            Plan::Hedge { p: 0, h: 1, delay_s: 0.0 },
+            Plan::Hedge { p: 0, h: 1, delay_s: -0.0 },
+            Plan::Hedge { p: 0, h: 1, delay_s: f64::NAN },
+            Plan::Hedge { p: 0, h: 1, delay_s: 3.25 },
+            Plan::Cutover { p: 0, h: 2, poll_s: 2.5, safety_s: 8.5 },
+            Plan::Cascade { p: 0, h: 2, f: 1, poll_s: 2.5, safety_s: 8.5, escalate_s: 25.0 },
+            Plan::Cascade { p: 0, h: 1, f: 2, poll_s: 2.5, safety_s: 8.5, escalate_s: 25.0 },
+            Plan::Single { p: 1 },
+        ];
+        let (mut scanned, mut indexed, mut index) = (Vec::<(Plan, u64)>::new(), Vec::new(), HashMap::default());
+        for i in 0..500usize {
+            let plan = plans[(i * 7 + i / 3) % plans.len()];
+            match scanned.iter_mut().rev().find(|(p, _)| *p == plan) {
+                Some((_, k)) => *k += 1,
+                None => scanned.push((plan, 1)),
+            }
+            count_plan(&mut indexed, &mut index, plan);
+        }
+        assert_eq!(format!("{scanned:?}"), format!("{indexed:?}"));
+    }
 
     fn names() -> Vec<String> {
         vec!["runpod".into(), "modal".into(), "cerebrium".into()]

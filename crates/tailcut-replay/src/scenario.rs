@@ -414,7 +414,7 @@ impl Scenario {
                 // model's choice on this request's draws as `auto` found them.
                 if let LearnedKind::Auto(a) = *state.kind() {
                     let mut buf = Vec::new();
-                    crate::learned::price_experts(state, &one, &rates, &a, 0, &mut buf);
+                    crate::learned::price_experts(state, &one, &rates, &a, 0, &[], &mut buf);
                     if let Some(own) = own {
                         own_run_outcomes(state, own, k, self.deadline_s, a.cost, &mut buf);
                     }

@@ -241,6 +241,7 @@ pub fn evaluate(set: &RoundSet, rates: &[ProviderRates], family: &Family, cap_s:
 /// Replays one policy over round `r` of `set`: (latency, active $, billed $, hedged).
 /// The learned policies' replay calls this one round at a time, so a round is priced by
 /// exactly the rules the fixed policies use.
+#[inline]
 pub fn evaluate_round(set: &RoundSet, rates: &[ProviderRates], family: &Family, cap_s: f64, r: usize) -> RoundOutcome {
     let row = Row { set, r, cap: cap_s };
     match *family {

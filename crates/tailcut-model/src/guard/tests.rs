@@ -138,3 +138,23 @@ fn the_loss_is_in_the_unit_interval_and_weighs_a_miss_by_its_price() {
     assert!(miss_price(1.0, 0.05, 0.0) > 9.99 && miss_price(1.0, 0.05, 0.0) < 10.01);
     assert!((miss_price(1.0, 0.05, 0.05) - 1.0).abs() < 1e-12);
 }
+
+proptest! {
+    /// The bound's terms computed once per `n` give the bits of the direct formula.
+    #[test]
+    fn wilson_at_gives_the_direct_formulas_bits(n in 0.0f64..5000.0, share in 0.0f64..1.2) {
+        let k = n * share;
+        let direct = if n <= 0.0 {
+            1.0
+        } else {
+            let p = (k / n).clamp(0.0, 1.0);
+            let z = QUALIFY_Z;
+            let z2 = z * z;
+            let centre = p + z2 / (2.0 * n);
+            let spread = z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+            ((centre + spread) / (1.0 + z2 / n)).min(1.0)
+        };
+        prop_assert_eq!(WilsonAt::new(n, QUALIFY_Z).upper(k).to_bits(), direct.to_bits());
+        prop_assert_eq!(wilson_upper(k, n, QUALIFY_Z).to_bits(), direct.to_bits());
+    }
+}

@@ -22,7 +22,7 @@
 //!   then against the best fixed plan, as the issue states it.
 
 use crate::budget::HedgeBudget;
-use crate::guard::{loss, miss_price, Experts, Tally};
+use crate::guard::{loss, miss_price, Experts, Tally, WilsonAt, QUALIFY_Z};
 use crate::plan::{Plan, COST_TIE};
 use crate::predict::TALLY_KEEP;
 
@@ -43,6 +43,31 @@ pub struct ExpertSet {
     /// the steady state.
     budgets: Vec<HedgeBudget>,
     chosen: usize,
+    /// Each record as the judged expert reads it (kept in step with `tallies`).
+    reads: Vec<TallyRead>,
+    /// The last round's losses (a buffer kept between rounds).
+    losses: Vec<f64>,
+}
+
+/// A fixed plan's record as the judged expert reads it: trials, the miss rate's upper
+/// bound and the mean cost.
+#[derive(Debug, Clone, Copy)]
+struct TallyRead {
+    n: f64,
+    upper: f64,
+    cost: f64,
+}
+
+impl TallyRead {
+    fn of(t: &Tally) -> TallyRead {
+        TallyRead { n: t.n, upper: t.miss_upper(), cost: t.mean_cost() }
+    }
+
+    /// [`TallyRead::of`] with the bound's terms for `t.n` given (`w` is
+    /// `WilsonAt::new(t.n, QUALIFY_Z)`).
+    fn with(t: &Tally, w: &WilsonAt) -> TallyRead {
+        TallyRead { n: t.n, upper: w.upper(t.misses), cost: t.mean_cost() }
+    }
 }
 
 /// Whether the model's and the judged expert may be played (see the module doc).
@@ -60,6 +85,8 @@ impl ExpertSet {
         let mut round = plans.clone();
         round.extend([Plan::Single { p: 0 }, Plan::Single { p: 0 }]);
         ExpertSet {
+            reads: vec![TallyRead::of(&Tally::default()); plans.len()],
+            losses: Vec::with_capacity(n),
             tallies: vec![Tally::default(); plans.len()],
             plans,
             hedge,
@@ -71,28 +98,19 @@ impl ExpertSet {
         }
     }
 
-    /// The judged plan at working level `level`.
+    /// The judged plan at working level `level` (from each record's bound and mean cost,
+    /// read once per [`ExpertSet::record`]).
     fn judged(&self, level: f64) -> Plan {
-        let qualified = |t: &Tally| t.n > 0.0 && t.miss_upper() <= level;
-        let cheapest = self
-            .tallies
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| qualified(t))
-            .min_by(|a, b| a.1.mean_cost().total_cmp(&b.1.mean_cost()))
-            .map(|(_, t)| t.mean_cost());
+        let reads = &self.reads;
+        let qualified = |r: &TallyRead| r.n > 0.0 && r.upper <= level;
+        let cheapest = reads.iter().filter(|r| qualified(r)).min_by(|a, b| a.cost.total_cmp(&b.cost)).map(|r| r.cost);
         let pick = match cheapest {
-            Some(c) => self
-                .tallies
+            Some(c) => reads
                 .iter()
                 .enumerate()
-                .filter(|(_, t)| qualified(t) && t.mean_cost() <= c * (1.0 + COST_TIE) + 1e-12)
-                .min_by(|a, b| a.1.miss_upper().total_cmp(&b.1.miss_upper())),
-            None => self
-                .tallies
-                .iter()
-                .enumerate()
-                .min_by(|a, b| a.1.miss_upper().total_cmp(&b.1.miss_upper()).then(a.1.mean_cost().total_cmp(&b.1.mean_cost()))),
+                .filter(|(_, r)| qualified(r) && r.cost <= c * (1.0 + COST_TIE) + 1e-12)
+                .min_by(|a, b| a.1.upper.total_cmp(&b.1.upper)),
+            None => reads.iter().enumerate().min_by(|a, b| a.1.upper.total_cmp(&b.1.upper).then(a.1.cost.total_cmp(&b.1.cost))),
         };
         pick.map_or(Plan::Single { p: 0 }, |(i, _)| self.plans[i])
     }
@@ -130,14 +148,25 @@ impl ExpertSet {
     /// Records the round's outcomes `(missed, cost $)` per expert at working level `level`.
     pub fn record(&mut self, outcomes: &[(bool, f64)], target: f64, level: f64) {
         let price = miss_price(self.price0, target, level);
-        let mut losses: Vec<f64> = outcomes.iter().map(|&(m, c)| loss(m, c, self.cost_ref, price)).collect();
+        let mut losses = std::mem::take(&mut self.losses);
+        losses.clear();
+        losses.extend(outcomes.iter().map(|&(m, c)| loss(m, c, self.cost_ref, price)));
         if !META_PLAYED {
             let fixed = self.plans.len();
             losses.iter_mut().skip(fixed).for_each(|l| *l = 1.0);
         }
         self.hedge.record(&losses);
-        for (t, &(m, c)) in self.tallies.iter_mut().zip(outcomes) {
+        self.losses = losses;
+        // Every fixed plan is priced every round, so the records share their trials `n`
+        // and the bound's terms are computed once (again whenever an `n` differs).
+        let mut w: Option<WilsonAt> = None;
+        for ((t, r), &(m, c)) in self.tallies.iter_mut().zip(&mut self.reads).zip(outcomes) {
             t.add(m, c, TALLY_KEEP);
+            let at = match w {
+                Some(at) if at.n().to_bits() == t.n.to_bits() => at,
+                _ => *w.insert(WilsonAt::new(t.n, QUALIFY_Z)),
+            };
+            *r = TallyRead::with(t, &at);
         }
     }
 

@@ -229,3 +229,29 @@ fn a_single_needs_its_censored_histories_upper_bound_within_the_level() {
     let (plan, pr) = p.decide(&[None, None], 0.5);
     assert!(alone(plan), "{plan:?} {pr:?}");
 }
+
+/// The memoised prediction is the prediction, before and after a refresh.
+#[test]
+fn memoised_predictions_equal_fresh_ones() {
+    let mut m = moss_like();
+    let mut p = Predictor::new(&m, AutoSettings::default());
+    let plans = [
+        Plan::Single { p: 0 },
+        Plan::Hedge { p: 0, h: 1, delay_s: 10.0 },
+        Plan::Cutover { p: 0, h: 1, poll_s: 2.5, safety_s: 8.5 },
+        Plan::Hedge { p: 1, h: 0, delay_s: f64::NAN },
+    ];
+    for round in 0..3 {
+        for plan in &plans {
+            for gaps in [[None, None], [Some(5.0), Some(500.0)]] {
+                let fresh = p.predict(plan, &gaps);
+                for _ in 0..2 {
+                    let memo = p.predict_memo(plan, &gaps);
+                    assert_eq!(format!("{memo:?}"), format!("{fresh:?}"), "round {round}, {plan:?}, {gaps:?}");
+                }
+            }
+        }
+        m.observe_request(&[obs(0, 150.0, Some(40.0)), obs(1, 90.0, None)]);
+        p.refresh(&m);
+    }
+}

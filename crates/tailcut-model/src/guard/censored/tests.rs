@@ -143,3 +143,40 @@ fn a_detected_shift_clears_the_providers_history() {
     let e = set.at(0.25)[0].unwrap();
     assert_eq!(e.history.survival, 1.0);
 }
+
+proptest! {
+    /// The history's incrementally sorted copy gives exactly the estimate of sorting its
+    /// ring afresh: over pushes that overflow [`HISTORY_LEN`], ties between exact and
+    /// censored samples, never-delivered (+∞) and NaN values, and clears.
+    #[test]
+    fn the_history_reads_as_sorting_its_attempts_afresh(
+        steps in proptest::collection::vec((0u8..12, any::<bool>(), 0u8..40), 1..400),
+        t in 0.0f64..12.0,
+    ) {
+        let mut h = CensoredHistory::default();
+        let mut kept: std::collections::VecDeque<Sample> = Default::default();
+        for (value, censored, op) in steps {
+            if op == 0 {
+                h.clear();
+                kept.clear();
+                continue;
+            }
+            let value_s = match value {
+                10 => f64::INFINITY,
+                11 => f64::NAN,
+                v => f64::from(v) * 0.5,
+            };
+            let s = Sample { value_s, censored };
+            h.push(s);
+            kept.push_back(s);
+            if kept.len() > HISTORY_LEN {
+                kept.pop_front();
+            }
+            let afresh = kaplan_meier(&kept.iter().copied().collect::<Vec<_>>(), t);
+            let read = h.at(t);
+            prop_assert_eq!(read.survival.to_bits(), afresh.survival.to_bits());
+            prop_assert_eq!(read.variance.to_bits(), afresh.variance.to_bits());
+            prop_assert_eq!(read.n_eff.to_bits(), afresh.n_eff.to_bits());
+        }
+    }
+}

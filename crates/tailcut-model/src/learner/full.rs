@@ -43,6 +43,16 @@ pub struct ExpertSet {
     /// the steady state.
     budgets: Vec<HedgeBudget>,
     chosen: usize,
+    /// The expert played the round before (to count switches).
+    previous: Option<usize>,
+    /// Switches of the played expert so far.
+    switches: u64,
+    /// The played expert's own-run loss on the last recorded round, and the miss price
+    /// it was priced at.
+    last_own: Option<(f64, f64)>,
+    /// Σ (`auto`'s realized loss − the played expert's own-run loss): what playing the
+    /// experts in turn cost beyond what their own runs show.
+    excess: f64,
 }
 
 /// Whether the model's and the judged expert may be played (see the module doc).
@@ -68,6 +78,10 @@ impl ExpertSet {
             round,
             budgets: vec![budget; n],
             chosen: 0,
+            previous: None,
+            switches: 0,
+            last_own: None,
+            excess: 0.0,
         }
     }
 
@@ -102,6 +116,10 @@ impl ExpertSet {
     pub fn play(&mut self, model_plan: Plan, level: f64, u: f64) -> (Plan, usize, f64) {
         self.set_round(model_plan, level);
         self.chosen = self.hedge.pick(u);
+        if self.previous.is_some_and(|p| p != self.chosen) {
+            self.switches += 1;
+        }
+        self.previous = Some(self.chosen);
         (self.round[self.chosen], self.chosen, self.hedge.probs()[self.chosen])
     }
 
@@ -129,16 +147,59 @@ impl ExpertSet {
 
     /// Records the round's outcomes `(missed, cost $)` per expert at working level `level`.
     pub fn record(&mut self, outcomes: &[(bool, f64)], target: f64, level: f64) {
-        let price = miss_price(self.price0, target, level);
+        let price = self.price(target, level);
         let mut losses: Vec<f64> = outcomes.iter().map(|&(m, c)| loss(m, c, self.cost_ref, price)).collect();
         if !META_PLAYED {
             let fixed = self.plans.len();
             losses.iter_mut().skip(fixed).for_each(|l| *l = 1.0);
         }
+        self.last_own = losses.get(self.chosen).map(|&l| (l, price));
         self.hedge.record(&losses);
         for (t, &(m, c)) in self.tallies.iter_mut().zip(outcomes) {
             t.add(m, c, TALLY_KEEP);
         }
+    }
+
+    /// Records what `auto` itself realized on the round just recorded (`missed`, cost $):
+    /// its excess over the played expert's own run, per switch, becomes the leader
+    /// phase's margin (a measured switching cost).
+    pub fn realized(&mut self, missed: bool, cost_usd: f64) {
+        let Some((own, price)) = self.last_own.take() else { return };
+        self.excess += loss(missed, cost_usd, self.cost_ref, price) - own;
+        self.hedge.set_margin(self.switching_cost());
+    }
+
+    /// The measured cost of a switch: `max(excess, 0) / max(switches, 1)`, in loss units.
+    /// The leader phase keeps the expert played until another leads it by more (a lazy
+    /// leader); where switching costs nothing (the played plan's outcome is its own
+    /// run's) it is Follow-the-Leader.
+    pub fn switching_cost(&self) -> f64 {
+        self.excess.max(0.0) / self.switches.max(1) as f64
+    }
+
+    /// The miss price at working level `level`: [`miss_price`], but no more than at level
+    /// 0 (tenfold) while the target is out of reach, i.e. while every fixed plan's
+    /// record misses more than `target`. Raising it further would only pick among plans
+    /// whose misses differ by noise, whatever they cost (docs/learned-policies.md, "Why
+    /// `auto` loses in the sweep", cause 2).
+    pub fn price(&self, target: f64, level: f64) -> f64 {
+        let price = miss_price(self.price0, target, level);
+        let least = self.tallies.iter().filter(|t| t.n > 0.0).map(|t| t.misses / t.n).fold(f64::INFINITY, f64::min);
+        if least.is_finite() && least > target {
+            price.min(miss_price(self.price0, target, 0.0))
+        } else {
+            price
+        }
+    }
+
+    /// Switches of the played expert so far.
+    pub fn switches(&self) -> u64 {
+        self.switches
+    }
+
+    /// Σ (`auto`'s realized loss − the played expert's own-run loss).
+    pub fn excess(&self) -> f64 {
+        self.excess
     }
 
     /// The Hedge state.

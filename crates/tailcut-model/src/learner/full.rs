@@ -50,10 +50,18 @@ pub struct ExpertSet {
     /// The played expert's own-run loss on the last recorded round, and the miss price
     /// it was priced at.
     last_own: Option<(f64, f64)>,
-    /// Σ (`auto`'s realized loss − the played expert's own-run loss): what playing the
-    /// experts in turn cost beyond what their own runs show.
+    /// Σ (`auto`'s realized loss − the played expert's own-run loss) over the
+    /// [`SWITCH_WINDOW`] requests after each switch: what switching cost beyond what the
+    /// experts' own runs show.
     excess: f64,
+    /// Requests played since the last switch.
+    since_switch: u64,
 }
+
+/// Requests after a switch whose excess (realized − own run) is the switch's cost; later
+/// excess is charged to the plan played (its own run does not show what it does when
+/// `auto` plays it, e.g. under `auto`'s extra-load cap).
+pub const SWITCH_WINDOW: u64 = 8;
 
 /// Whether the model's and the judged expert may be played (see the module doc).
 pub const META_PLAYED: bool = false;
@@ -82,6 +90,7 @@ impl ExpertSet {
             switches: 0,
             last_own: None,
             excess: 0.0,
+            since_switch: 0,
         }
     }
 
@@ -118,6 +127,9 @@ impl ExpertSet {
         self.chosen = self.hedge.pick(u);
         if self.previous.is_some_and(|p| p != self.chosen) {
             self.switches += 1;
+            self.since_switch = 0;
+        } else {
+            self.since_switch += 1;
         }
         self.previous = Some(self.chosen);
         (self.round[self.chosen], self.chosen, self.hedge.probs()[self.chosen])
@@ -160,12 +172,19 @@ impl ExpertSet {
         }
     }
 
-    /// Records what `auto` itself realized on the round just recorded (`missed`, cost $):
-    /// its excess over the played expert's own run, per switch, becomes the leader
-    /// phase's margin (a measured switching cost).
+    /// Records what `auto` itself realized on the round just recorded (`missed`, cost $).
+    /// Its excess over the played expert's own run, within [`SWITCH_WINDOW`] requests of
+    /// a switch, per switch, becomes the leader phase's margin (a measured switching
+    /// cost); later excess is charged to the expert played, so that a plan whose play
+    /// keeps doing worse than its own run loses the lead.
     pub fn realized(&mut self, missed: bool, cost_usd: f64) {
         let Some((own, price)) = self.last_own.take() else { return };
-        self.excess += loss(missed, cost_usd, self.cost_ref, price) - own;
+        let excess = loss(missed, cost_usd, self.cost_ref, price) - own;
+        if self.since_switch < SWITCH_WINDOW {
+            self.excess += excess;
+        } else {
+            self.hedge.charge(self.chosen, excess);
+        }
         self.hedge.set_margin(self.switching_cost());
     }
 
@@ -197,7 +216,7 @@ impl ExpertSet {
         self.switches
     }
 
-    /// Σ (`auto`'s realized loss − the played expert's own-run loss).
+    /// Σ (`auto`'s realized loss − the played expert's own-run loss) after switches.
     pub fn excess(&self) -> f64 {
         self.excess
     }
@@ -237,5 +256,47 @@ mod tests {
             assert_eq!(ex.kind_of(index), "fixed", "round {k}: played the {} expert", ex.kind_of(index));
             ex.record(&[(k % 4 == 0, 0.1), (k % 2 == 0, 0.1), (false, 0.0), (false, 0.0)], 0.05, 0.05);
         }
+    }
+    /// Two fixed plans trade the lead every round. When `auto`'s realized outcome right
+    /// after a switch is dearer than the plan's own run (a cold start), the measured
+    /// switching cost becomes the leader's margin and the play stops flip-flopping; when
+    /// switching is free, the play is Follow-the-Leader.
+    #[test]
+    fn the_leader_sticks_when_switching_has_cost_more_than_it_gained() {
+        let switches = |charged: bool| {
+            let fixed = vec![Plan::Single { p: 0 }, Plan::Single { p: 1 }];
+            let mut ex = ExpertSet::new(fixed, 1.0, 1.0, true, HedgeBudget::full(1.0, 5.0));
+            let mut previous = None;
+            for k in 0..400 {
+                let (_, index, _) = ex.play(Plan::Single { p: 0 }, 0.05, 0.5);
+                let (a, b) = if k % 2 == 0 { (0.6, 0.4) } else { (0.4, 0.6) };
+                let own = [a, b][index.min(1)];
+                ex.record(&[(false, a), (false, b), (false, 0.0), (false, 0.0)], 0.05, 0.05);
+                let switched = previous.is_some_and(|p| p != index);
+                previous = Some(index);
+                ex.realized(false, if charged && switched { 1.0 } else { own });
+            }
+            ex.switches()
+        };
+        let (free, charged) = (switches(false), switches(true));
+        assert!(free >= 100, "switching for free: {free} switches");
+        assert!(charged <= 5, "switching at a cost: {charged} switches (free: {free})");
+    }
+
+    /// The miss price stops at tenfold while every fixed plan's record misses more than
+    /// the target, and rises on when some plan meets it.
+    #[test]
+    fn the_miss_price_stops_rising_while_the_target_is_out_of_reach() {
+        let price_after = |miss_b: bool| {
+            let fixed = vec![Plan::Single { p: 0 }, Plan::Single { p: 1 }];
+            let mut ex = ExpertSet::new(fixed, 1.0, 1.0, true, HedgeBudget::full(1.0, 5.0));
+            for k in 0..200 {
+                ex.play(Plan::Single { p: 0 }, 0.05, 0.5);
+                ex.record(&[(k % 2 == 0, 0.1), (miss_b && k % 3 == 0, 0.2), (false, 0.0), (false, 0.0)], 0.05, 0.05);
+            }
+            ex.price(0.05, -0.15)
+        };
+        assert!((price_after(true) - 10.0).abs() < 1e-9, "out of reach: {}", price_after(true));
+        assert!((price_after(false) - miss_price(1.0, 0.05, -0.15)).abs() < 1e-6, "within reach: {}", price_after(false));
     }
 }

@@ -20,6 +20,13 @@
 //!   not warm from its own run (cold starts right after a switch; see
 //!   docs/learned-policies.md, "Why `auto` loses in the sweep"). The regret bound is
 //!   then against the best fixed plan, as the issue states it.
+//! - `auto`'s realized outcome is compared with the played expert's own run
+//!   ([`ExpertSet::realized`]): the excess within [`SWITCH_WINDOW`] requests of a switch,
+//!   per switch, is the leader phase's margin (a lazy leader: the plan played keeps the
+//!   play until another leads it by more than a switch has cost); later excess is charged
+//!   to the plan played. The switch test and the bound use own-run losses only.
+//! - While every fixed plan's record misses more than the target, the miss price stops
+//!   at tenfold ([`ExpertSet::price`]).
 
 use crate::budget::HedgeBudget;
 use crate::guard::{loss, miss_price, Experts, Tally};

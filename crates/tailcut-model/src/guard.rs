@@ -118,6 +118,13 @@ pub struct Experts {
     played: f64,
     /// In the Hedge phase (since round `switched`).
     switched: Option<u64>,
+    /// Leader phase: the expert played keeps the play until another leads it by more
+    /// than this (0 = Follow-the-Leader).
+    margin: f64,
+    /// Leader phase: what each expert cost beyond its own losses when it was played
+    /// ([`Experts::charge`]); the leader is chosen on `cum + charged`, the switch test
+    /// and the Hedge phase use `cum` alone.
+    charged: Vec<f64>,
 }
 
 impl Experts {
@@ -126,7 +133,18 @@ impl Experts {
         let n = n.max(1);
         let mut probs = vec![0.0; n];
         probs[0] = 1.0;
-        Experts { cum: vec![0.0; n], hcum: vec![0.0; n], t: 0, enabled: true, probs, delta: 0.0, played: 0.0, switched: None }
+        Experts {
+            cum: vec![0.0; n],
+            hcum: vec![0.0; n],
+            t: 0,
+            enabled: true,
+            probs,
+            delta: 0.0,
+            played: 0.0,
+            switched: None,
+            margin: 0.0,
+            charged: vec![0.0; n],
+        }
     }
 
     /// Switched off: uniform weights every round (what the property tests compare with).
@@ -194,6 +212,27 @@ impl Experts {
         self.probs.len() - 1
     }
 
+    /// Sets the leader phase's margin: the expert played keeps the play until another's
+    /// cumulative loss is lower by more than `margin` (0, the default, is
+    /// Follow-the-Leader).
+    pub fn set_margin(&mut self, margin: f64) {
+        self.margin = margin.max(0.0);
+    }
+
+    /// The leader phase's margin.
+    pub fn margin(&self) -> f64 {
+        self.margin
+    }
+
+    /// Charges expert `i` with `extra` loss for the leader phase's choice only (what it
+    /// cost beyond its own losses when it was played); the regret bound is unchanged: the
+    /// switch test compares the loss played with the best expert's own losses.
+    pub fn charge(&mut self, i: usize, extra: f64) {
+        if let Some(c) = self.charged.get_mut(i) {
+            *c += extra;
+        }
+    }
+
     /// The expert with the least cumulative loss (the first of equals).
     pub fn leader(&self) -> usize {
         (0..self.cum.len()).min_by(|&a, &b| self.cum[a].total_cmp(&self.cum[b])).unwrap_or(0)
@@ -231,10 +270,13 @@ impl Experts {
             self.hcum.iter_mut().for_each(|c| *c = 0.0);
             self.delta = 0.0;
         }
+        let current = (0..self.probs.len()).max_by(|&a, &b| self.probs[a].total_cmp(&self.probs[b])).unwrap_or(0);
         self.probs.iter_mut().for_each(|p| *p = 0.0);
         if self.switched.is_none() {
-            let lead = self.leader();
-            self.probs[lead] = 1.0;
+            let judged = |i: usize| self.cum[i] + self.charged[i];
+            let lead = (0..self.cum.len()).min_by(|&a, &b| judged(a).total_cmp(&judged(b))).unwrap_or(0);
+            let keep = self.margin > 0.0 && self.t > 1 && judged(current) - judged(lead) <= self.margin;
+            self.probs[if keep { current } else { lead }] = 1.0;
         } else {
             let eta = self.eta();
             let min = self.hcum.iter().copied().fold(f64::INFINITY, f64::min);

@@ -223,11 +223,16 @@ impl PolicyState {
         }
     }
 
-    /// Records what the plan `auto` ran did: the controller moves its working level, and
-    /// the plan's record is blended into its predicted miss from the next refresh on.
+    /// Records what the plan `auto` ran did: the controller moves its working level, the
+    /// plan's record is blended into its predicted miss from the next refresh on, and
+    /// with full information the experts measure what switching between them costs
+    /// ([`full::ExpertSet::realized`]).
     pub fn settle(&mut self, plan: &Plan, missed: bool, cost_usd: f64) {
         if let LearnedKind::Auto(_) = self.kind {
             self.controller.record(missed);
+            if let Some(ex) = &mut self.experts {
+                ex.realized(missed, cost_usd);
+            }
             if let Some(p) = &mut self.predictor {
                 p.record(plan, missed, cost_usd);
             }

@@ -23,7 +23,9 @@ use crate::sweep::{evaluate_round, standard_sweep, Family, ProviderRates};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
-use tailcut_model::{AdaptiveSettings, CostBasis, LearnedKind, Model, ModelConfig, Observation, Outcome, PolicyState, SingleRSettings};
+use tailcut_model::{
+    AdaptiveSettings, CostBasis, HedgeBudget, LearnedKind, Model, ModelConfig, Observation, Outcome, PolicyState, SingleRSettings,
+};
 use tailcut_sim::SimProfile;
 
 mod curve;
@@ -342,6 +344,9 @@ fn launches(f: &Family, d: &[Draw], lat: f64) -> Vec<(usize, f64, f64, bool)> {
 
 enum Driver<'a> {
     Fixed(&'a Family),
+    /// A fixed family whose extra attempts are gated by an extra-load bucket, as `auto`'s
+    /// are when it plays the plan (its experts' own runs under its cap).
+    Capped(&'a Family, HedgeBudget),
     /// A learned policy; `true` = `auto` settles each outcome (controller, plan records);
     /// with paired information, the fixed experts' own runs of the stream.
     Learned(Box<PolicyState>, Model, bool, Option<&'a [StreamRun]>),
@@ -398,6 +403,10 @@ impl Scenario {
             let mut decided = None;
             let (family, extra) = match &mut driver {
                 Driver::Fixed(f) => ((*f).clone(), 0u8),
+                Driver::Capped(f, budget) => {
+                    budget.request();
+                    crate::learned::gate_with(&one, 0, &crate::learned::family_plan(f), budget)
+                }
                 Driver::Learned(state, _, _, _) => {
                     let (plan, _) = state.decide_plan(&gaps);
                     decided = Some(plan);
@@ -476,6 +485,14 @@ impl Scenario {
         self.run(Driver::Fixed(f))
     }
 
+    /// Runs a fixed family with its extra attempts gated by an extra-load bucket of
+    /// `rate` per request (burst 5, starting empty), as `auto`'s bucket gates them when it
+    /// plays the plan. Identical to [`Scenario::run_fixed`] for a family that never needs
+    /// more than one extra attempt per request with `rate` ≥ 1.
+    pub fn run_fixed_capped(&self, f: &Family, rate: f64) -> StreamRun {
+        self.run(Driver::Capped(f, HedgeBudget::new(rate, 5.0)))
+    }
+
     /// Runs a learned policy over the stream from an empty model.
     pub fn run_learned(&self, kind: LearnedKind, seed: u64) -> StreamRun {
         self.run_learned_guarded(kind, seed, false)
@@ -501,7 +518,9 @@ impl Scenario {
     /// `auto` with paired information, its fixed experts (the order of
     /// [`Scenario::fixed_defs`]) priced on `own`, their own runs of the stream: at
     /// request `k` an expert's loss is what its run did at `k`, learned only after
-    /// request `k` is decided (causal).
+    /// request `k` is decided (causal). A plan the cap can bind (a cascade's third
+    /// attempt) is priced on its own run under `auto`'s cap instead
+    /// ([`Scenario::own_runs_capped`]): what it does when `auto` plays it.
     pub fn run_learned_paired(&self, kind: LearnedKind, seed: u64, own: &[StreamRun]) -> StreamRun {
         self.run_learned_inner(kind, seed, true, Some(own))
     }
@@ -511,11 +530,30 @@ impl Scenario {
         let meta: Vec<(String, f64, f64)> = rates.iter().map(|r| (r.name.clone(), r.rate, r.idle_s)).collect();
         let model = Model::new(&meta, ModelConfig::default());
         let mut state = PolicyState::new(kind, &model, seed);
-        if let (LearnedKind::Auto(a), true) = (kind, own.is_some()) {
-            let plans = self.fixed_defs().iter().map(|d| crate::learned::family_plan(&d.family)).collect();
+        let mut capped = None;
+        if let (LearnedKind::Auto(a), Some(own)) = (kind, own) {
+            let defs = self.fixed_defs();
+            let plans = defs.iter().map(|d| crate::learned::family_plan(&d.family)).collect();
             state = state.with_experts(plans, crate::learned::loss_cost_ref(&rates, a.deadline_s), 1.0, true);
+            capped = Some(self.own_runs_capped(&defs, own, a.max_extra));
         }
+        let own = capped.as_deref().or(own);
         self.run(Driver::Learned(Box::new(state), model, guarded || own.is_some(), own))
+    }
+
+    /// The fixed plans' own runs as `auto`'s experts see them: each family run under an
+    /// extra-load bucket at `auto`'s cap `max_extra` (a cascade's third attempt may be
+    /// refused, as it is when `auto` plays the cascade); `uncapped` (the runs of `defs`
+    /// without a cap) are reused where the cap never binds.
+    pub fn own_runs_capped(&self, defs: &[crate::sweep::PolicyDef], uncapped: &[StreamRun], max_extra: f64) -> Vec<StreamRun> {
+        defs.iter()
+            .zip(uncapped)
+            .map(|(d, run)| match d.family {
+                Family::Cascade { .. } => self.run_fixed_capped(&d.family, max_extra),
+                _ if max_extra < 1.0 => self.run_fixed_capped(&d.family, max_extra),
+                _ => run.clone(),
+            })
+            .collect()
     }
 
     /// The fixed sweep of this scenario.

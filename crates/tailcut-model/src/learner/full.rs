@@ -20,6 +20,13 @@
 //!   not warm from its own run (cold starts right after a switch; see
 //!   docs/learned-policies.md, "Why `auto` loses in the sweep"). The regret bound is
 //!   then against the best fixed plan, as the issue states it.
+//! - `auto`'s realized outcome is compared with the played expert's own run
+//!   ([`ExpertSet::realized`]): the excess within [`SWITCH_WINDOW`] requests of a switch,
+//!   per switch, is the leader phase's margin (a lazy leader: the plan played keeps the
+//!   play until another leads it by more than a switch has cost); later excess is charged
+//!   to the plan played. The switch test and the bound use own-run losses only.
+//! - While every fixed plan's record misses more than the target, the miss price stops
+//!   at tenfold ([`ExpertSet::price`]).
 
 use crate::budget::HedgeBudget;
 use crate::guard::{loss, miss_price, Experts, Tally, WilsonAt, QUALIFY_Z};
@@ -47,6 +54,19 @@ pub struct ExpertSet {
     reads: Vec<TallyRead>,
     /// The last round's losses (a buffer kept between rounds).
     losses: Vec<f64>,
+    /// The expert played the round before (to count switches).
+    previous: Option<usize>,
+    /// Switches of the played expert so far.
+    switches: u64,
+    /// The played expert's own-run loss on the last recorded round, and the miss price
+    /// it was priced at.
+    last_own: Option<(f64, f64)>,
+    /// Σ (`auto`'s realized loss − the played expert's own-run loss) over the
+    /// [`SWITCH_WINDOW`] requests after each switch: what switching cost beyond what the
+    /// experts' own runs show.
+    excess: f64,
+    /// Requests played since the last switch.
+    since_switch: u64,
 }
 
 /// A fixed plan's record as the judged expert reads it: trials, the miss rate's upper
@@ -69,6 +89,11 @@ impl TallyRead {
         TallyRead { n: t.n, upper: w.upper(t.misses), cost: t.mean_cost() }
     }
 }
+
+/// Requests after a switch whose excess (realized − own run) is the switch's cost; later
+/// excess is charged to the plan played (its own run does not show what it does when
+/// `auto` plays it, e.g. under `auto`'s extra-load cap).
+pub const SWITCH_WINDOW: u64 = 8;
 
 /// Whether the model's and the judged expert may be played (see the module doc).
 pub const META_PLAYED: bool = false;
@@ -95,6 +120,11 @@ impl ExpertSet {
             round,
             budgets: vec![budget; n],
             chosen: 0,
+            previous: None,
+            switches: 0,
+            last_own: None,
+            excess: 0.0,
+            since_switch: 0,
         }
     }
 
@@ -120,6 +150,13 @@ impl ExpertSet {
     pub fn play(&mut self, model_plan: Plan, level: f64, u: f64) -> (Plan, usize, f64) {
         self.set_round(model_plan, level);
         self.chosen = self.hedge.pick(u);
+        if self.previous.is_some_and(|p| p != self.chosen) {
+            self.switches += 1;
+            self.since_switch = 0;
+        } else {
+            self.since_switch += 1;
+        }
+        self.previous = Some(self.chosen);
         (self.round[self.chosen], self.chosen, self.hedge.probs()[self.chosen])
     }
 
@@ -147,7 +184,7 @@ impl ExpertSet {
 
     /// Records the round's outcomes `(missed, cost $)` per expert at working level `level`.
     pub fn record(&mut self, outcomes: &[(bool, f64)], target: f64, level: f64) {
-        let price = miss_price(self.price0, target, level);
+        let price = self.price(target, level);
         let mut losses = std::mem::take(&mut self.losses);
         losses.clear();
         losses.extend(outcomes.iter().map(|&(m, c)| loss(m, c, self.cost_ref, price)));
@@ -155,6 +192,7 @@ impl ExpertSet {
             let fixed = self.plans.len();
             losses.iter_mut().skip(fixed).for_each(|l| *l = 1.0);
         }
+        self.last_own = losses.get(self.chosen).map(|&l| (l, price));
         self.hedge.record(&losses);
         self.losses = losses;
         // Every fixed plan is priced every round, so the records share their trials `n`
@@ -168,6 +206,55 @@ impl ExpertSet {
             };
             *r = TallyRead::with(t, &at);
         }
+    }
+
+    /// Records what `auto` itself realized on the round just recorded (`missed`, cost $).
+    /// Its excess over the played expert's own run, within [`SWITCH_WINDOW`] requests of
+    /// a switch, per switch, becomes the leader phase's margin (a measured switching
+    /// cost); later excess is charged to the expert played, so that a plan whose play
+    /// keeps doing worse than its own run loses the lead.
+    pub fn realized(&mut self, missed: bool, cost_usd: f64) {
+        let Some((own, price)) = self.last_own.take() else { return };
+        let excess = loss(missed, cost_usd, self.cost_ref, price) - own;
+        if self.since_switch < SWITCH_WINDOW {
+            self.excess += excess;
+        } else {
+            self.hedge.charge(self.chosen, excess);
+        }
+        self.hedge.set_margin(self.switching_cost());
+    }
+
+    /// The measured cost of a switch: `max(excess, 0) / max(switches, 1)`, in loss units.
+    /// The leader phase keeps the expert played until another leads it by more (a lazy
+    /// leader); where switching costs nothing (the played plan's outcome is its own
+    /// run's) it is Follow-the-Leader.
+    pub fn switching_cost(&self) -> f64 {
+        self.excess.max(0.0) / self.switches.max(1) as f64
+    }
+
+    /// The miss price at working level `level`: [`miss_price`], but no more than at level
+    /// 0 (tenfold) while the target is out of reach, i.e. while every fixed plan's
+    /// record misses more than `target`. Raising it further would only pick among plans
+    /// whose misses differ by noise, whatever they cost (docs/learned-policies.md, "Why
+    /// `auto` loses in the sweep", cause 2).
+    pub fn price(&self, target: f64, level: f64) -> f64 {
+        let price = miss_price(self.price0, target, level);
+        let least = self.tallies.iter().filter(|t| t.n > 0.0).map(|t| t.misses / t.n).fold(f64::INFINITY, f64::min);
+        if least.is_finite() && least > target {
+            price.min(miss_price(self.price0, target, 0.0))
+        } else {
+            price
+        }
+    }
+
+    /// Switches of the played expert so far.
+    pub fn switches(&self) -> u64 {
+        self.switches
+    }
+
+    /// Σ (`auto`'s realized loss − the played expert's own-run loss) after switches.
+    pub fn excess(&self) -> f64 {
+        self.excess
     }
 
     /// The Hedge state.
@@ -205,5 +292,47 @@ mod tests {
             assert_eq!(ex.kind_of(index), "fixed", "round {k}: played the {} expert", ex.kind_of(index));
             ex.record(&[(k % 4 == 0, 0.1), (k % 2 == 0, 0.1), (false, 0.0), (false, 0.0)], 0.05, 0.05);
         }
+    }
+    /// Two fixed plans trade the lead every round. When `auto`'s realized outcome right
+    /// after a switch is dearer than the plan's own run (a cold start), the measured
+    /// switching cost becomes the leader's margin and the play stops flip-flopping; when
+    /// switching is free, the play is Follow-the-Leader.
+    #[test]
+    fn the_leader_sticks_when_switching_has_cost_more_than_it_gained() {
+        let switches = |charged: bool| {
+            let fixed = vec![Plan::Single { p: 0 }, Plan::Single { p: 1 }];
+            let mut ex = ExpertSet::new(fixed, 1.0, 1.0, true, HedgeBudget::full(1.0, 5.0));
+            let mut previous = None;
+            for k in 0..400 {
+                let (_, index, _) = ex.play(Plan::Single { p: 0 }, 0.05, 0.5);
+                let (a, b) = if k % 2 == 0 { (0.6, 0.4) } else { (0.4, 0.6) };
+                let own = [a, b][index.min(1)];
+                ex.record(&[(false, a), (false, b), (false, 0.0), (false, 0.0)], 0.05, 0.05);
+                let switched = previous.is_some_and(|p| p != index);
+                previous = Some(index);
+                ex.realized(false, if charged && switched { 1.0 } else { own });
+            }
+            ex.switches()
+        };
+        let (free, charged) = (switches(false), switches(true));
+        assert!(free >= 100, "switching for free: {free} switches");
+        assert!(charged <= 5, "switching at a cost: {charged} switches (free: {free})");
+    }
+
+    /// The miss price stops at tenfold while every fixed plan's record misses more than
+    /// the target, and rises on when some plan meets it.
+    #[test]
+    fn the_miss_price_stops_rising_while_the_target_is_out_of_reach() {
+        let price_after = |miss_b: bool| {
+            let fixed = vec![Plan::Single { p: 0 }, Plan::Single { p: 1 }];
+            let mut ex = ExpertSet::new(fixed, 1.0, 1.0, true, HedgeBudget::full(1.0, 5.0));
+            for k in 0..200 {
+                ex.play(Plan::Single { p: 0 }, 0.05, 0.5);
+                ex.record(&[(k % 2 == 0, 0.1), (miss_b && k % 3 == 0, 0.2), (false, 0.0), (false, 0.0)], 0.05, 0.05);
+            }
+            ex.price(0.05, -0.15)
+        };
+        assert!((price_after(true) - 10.0).abs() < 1e-9, "out of reach: {}", price_after(true));
+        assert!((price_after(false) - miss_price(1.0, 0.05, -0.15)).abs() < 1e-6, "within reach: {}", price_after(false));
     }
 }

@@ -187,6 +187,37 @@ impl PolicyState {
         self
     }
 
+    /// Adds the model-only expert to the experts (after [`PolicyState::with_experts`]): the
+    /// model-only `auto` run as a separate instance on its own run, priced on it (see
+    /// [`full`]). Before each decision the caller gives the plan that instance decided
+    /// for the request ([`PolicyState::set_model_only_plan`]) and, after it, puts the
+    /// outcome of its own run in the slot [`PolicyState::model_only_index`] of the
+    /// outcomes passed to [`PolicyState::settle_experts`].
+    pub fn with_model_only_expert(mut self) -> PolicyState {
+        if let Some(ex) = self.experts.take() {
+            self.experts = Some(Box::new(ex.with_model_only()));
+        }
+        self
+    }
+
+    /// The plan the model-only instance decided for the coming request (no-op without the
+    /// model-only expert).
+    pub fn set_model_only_plan(&mut self, plan: Plan) {
+        if let Some(ex) = &mut self.experts {
+            ex.set_model_only(plan);
+        }
+    }
+
+    /// The model-only expert's index among [`PolicyState::expert_plans`], when on.
+    pub fn model_only_index(&self) -> Option<usize> {
+        self.experts.as_deref().and_then(ExpertSet::model_only_index)
+    }
+
+    /// The fixed experts (the first indices of [`PolicyState::expert_plans`]).
+    pub fn fixed_experts(&self) -> usize {
+        self.experts.as_deref().map_or(0, ExpertSet::fixed)
+    }
+
     /// Sets the experts' plans for a warm-up round (full information) without deciding:
     /// no budget is earned and no expert is drawn.
     pub fn preview_experts(&mut self, gaps: &[Option<f64>]) {
@@ -516,11 +547,12 @@ pub enum Why {
     },
     /// Auto with full information: the expert Hedge drew.
     Expert {
-        /// Its index (fixed plans first, then the model, then the judged plan).
+        /// Its index (fixed plans first, then the model-only `auto` when on, then the
+        /// model, then the judged plan).
         index: usize,
         /// Its weight.
         weight: f64,
-        /// "fixed", "model" or "judged".
+        /// "fixed", "model-only", "model" or "judged".
         kind: &'static str,
         /// The model's prediction of its plan.
         pr: Prediction,

@@ -261,20 +261,6 @@ pub fn loss_cost_ref(rates: &[ProviderRates], deadline_s: f64) -> f64 {
     2.0 * deadline_s * rates.iter().map(|r| r.rate).fold(0.0, f64::max)
 }
 
-/// Prices every expert plan of `state` on round `r` and records the outcomes.
-fn settle_experts(
-    state: &mut PolicyState,
-    set: &RoundSet,
-    rates: &[ProviderRates],
-    s: &LearnedSettings,
-    r: usize,
-    fixed: &[Family],
-    buf: &mut Vec<(bool, f64)>,
-) {
-    price_experts(state, set, rates, &s.auto, r, fixed, buf);
-    state.settle_experts(buf);
-}
-
 /// Prices every expert plan of `state` on round `r` into `buf` (`(missed, cost $)` per
 /// expert, in expert order) without recording. Each plan is priced on its own run of
 /// the round, as its fixed row is: in a paired round every arm's outcome is known, and
@@ -322,9 +308,47 @@ fn count_plan(plans: &mut Vec<(Plan, u64)>, index: &mut HashMap<PlanBits, usize>
     }
 }
 
+/// The model-only `auto` beside a full-information `auto`: the planner alone (no
+/// controller, no experts) deciding from the shared model, with its own coin and
+/// extra-load bucket. A replay has no provider state, so its run of a round is its own
+/// plan gated by its own bucket and priced on the round: the outcome its expert gets.
+struct ModelOnly {
+    state: PolicyState,
+    /// The plan it decided for the round in progress.
+    plan: Option<Plan>,
+}
+
+impl ModelOnly {
+    fn new(kind: LearnedKind, model: &Model, seed: u64, refresh_every: u64) -> ModelOnly {
+        ModelOnly { state: PolicyState::new(kind, model, seed ^ 0x4D4F_4445_4C00).with_refresh_every(refresh_every), plan: None }
+    }
+
+    /// Decides the coming round and hands the plan to `auto`'s model-only expert.
+    fn decide(&mut self, auto: &mut PolicyState, gaps: &[Option<f64>]) {
+        let (plan, _) = self.state.decide_plan(gaps);
+        auto.set_model_only_plan(plan);
+        self.plan = Some(plan);
+    }
+
+    /// Its own run of round `r` (its plan gated by its own bucket), written into `auto`'s
+    /// outcomes `buf` at the model-only expert's slot.
+    fn price(&mut self, auto: &PolicyState, set: &RoundSet, rates: &[ProviderRates], a: &AutoSettings, r: usize, buf: &mut [(bool, f64)]) {
+        let Some(plan) = self.plan.take() else { return };
+        let (family, _) = gate_plan(set, r, &plan, &mut self.state);
+        let (lat, act, bill, _) = evaluate_round(set, rates, &family, a.cap_s, r);
+        let cost = match a.cost {
+            CostBasis::Active => act,
+            CostBasis::Billed => bill,
+        };
+        if let Some(slot) = auto.model_only_index().and_then(|i| buf.get_mut(i)) {
+            *slot = (lat > a.deadline_s, cost);
+        }
+    }
+}
+
 /// Replays `defs` causally over `set` after feeding `warmup` to the shared model; `auto`
-/// plays Hedge over the fixed plans `experts` (the sweep's families) when
-/// [`LearnedSettings::experts`] is set.
+/// plays Hedge over the fixed plans `experts` (the sweep's families) and the model-only
+/// `auto` when [`LearnedSettings::experts`] is set.
 pub fn evaluate_learned(
     set: &RoundSet,
     warmup: &RoundSet,
@@ -343,7 +367,7 @@ pub fn evaluate_learned(
             }
             if s.experts && !experts.is_empty() {
                 let plans = experts.iter().map(family_plan).collect();
-                st = st.with_experts(plans, loss_cost_ref(rates, a.deadline_s), 1.0, s.weighting);
+                st = st.with_experts(plans, loss_cost_ref(rates, a.deadline_s), 1.0, s.weighting).with_model_only_expert();
             }
         }
         st
@@ -351,11 +375,16 @@ pub fn evaluate_learned(
     // The families of `auto`'s fixed experts (the first of its experts' plans), as
     // `price_experts` would convert them every round.
     let fixed: Vec<Family> = experts.iter().map(|f| plan_family(&family_plan(f))).collect();
+    let companion = |st: &PolicyState, i: usize, model: &Model| {
+        st.model_only_index().map(|_| ModelOnly::new(*st.kind(), model, s.seed.wrapping_add(i as u64), s.refresh_every))
+    };
     // `auto`'s experts learn from the warm-up rounds too (every arm known, in order).
-    let mut warm_auto: Vec<(usize, PolicyState)> = Vec::new();
+    let mut warm_auto: Vec<(usize, PolicyState, Option<ModelOnly>)> = Vec::new();
     if s.experts && !experts.is_empty() && !warmup.is_empty() {
         for (i, d) in defs.iter().enumerate().filter(|(_, d)| matches!(d.kind, LearnedKind::Auto(_))) {
-            warm_auto.push((i, build(d, i, &model)));
+            let st = build(d, i, &model);
+            let mo = companion(&st, i, &model);
+            warm_auto.push((i, st, mo));
         }
     }
     let gaps0 = vec![None; warmup.width()];
@@ -364,11 +393,18 @@ pub fn evaluate_learned(
     for r in 0..warmup.len() {
         // `auto` runs from the first warm-up round (its bucket, controller and experts
         // carry over, as they would live); only the rounds of `set` are reported.
-        for (_, st) in &mut warm_auto {
+        for (_, st, mo) in &mut warm_auto {
+            if let Some(m) = mo.as_mut() {
+                m.decide(st, &gaps0);
+            }
             let (plan, _) = st.decide_plan(&gaps0);
             let (family, _) = gate_plan(warmup, r, &plan, st);
             let (lat, act, bill, _) = evaluate_round(warmup, rates, &family, s.auto.cap_s, r);
-            settle_experts(st, warmup, rates, s, r, &fixed, &mut buf);
+            price_experts(st, warmup, rates, &s.auto, r, &fixed, &mut buf);
+            if let Some(m) = mo.as_mut() {
+                m.price(st, warmup, rates, &s.auto, r, &mut buf);
+            }
+            st.settle_experts(&buf);
             let cost = match s.auto.cost {
                 tailcut_model::CostBasis::Active => act,
                 tailcut_model::CostBasis::Billed => bill,
@@ -377,20 +413,32 @@ pub fn evaluate_learned(
         }
         round_observations(warmup, r, &mut obs0);
         model.observe_request(&obs0);
-        for (_, st) in &mut warm_auto {
+        for (_, st, mo) in &mut warm_auto {
             st.observed(&model, obs0.len() as u64);
+            if let Some(m) = mo {
+                m.state.observed(&model, obs0.len() as u64);
+            }
         }
     }
+    let mut companions: Vec<Option<ModelOnly>> = Vec::with_capacity(defs.len());
     let mut states: Vec<PolicyState> = defs
         .iter()
         .enumerate()
-        .map(|(i, d)| match warm_auto.iter().position(|(j, _)| *j == i) {
+        .map(|(i, d)| match warm_auto.iter().position(|(j, _, _)| *j == i) {
             Some(k) => {
-                let mut st = warm_auto.swap_remove(k).1;
+                let (_, mut st, mut mo) = warm_auto.swap_remove(k);
                 st.refresh(&model);
+                if let Some(m) = &mut mo {
+                    m.state.refresh(&model);
+                }
+                companions.push(mo);
                 st
             }
-            None => build(d, i, &model),
+            None => {
+                let st = build(d, i, &model);
+                companions.push(companion(&st, i, &model));
+                st
+            }
         })
         .collect();
     let mut runs: Vec<LearnedRun> = defs.iter().map(|_| LearnedRun::default()).collect();
@@ -408,7 +456,10 @@ pub fn evaluate_learned(
     let gaps = vec![None; set.width()];
     let mut obs = Vec::with_capacity(set.width());
     for r in 0..set.len() {
-        for ((state, run), index) in states.iter_mut().zip(runs.iter_mut()).zip(plan_index.iter_mut()) {
+        for (((state, run), index), mo) in states.iter_mut().zip(runs.iter_mut()).zip(plan_index.iter_mut()).zip(companions.iter_mut()) {
+            if let Some(m) = mo.as_mut() {
+                m.decide(state, &gaps);
+            }
             let (plan, why) = state.decide_plan(&gaps);
             let (family, extra) = gate_plan(set, r, &plan, state);
             let denied = !matches!(plan, Plan::Single { .. }) && matches!(family, Family::Single { .. });
@@ -427,7 +478,11 @@ pub fn evaluate_learned(
                         cost_realized: Some(cost),
                     });
                 }
-                settle_experts(state, set, rates, s, r, &fixed, &mut buf);
+                price_experts(state, set, rates, &s.auto, r, &fixed, &mut buf);
+                if let Some(m) = mo.as_mut() {
+                    m.price(state, set, rates, &s.auto, r, &mut buf);
+                }
+                state.settle_experts(&buf);
                 state.settle(&plan, missed, cost);
             }
             let ev = &mut run.evaluated;
@@ -443,6 +498,9 @@ pub fn evaluate_learned(
         model.observe_request(&obs);
         for state in &mut states {
             state.observed(&model, obs.len() as u64);
+        }
+        for m in companions.iter_mut().flatten() {
+            m.state.observed(&model, obs.len() as u64);
         }
     }
     for (state, run) in states.iter().zip(runs.iter_mut()) {

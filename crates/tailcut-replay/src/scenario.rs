@@ -348,15 +348,16 @@ enum Driver<'a> {
     /// are when it plays the plan (its experts' own runs under its cap).
     Capped(&'a Family, HedgeBudget),
     /// A learned policy; `true` = `auto` settles each outcome (controller, plan records);
-    /// with paired information, the fixed experts' own runs of the stream.
-    Learned(Box<PolicyState>, Model, bool, Option<&'a [StreamRun]>),
+    /// with paired information, the fixed experts' own runs of the stream and the
+    /// model-only `auto`'s own run (its plans and outcomes).
+    Learned(Box<PolicyState>, Model, bool, Option<&'a [StreamRun]>, Option<&'a StreamRun>),
 }
 
 /// Replaces the fixed experts' outcomes in `buf` (and the judged expert's, a fixed plan)
 /// with what each fixed plan's own run of the stream did at request `k`.
 fn own_run_outcomes(state: &PolicyState, own: &[StreamRun], k: usize, deadline: f64, basis: CostBasis, buf: &mut [(bool, f64)]) {
     let Some(plans) = state.expert_plans() else { return };
-    let fixed = own.len().min(plans.len().saturating_sub(2));
+    let fixed = own.len().min(state.fixed_experts());
     let at = |i: usize| {
         let run = &own[i];
         let cost = if basis == CostBasis::Billed { run.billed[k] } else { run.active[k] };
@@ -407,7 +408,12 @@ impl Scenario {
                     budget.request();
                     crate::learned::gate_with(&one, 0, &crate::learned::family_plan(f), budget)
                 }
-                Driver::Learned(state, _, _, _) => {
+                Driver::Learned(state, _, _, _, model_only) => {
+                    if let Some(m) = model_only {
+                        // The model-only instance's decision for this request on its
+                        // own run (decided from its own past only: causal).
+                        state.set_model_only_plan(m.plans[k]);
+                    }
                     let (plan, _) = state.decide_plan(&gaps);
                     decided = Some(plan);
                     crate::learned::gate_plan(&one, 0, &plan, state)
@@ -415,7 +421,7 @@ impl Scenario {
             };
             let rates = self.rates_at(k);
             let (lat, act, bill, hedged) = evaluate_round(&one, &rates, &family, crate::synth::CAP_S, 0);
-            if let (Driver::Learned(state, _, true, own), Some(_)) = (&mut driver, decided) {
+            if let (Driver::Learned(state, _, true, own, model_only), Some(_)) = (&mut driver, decided) {
                 // Paired information (`scenario sweep --auto paired`): every expert plan
                 // is priced on this request, as a paired benchmark would run them. A
                 // fixed expert is priced on its own run of the stream (its own provider
@@ -427,10 +433,15 @@ impl Scenario {
                     if let Some(own) = own {
                         own_run_outcomes(state, own, k, self.deadline_s, a.cost, &mut buf);
                     }
+                    // The model-only expert: what its own run did at this request.
+                    if let (Some(m), Some(i)) = (model_only, state.model_only_index()) {
+                        let cost = if a.cost == CostBasis::Billed { m.billed[k] } else { m.active[k] };
+                        buf[i] = (m.lats[k] > self.deadline_s, cost);
+                    }
                     state.settle_experts(&buf);
                 }
             }
-            if let (Driver::Learned(state, _, true, _), Some(plan)) = (&mut driver, decided) {
+            if let (Driver::Learned(state, _, true, _, _), Some(plan)) = (&mut driver, decided) {
                 // Partial information: only what the plan it ran did (the controller's
                 // miss and the plan's record).
                 let cost = match state.kind() {
@@ -446,6 +457,9 @@ impl Scenario {
             out.billed.push(bill);
             out.hedged.push(hedged);
             out.extra.push(extra);
+            if let Some(plan) = decided {
+                out.plans.push(plan);
+            }
             obs.clear();
             for &(p, at, end, started) in &launched {
                 let d = &draws[p];
@@ -470,7 +484,7 @@ impl Scenario {
                 let queue_s = if completed || started { d.queue } else { d.queue.map(|_| end - at + 1e-3) };
                 obs.push(Observation { provider: p, outcome, queue_s, idle_gap_s: gaps[p], warm: completed.then_some(d.warm) });
             }
-            if let Driver::Learned(state, model, _, _) = &mut driver {
+            if let Driver::Learned(state, model, _, _, _) = &mut driver {
                 model.observe_request(&obs);
                 state.observed(model, obs.len() as u64);
             }
@@ -512,20 +526,30 @@ impl Scenario {
             let own: Vec<StreamRun> = self.fixed_defs().iter().map(|d| self.run_fixed(&d.family)).collect();
             return self.run_learned_paired(kind, seed, &own);
         }
-        self.run_learned_inner(kind, seed, guarded, None)
+        self.run_learned_inner(kind, seed, guarded, None, None)
     }
 
     /// `auto` with paired information, its fixed experts (the order of
-    /// [`Scenario::fixed_defs`]) priced on `own`, their own runs of the stream: at
-    /// request `k` an expert's loss is what its run did at `k`, learned only after
-    /// request `k` is decided (causal). A plan the cap can bind (a cascade's third
-    /// attempt) is priced on its own run under `auto`'s cap instead
+    /// [`Scenario::fixed_defs`]) priced on `own`, their own runs of the stream, and the
+    /// model-only `auto` (the `model` learner, same kind and seed) priced on its own run:
+    /// at request `k` an expert's loss is what its run did at `k`, learned only after
+    /// request `k` is decided (causal). When the model-only expert is drawn, `auto` plays
+    /// the plan the model-only instance decided for `k`. A plan the cap can bind (a
+    /// cascade's third attempt) is priced on its own run under `auto`'s cap instead
     /// ([`Scenario::own_runs_capped`]): what it does when `auto` plays it.
     pub fn run_learned_paired(&self, kind: LearnedKind, seed: u64, own: &[StreamRun]) -> StreamRun {
-        self.run_learned_inner(kind, seed, true, Some(own))
+        let model_only = self.run_learned(kind, seed);
+        self.run_learned_inner(kind, seed, true, Some(own), Some(&model_only))
     }
 
-    fn run_learned_inner(&self, kind: LearnedKind, seed: u64, guarded: bool, own: Option<&[StreamRun]>) -> StreamRun {
+    fn run_learned_inner(
+        &self,
+        kind: LearnedKind,
+        seed: u64,
+        guarded: bool,
+        own: Option<&[StreamRun]>,
+        model_only: Option<&StreamRun>,
+    ) -> StreamRun {
         let rates = self.rates_at(0);
         let meta: Vec<(String, f64, f64)> = rates.iter().map(|r| (r.name.clone(), r.rate, r.idle_s)).collect();
         let model = Model::new(&meta, ModelConfig::default());
@@ -536,9 +560,12 @@ impl Scenario {
             let plans = defs.iter().map(|d| crate::learned::family_plan(&d.family)).collect();
             state = state.with_experts(plans, crate::learned::loss_cost_ref(&rates, a.deadline_s), 1.0, true);
             capped = Some(self.own_runs_capped(&defs, own, a.max_extra));
+            if model_only.is_some() {
+                state = state.with_model_only_expert();
+            }
         }
         let own = capped.as_deref().or(own);
-        self.run(Driver::Learned(Box::new(state), model, guarded || own.is_some(), own))
+        self.run(Driver::Learned(Box::new(state), model, guarded || own.is_some(), own, model_only))
     }
 
     /// The fixed plans' own runs as `auto`'s experts see them: each family run under an

@@ -11,8 +11,17 @@
 //! - The *model* expert: the planner's choice from the model's tables.
 //! - Loss: [`crate::guard::loss`] with the miss price the controller sets
 //!   ([`crate::guard::miss_price`]).
-//! - Only the fixed plans are *played* ([`META_PLAYED`]): the model's and the judged
-//!   expert are priced every round (their records and the traces show them) but enter the
+//! - The *model-only* expert (optional, [`ExpertSet::with_model_only`]): the model-only
+//!   `auto` (the planner alone, no controller, no experts) run as a separate instance on
+//!   its own run of the stream — its own provider state, its own model fed by its own
+//!   launches — and priced on that run, as a fixed plan is priced on its own. The caller
+//!   gives its plan for each request ([`ExpertSet::set_model_only`]) before the decision
+//!   and its outcome after. It is *playable*: when it leads, `auto` plays the plan the
+//!   model-only instance decided for that request, and as long as `auto` follows it its
+//!   run is the model-only run. The regret bound then holds against the best of the
+//!   fixed plans and the model-only `auto`.
+//! - Only the fixed plans and the model-only expert are *played* ([`META_PLAYED`]): the
+//!   model's and the judged expert are priced every round (their records and the traces show them) but enter the
 //!   Hedge at the worst loss, so neither leads (after a switch to AdaHedge their weight
 //!   falls as `e^{−η·t}`). Both pick a different
 //!   plan from one request to the next, and `auto` switching plans pays what their
@@ -43,8 +52,13 @@ pub struct ExpertSet {
     cost_ref: f64,
     /// Miss price at the target level.
     price0: f64,
-    /// This round's plans: the fixed ones, then the model's, then the judged one.
+    /// This round's plans: the fixed ones, then the model-only instance's (when on), then
+    /// the model's, then the judged one.
     round: Vec<Plan>,
+    /// Whether the model-only expert is on (at index `plans.len()`).
+    model_only: bool,
+    /// Whether the Hedge weights move (false: uniform, for checks).
+    weighting: bool,
     /// Each expert's own extra-load bucket (the cap `auto` runs under, starting full),
     /// so that an expert's record is what the plan does when it runs within the cap in
     /// the steady state.
@@ -118,6 +132,8 @@ impl ExpertSet {
             cost_ref,
             price0,
             round,
+            model_only: false,
+            weighting,
             budgets: vec![budget; n],
             chosen: 0,
             previous: None,
@@ -125,6 +141,38 @@ impl ExpertSet {
             last_own: None,
             excess: 0.0,
             since_switch: 0,
+        }
+    }
+
+    /// Adds the model-only expert (at index [`ExpertSet::fixed`], before the model's and
+    /// the judged one): the model-only `auto` on its own run. Call before any round.
+    pub fn with_model_only(mut self) -> ExpertSet {
+        if !self.model_only {
+            self.model_only = true;
+            let at = self.plans.len();
+            self.round.insert(at, Plan::Single { p: 0 });
+            let n = self.round.len();
+            self.hedge = if self.weighting { Experts::new(n) } else { Experts::new(n).disabled() };
+            self.budgets.push(self.budgets[0].clone());
+        }
+        self
+    }
+
+    /// The fixed experts (the first `fixed()` indices).
+    pub fn fixed(&self) -> usize {
+        self.plans.len()
+    }
+
+    /// The model-only expert's index, when on.
+    pub fn model_only_index(&self) -> Option<usize> {
+        self.model_only.then_some(self.plans.len())
+    }
+
+    /// Sets the plan the model-only instance decided for the coming request (its own
+    /// run's plan): what `auto` plays when this expert is drawn.
+    pub fn set_model_only(&mut self, plan: Plan) {
+        if let Some(i) = self.model_only_index() {
+            self.round[i] = plan;
         }
     }
 
@@ -189,8 +237,9 @@ impl ExpertSet {
         losses.clear();
         losses.extend(outcomes.iter().map(|&(m, c)| loss(m, c, self.cost_ref, price)));
         if !META_PLAYED {
-            let fixed = self.plans.len();
-            losses.iter_mut().skip(fixed).for_each(|l| *l = 1.0);
+            // The model's and the judged expert (the last two) are not played.
+            let n = losses.len();
+            losses.iter_mut().skip(n.saturating_sub(MODEL_FROM_END)).for_each(|l| *l = 1.0);
         }
         self.last_own = losses.get(self.chosen).map(|&l| (l, price));
         self.hedge.record(&losses);
@@ -262,10 +311,12 @@ impl ExpertSet {
         &self.hedge
     }
 
-    /// Label of expert `i` ("model", "judged" or the fixed plan's index).
+    /// Label of expert `i` ("model-only", "model", "judged" or "fixed").
     pub fn kind_of(&self, i: usize) -> &'static str {
         let n = self.round.len();
-        if i == n - MODEL_FROM_END {
+        if Some(i) == self.model_only_index() {
+            "model-only"
+        } else if i == n - MODEL_FROM_END {
             "model"
         } else if i == n - 1 {
             "judged"
@@ -334,5 +385,41 @@ mod tests {
         };
         assert!((price_after(true) - 10.0).abs() < 1e-9, "out of reach: {}", price_after(true));
         assert!((price_after(false) - miss_price(1.0, 0.05, -0.15)).abs() < 1e-6, "within reach: {}", price_after(false));
+    }
+
+    /// The model-only expert is played when it leads (what its own run decided for the
+    /// request, not the model's choice of the round), and not while a fixed plan leads.
+    #[test]
+    fn the_model_only_expert_is_played_when_it_leads() {
+        let fixed = vec![Plan::Single { p: 0 }, Plan::Single { p: 1 }];
+        let mut ex = ExpertSet::new(fixed, 1.0, 1.0, true, HedgeBudget::full(1.0, 5.0)).with_model_only();
+        assert_eq!((ex.model_only_index(), ex.hedge().len()), (Some(2), 5));
+        let own = Plan::Hedge { p: 1, h: 0, delay_s: 3.0 };
+        let model = Plan::Hedge { p: 0, h: 1, delay_s: 0.0 };
+        let mut played_own = 0;
+        for k in 0..300 {
+            ex.set_model_only(own);
+            let (plan, index, _) = ex.play(model, 0.05, (k as f64 * 0.618_034) % 1.0);
+            assert_ne!(ex.kind_of(index), "model", "round {k}");
+            assert_ne!(ex.kind_of(index), "judged", "round {k}");
+            if ex.kind_of(index) == "model-only" {
+                assert_eq!(plan, own);
+                played_own += 1;
+            }
+            // The model-only run misses every tenth request, the fixed plans every
+            // fourth and every other.
+            ex.record(&[(k % 4 == 0, 0.1), (k % 2 == 0, 0.1), (k % 10 == 0, 0.1), (false, 0.0), (false, 0.0)], 0.05, 0.05);
+        }
+        assert!(played_own >= 290, "played the model-only expert {played_own} of 300 rounds");
+        // Where it is worse than a fixed plan, the fixed plan is played.
+        let mut ex = ExpertSet::new(vec![Plan::Single { p: 0 }], 1.0, 1.0, true, HedgeBudget::full(1.0, 5.0)).with_model_only();
+        let mut played_fixed = 0;
+        for k in 0..300 {
+            ex.set_model_only(own);
+            let (_, index, _) = ex.play(model, 0.05, (k as f64 * 0.618_034) % 1.0);
+            played_fixed += usize::from(ex.kind_of(index) == "fixed");
+            ex.record(&[(k % 10 == 0, 0.1), (k % 4 == 0, 0.1), (false, 0.0), (false, 0.0)], 0.05, 0.05);
+        }
+        assert!(played_fixed >= 290, "played the fixed plan {played_fixed} of 300 rounds");
     }
 }

@@ -19,6 +19,8 @@ pub struct StreamRun {
     pub hedged: Vec<bool>,
     /// Extra attempts launched.
     pub extra: Vec<u8>,
+    /// A learned policy's plan per request, as decided (empty for a fixed policy).
+    pub plans: Vec<tailcut_model::Plan>,
 }
 
 /// One row of a scenario table.

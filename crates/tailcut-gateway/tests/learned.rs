@@ -117,7 +117,7 @@ async fn an_auto_route_learns_the_slow_provider_whole_and_streamed_within_the_he
             let l = &t["learned"];
             let plan = l["plan"].as_str().unwrap();
             assert!(plan == "single:fast" || plan.starts_with("hedge:fast->stally@"), "{mode}: {t}");
-            assert!(l["predicted_miss"].as_f64().unwrap() <= 0.01, "{mode}: {t}");
+            assert!(l["predicted_miss"].as_f64().is_some_and(|p| p <= 0.01), "{mode}: {t}");
             assert!(l["model"].as_array().unwrap().iter().all(|b| b["samples"].as_u64().unwrap() >= 5), "{mode}: {t}");
             assert_eq!(t["attempts"][0]["provider"], "fast");
             assert_eq!(t["winner"], "fast");

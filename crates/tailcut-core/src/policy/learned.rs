@@ -420,9 +420,16 @@ impl LearnedPolicy {
             }
             Plan::Hedge { p, h, delay_s } => {
                 let a = race.launch(p, Launch::Primary).await?;
-                let at = race.submit_returned(a) + Duration::from_secs_f64(delay_s.max(0.0));
-                if race.wait_until(Some(at)).await == Wake::Winner {
-                    return Ok(());
+                // At 0 s the two are raced: the second is launched at once, even when the
+                // primary's submit returned with its result (a stream that reached its
+                // first content while it was submitted). Waiting on a timer already due
+                // let such a primary win first, so an explored provider was never launched
+                // and its exploration never ended.
+                if delay_s > 0.0 {
+                    let at = race.submit_returned(a) + Duration::from_secs_f64(delay_s);
+                    if race.wait_until(Some(at)).await == Wake::Winner {
+                        return Ok(());
+                    }
                 }
                 self.extra(race, h, Launch::Hedge).await;
                 race.wait_until(None).await;

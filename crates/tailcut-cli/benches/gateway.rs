@@ -22,7 +22,8 @@
 //! twelve interleaved rounds of 500 streams, percentiles over all of a target's streams.
 //!
 //! Run: `cargo bench -p tailcut-cli --bench gateway` (`-- --quick` for one short round,
-//! `-- --streams` for the streaming rounds alone;
+//! `-- --streams` for the streaming rounds alone; `-- --latency [--rounds N] [--rate R]` for
+//! the added-latency rounds alone, N interleaved rounds (default 12) at rate R (default both);
 //! `TAILCUT_BENCH_BASELINE=path/to/tailcut` adds another build, e.g. an older commit, as
 //! a fourth target `tailcut@base` measured in the same interleaved rounds).
 // Load generators spawn and read the wall clock freely (clippy.toml's bans are for the
@@ -153,9 +154,20 @@ fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     // Only the streaming time-to-first-token rounds (about a minute).
     let streams_only = std::env::args().any(|a| a == "--streams");
+    // Only the added-latency rounds, e.g. many of them at one rate to tell a 0.05 ms p99
+    // difference from the spread between rounds.
+    let latency_only = std::env::args().any(|a| a == "--latency");
+    let flag_value = |name: &str| {
+        let args: Vec<String> = std::env::args().collect();
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .map(|v| v.parse::<u32>().unwrap_or_else(|_| panic!("{name} wants a whole number, got {v:?}")))
+    };
     let secs = if quick { 2.0 } else { 4.0 };
     // Added latency: short interleaved rounds, percentiles over every request of a target.
-    let (lat_rounds, lat_secs) = if quick { (1, 2.0) } else { (12, 1.0) };
+    let (lat_rounds, lat_secs) = if quick { (1, 2.0) } else { (flag_value("--rounds").unwrap_or(12).max(1) as usize, 1.0) };
+    let lat_rates: Vec<u32> = flag_value("--rate").map_or(vec![1000, 5000], |r| vec![r.max(1)]);
     // nginx's own closed-loop rate moves by a fifth between rounds on a shared 2-core
     // host: more rounds give its median (and the ratio) a steadier footing.
     let throughput_rounds = if quick { 1 } else { 5 };
@@ -235,7 +247,7 @@ fn main() {
             "added latency, open loop, {lat_rounds} interleaved round(s) of {lat_secs} s each; percentiles over all of a target's requests (p99 by round: lowest-highest)"
         );
         println!("target        rate    p50 ms    p99 ms   added p50   added p99   errors   p99 by round");
-        for rate in [1000u32, 5000] {
+        for &rate in &lat_rates {
             let mut per: Vec<(Vec<f64>, Vec<f64>, usize)> = targets.iter().map(|_| (vec![], vec![], 0)).collect();
             for _ in 0..lat_rounds {
                 for (i, t) in targets.iter().enumerate() {
@@ -255,6 +267,9 @@ fn main() {
             }
         }
 
+        if latency_only {
+            return;
+        }
         let have_wrk = Command::new("wrk").arg("--version").output().is_ok();
         println!(
             "\nmax throughput, closed loop, 64 connections, {} ({throughput_rounds} interleaved round(s) of {secs} s; median)",
@@ -297,6 +312,9 @@ fn main() {
     // the stream reading it never wake each other across threads. (With a worker thread,
     // those wake-ups made the direct target's median 0.07 ms instead of 0.01 and put
     // 0.1-0.6 ms p99s into every target's rounds.)
+    if latency_only {
+        return;
+    }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
     rt.block_on(async {
         let http = client();

@@ -257,6 +257,8 @@ pub struct WorldResult {
     /// `auto` is dominated by the frozen plan (within 2 % or better on p95 and active
     /// cost, and more than 5 % better on one).
     pub dominated: bool,
+    /// The hindsight-best fixed plan is dominated by the frozen plan, in the same sense.
+    pub best_dominated: bool,
     /// Mean loss per request: `auto`, the frozen plan, the hindsight-best.
     pub loss_auto: f64,
     /// Frozen plan's mean loss.
@@ -265,6 +267,10 @@ pub struct WorldResult {
     pub loss_best: f64,
     /// `auto`'s extra attempts per request.
     pub auto_extra: f64,
+    /// Share of the evaluated requests on which `auto` ran the frozen plan.
+    pub auto_ran_frozen: f64,
+    /// The plan `auto` ran most on the evaluated requests, and on how many.
+    pub auto_top_plan: (String, usize),
 }
 
 fn mean_loss(run: &StreamRun, r: std::ops::Range<usize>, deadline: f64, cost_ref: f64) -> f64 {
@@ -322,16 +328,30 @@ pub fn evaluate_world(seed: u64, index: usize, requests: usize, mode: AutoMode) 
     let auto_misses = run.lats[second.clone()].iter().filter(|l| **l > d).count();
     let (frozen, best) = (frozen.expect("a sweep has fixed plans"), best.expect("a sweep has fixed plans"));
     let loss_frozen_run = &runs[frozen_i];
+    let frozen_plan = crate::learned::family_plan(&defs[frozen_i].family);
+    let played = run.plans.get(second.clone()).unwrap_or_default();
+    let auto_ran_frozen = played.iter().filter(|p| **p == frozen_plan).count() as f64 / n.max(1) as f64;
+    let mut counts: Vec<(tailcut_model::Plan, usize)> = Vec::new();
+    for p in played {
+        match counts.iter_mut().find(|(q, _)| q == p) {
+            Some((_, k)) => *k += 1,
+            None => counts.push((*p, 1)),
+        }
+    }
+    let auto_top_plan = counts.iter().max_by_key(|(_, k)| *k).map_or((String::new(), 0), |(p, k)| (p.label(&sc.names()), *k));
     WorldResult {
         index,
         world: sc.world().map(|w| w.summary.clone()).unwrap_or_default(),
         deadline_s: d,
         n,
         dominated: dominates(&frozen.2, &auto),
+        best_dominated: dominates(&frozen.2, &best.1),
         loss_auto: mean_loss(&run, second.clone(), d, cost_ref),
         loss_frozen: mean_loss(loss_frozen_run, second.clone(), d, cost_ref),
         loss_best: best.0,
         auto_extra: auto.extra_per_req,
+        auto_ran_frozen,
+        auto_top_plan,
         auto,
         frozen: frozen.2,
         best: best.1,
@@ -380,6 +400,12 @@ pub struct SweepSummary {
     pub infeasible_worse: usize,
     /// Worlds where the frozen plan dominates `auto`.
     pub dominated: usize,
+    /// Worlds where the frozen plan dominates even the hindsight-best fixed plan (the
+    /// least mean loss on the evaluated half): the test's floor for any plan other than
+    /// the frozen one, however good.
+    pub best_dominated: usize,
+    /// Share of the evaluated requests on which `auto` ran the frozen plan.
+    pub auto_ran_frozen: Spread,
     /// `auto`'s p95 / the frozen plan's.
     pub p95_vs_frozen: Spread,
     /// `auto`'s active cost / the frozen plan's.
@@ -419,6 +445,8 @@ pub fn summarise(seed: u64, requests: usize, results: &[WorldResult]) -> SweepSu
             })
             .count(),
         dominated: results.iter().filter(|r| r.dominated).count(),
+        best_dominated: results.iter().filter(|r| r.best_dominated).count(),
+        auto_ran_frozen: spread(results.iter().map(|r| r.auto_ran_frozen).collect()),
         p95_vs_frozen: spread(results.iter().map(|r| ratio(r.auto.p95_s, r.frozen.p95_s)).collect()),
         cost_vs_frozen: spread(results.iter().map(|r| cr(r.auto.active_usd_per_req, r.frozen.active_usd_per_req)).collect()),
         p95_vs_best: spread(results.iter().map(|r| ratio(r.auto.p95_s, r.best.p95_s)).collect()),

@@ -13,8 +13,9 @@
 //! 3. streaming: added time to the first content token, p50/p99, over sequential streams
 //!    from a single-threaded client.
 //!
-//! Every measurement runs in interleaved rounds (direct, tailcut, nginx, direct, …). The
-//! added latency uses twelve one-second rounds per target and reports percentiles over
+//! Every measurement runs in interleaved rounds (direct, tailcut, nginx, direct, …), each
+//! round starting one target later than the one before (so no target always follows the
+//! same one). The added latency uses twelve one-second rounds per target and reports percentiles over
 //! all of a target's requests: the background load of a shared host drifts over seconds,
 //! and four-second rounds gave one target a quiet stretch and another a busy one (the
 //! direct path's own 5k p99 moved 0.42–1.70 ms by round). Throughput reports the median
@@ -139,6 +140,18 @@ fn nginx_pids(master: u32) -> Vec<u32> {
     pids
 }
 
+/// The targets in round `round`'s order: each round starts one target later, so every
+/// target runs in every position equally often. (In a fixed order, two copies of the same
+/// binary measured 0.03 ms apart in added p99 at 1k req/s over 40 rounds: the target
+/// right after `direct` did worse.)
+fn rotated(targets: &[Target], round: usize) -> impl Iterator<Item = (usize, &Target)> {
+    let n = targets.len().max(1);
+    (0..targets.len()).map(move |j| {
+        let i = (j + round) % n;
+        (i, &targets[i])
+    })
+}
+
 /// The lowest and highest of `v` (the spread of the rounds' p99s).
 fn spread(v: &[f64]) -> (f64, f64) {
     v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| (lo.min(*x), hi.max(*x)))
@@ -249,8 +262,8 @@ fn main() {
         println!("target        rate    p50 ms    p99 ms   added p50   added p99   errors   p99 by round");
         for &rate in &lat_rates {
             let mut per: Vec<(Vec<f64>, Vec<f64>, usize)> = targets.iter().map(|_| (vec![], vec![], 0)).collect();
-            for _ in 0..lat_rounds {
-                for (i, t) in targets.iter().enumerate() {
+            for round in 0..lat_rounds {
+                for (i, t) in rotated(&targets, round) {
                     let (mut lat, errors) = open_loop(&http, &format!("{}/v1/chat/completions", t.base), CHAT_POST, rate, lat_secs).await;
                     per[i].1.push(pct(&mut lat, 0.99));
                     per[i].0.extend(lat);
@@ -277,8 +290,8 @@ fn main() {
         );
         let mut rps: Vec<Vec<f64>> = targets.iter().map(|_| vec![]).collect();
         let mut cpu_per_req: Vec<Vec<f64>> = targets.iter().map(|_| vec![]).collect();
-        for _ in 0..throughput_rounds {
-            for (i, t) in targets.iter().enumerate() {
+        for round in 0..throughput_rounds {
+            for (i, t) in rotated(&targets, round) {
                 let url = format!("{}/v1/chat/completions", t.base);
                 let before = cpu_seconds(&t.pids);
                 let r = if have_wrk { wrk(&url, 64, secs, dir.path()) } else { None };
@@ -323,8 +336,8 @@ fn main() {
             "\nstreaming: time to first content token, {n} sequential streams per round, {lat_rounds} interleaved round(s); percentiles over all of a target's streams (p99 by round: lowest-highest)"
         );
         let mut ttft: Vec<(Vec<f64>, Vec<f64>)> = targets.iter().map(|_| (vec![], vec![])).collect();
-        for _ in 0..lat_rounds {
-            for (i, t) in targets.iter().enumerate() {
+        for round in 0..lat_rounds {
+            for (i, t) in rotated(&targets, round) {
                 // The gateway routes model `s` to the SSE upstream; the others go to it by path.
                 let url = if t.name.starts_with("tailcut") {
                     format!("{}/v1/chat/completions", t.base)

@@ -259,6 +259,9 @@ pub struct WorldResult {
     pub dominated: bool,
     /// The hindsight-best fixed plan is dominated by the frozen plan, in the same sense.
     pub best_dominated: bool,
+    /// The plan the same rule freezes from the first 3/8 of the stream (300 of 800
+    /// requests instead of 400) is dominated by the frozen plan.
+    pub earlier_frozen_dominated: bool,
     /// Mean loss per request: `auto`, the frozen plan, the hindsight-best.
     pub loss_auto: f64,
     /// Frozen plan's mean loss.
@@ -318,6 +321,16 @@ pub fn evaluate_world(seed: u64, index: usize, requests: usize, mode: AutoMode) 
             best = Some((l, r2));
         }
     }
+    // The same rule frozen from the first three quarters of the first half: a user who
+    // calibrated on 300 requests instead of 400.
+    let earlier = half * 3 / 4;
+    let earlier_i = (0..runs.len())
+        .map(|i| (i, row(String::new(), defs[i].family.kind(), &runs[i], 0..earlier, d)))
+        .min_by(|(i, a), (j, b)| {
+            a.miss_rate.total_cmp(&b.miss_rate).then(a.active_usd_per_req.total_cmp(&b.active_usd_per_req)).then(i.cmp(j))
+        })
+        .map_or(0, |(i, _)| i);
+    let earlier_row = row(defs[earlier_i].label.clone(), defs[earlier_i].family.kind(), &runs[earlier_i], second.clone(), d);
     let auto_kind = LearnedKind::Auto(auto_settings(&sc));
     let run = match mode {
         AutoMode::Paired => sc.run_learned_paired(auto_kind, sc.seed, &runs),
@@ -346,6 +359,7 @@ pub fn evaluate_world(seed: u64, index: usize, requests: usize, mode: AutoMode) 
         n,
         dominated: dominates(&frozen.2, &auto),
         best_dominated: dominates(&frozen.2, &best.1),
+        earlier_frozen_dominated: dominates(&frozen.2, &earlier_row),
         loss_auto: mean_loss(&run, second.clone(), d, cost_ref),
         loss_frozen: mean_loss(loss_frozen_run, second.clone(), d, cost_ref),
         loss_best: best.0,
@@ -404,6 +418,9 @@ pub struct SweepSummary {
     /// least mean loss on the evaluated half): the test's floor for any plan other than
     /// the frozen one, however good.
     pub best_dominated: usize,
+    /// Worlds where the frozen plan dominates the plan the same rule freezes from a
+    /// quarter fewer requests (the test's sensitivity to the calibration's length).
+    pub earlier_frozen_dominated: usize,
     /// Share of the evaluated requests on which `auto` ran the frozen plan.
     pub auto_ran_frozen: Spread,
     /// `auto`'s p95 / the frozen plan's.
@@ -446,6 +463,7 @@ pub fn summarise(seed: u64, requests: usize, results: &[WorldResult]) -> SweepSu
             .count(),
         dominated: results.iter().filter(|r| r.dominated).count(),
         best_dominated: results.iter().filter(|r| r.best_dominated).count(),
+        earlier_frozen_dominated: results.iter().filter(|r| r.earlier_frozen_dominated).count(),
         auto_ran_frozen: spread(results.iter().map(|r| r.auto_ran_frozen).collect()),
         p95_vs_frozen: spread(results.iter().map(|r| ratio(r.auto.p95_s, r.frozen.p95_s)).collect()),
         cost_vs_frozen: spread(results.iter().map(|r| cr(r.auto.active_usd_per_req, r.frozen.active_usd_per_req)).collect()),

@@ -15,8 +15,8 @@
 //!
 //! Every measurement runs in interleaved rounds (direct, tailcut, nginx, direct, …), each
 //! round starting one target later than the one before (so no target always follows the
-//! same one). The added latency uses twelve one-second rounds per target and reports percentiles over
-//! all of a target's requests: the background load of a shared host drifts over seconds,
+//! same one). The added latency uses twelve one-second rounds per target and reports
+//! percentiles over all of a target's requests: the background load of a shared host drifts over seconds,
 //! and four-second rounds gave one target a quiet stretch and another a busy one (the
 //! direct path's own 5k p99 moved 0.42–1.70 ms by round). Throughput reports the median
 //! of five rounds (each round's figure printed); streaming, like the added latency,

@@ -35,7 +35,7 @@ pub mod worlds;
 
 pub use curve::{fixed_envelope, tail_load_svg};
 pub use kinds::learned_kinds;
-use rows::row;
+use rows::{frozen_index, row};
 pub use rows::{ScenarioRow, StreamRun};
 
 /// A scenario's result.
@@ -609,20 +609,12 @@ impl Scenario {
         let half = self.requests / 2;
         let first = 0..half;
         let second = half..self.requests;
-        let mut rows = Vec::new();
-        let mut best: Option<(f64, f64, usize)> = None;
         let defs = self.fixed_defs();
         let runs: Vec<StreamRun> = defs.iter().map(|d| self.run_fixed(&d.family)).collect();
-        for (i, (d, run)) in defs.iter().zip(&runs).enumerate() {
-            let kind = d.family.kind();
-            let r1 = row(d.label.clone(), kind, run, first.clone(), self.deadline_s);
-            let key = (r1.miss_rate, r1.active_usd_per_req, i);
-            if best.is_none_or(|b| key.0 < b.0 || (key.0 == b.0 && key.1 < b.1)) {
-                best = Some(key);
-            }
-            rows.push(row(d.label.clone(), kind, run, second.clone(), self.deadline_s));
-        }
-        if let Some((_, _, i)) = best {
+        let mut rows: Vec<ScenarioRow> =
+            defs.iter().zip(&runs).map(|(d, run)| row(d.label.clone(), d.family.kind(), run, second.clone(), self.deadline_s)).collect();
+        if !runs.is_empty() {
+            let i = frozen_index(&runs, first, self.deadline_s);
             let mut t = rows[i].clone();
             t.policy = format!("tuned:{}", defs[i].label);
             t.tuned = true;

@@ -77,3 +77,18 @@ pub(crate) fn row(policy: String, kind: PolicyKind, run: &StreamRun, range: std:
         billed_usd_per_req: mean(&run.billed),
     }
 }
+
+/// The fixed plan the reference's ranking freezes from the requests `range`: the fewest
+/// misses past `deadline`, then the cheapest active cost, then the first listed (`tuned:`
+/// in the named families, the frozen plan of `scenario sweep`).
+pub(crate) fn frozen_index(runs: &[StreamRun], range: std::ops::Range<usize>, deadline: f64) -> usize {
+    let key = |run: &StreamRun| {
+        let misses = run.lats[range.clone()].iter().filter(|l| **l > deadline).count();
+        // The mean, as the rows report it (a sum compares differently in the last bit).
+        (misses, run.active[range.clone()].iter().sum::<f64>() / range.len().max(1) as f64)
+    };
+    (0..runs.len())
+        .map(|i| (i, key(&runs[i])))
+        .min_by(|(i, a), (j, b)| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(i.cmp(j)))
+        .map_or(0, |(i, _)| i)
+}

@@ -13,7 +13,7 @@
 //! figure is measured on the second half.
 
 use super::{prov, Scenario};
-use crate::scenario::rows::{row, ScenarioRow, StreamRun};
+use crate::scenario::rows::{frozen_index, row, ScenarioRow, StreamRun};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -302,35 +302,23 @@ pub fn evaluate_world(seed: u64, index: usize, requests: usize, mode: AutoMode) 
     let rates = sc.rates_at(0);
     let cost_ref = crate::learned::loss_cost_ref(&rates, sc.deadline_s);
     let d = sc.deadline_s;
-    let mut frozen: Option<(f64, f64, ScenarioRow)> = None;
     let mut best: Option<(f64, ScenarioRow)> = None;
     let mut feasible = false;
     let defs = sc.fixed_defs();
     let runs: Vec<StreamRun> = defs.iter().map(|def| sc.run_fixed(&def.family)).collect();
-    let mut frozen_i = 0;
-    for (i, (def, run)) in defs.iter().zip(&runs).enumerate() {
-        let r1 = row(def.label.clone(), def.family.kind(), run, first.clone(), d);
-        let r2 = row(def.label.clone(), def.family.kind(), run, second.clone(), d);
+    let rows: Vec<ScenarioRow> =
+        defs.iter().zip(&runs).map(|(def, run)| row(def.label.clone(), def.family.kind(), run, second.clone(), d)).collect();
+    for (run, r2) in runs.iter().zip(&rows) {
         feasible |= r2.miss_rate <= 0.05;
-        if frozen.as_ref().is_none_or(|f| r1.miss_rate < f.0 || (r1.miss_rate == f.0 && r1.active_usd_per_req < f.1)) {
-            frozen = Some((r1.miss_rate, r1.active_usd_per_req, r2.clone()));
-            frozen_i = i;
-        }
         let l = mean_loss(run, second.clone(), d, cost_ref);
         if best.as_ref().is_none_or(|b| l < b.0) {
-            best = Some((l, r2));
+            best = Some((l, r2.clone()));
         }
     }
+    let frozen_i = frozen_index(&runs, first, d);
     // The same rule frozen from the first three quarters of the first half: a user who
     // calibrated on 300 requests instead of 400.
-    let earlier = half * 3 / 4;
-    let earlier_i = (0..runs.len())
-        .map(|i| (i, row(String::new(), defs[i].family.kind(), &runs[i], 0..earlier, d)))
-        .min_by(|(i, a), (j, b)| {
-            a.miss_rate.total_cmp(&b.miss_rate).then(a.active_usd_per_req.total_cmp(&b.active_usd_per_req)).then(i.cmp(j))
-        })
-        .map_or(0, |(i, _)| i);
-    let earlier_row = row(defs[earlier_i].label.clone(), defs[earlier_i].family.kind(), &runs[earlier_i], second.clone(), d);
+    let earlier_i = frozen_index(&runs, 0..half * 3 / 4, d);
     let auto_kind = LearnedKind::Auto(auto_settings(&sc));
     let run = match mode {
         AutoMode::Paired => sc.run_learned_paired(auto_kind, sc.seed, &runs),
@@ -339,7 +327,8 @@ pub fn evaluate_world(seed: u64, index: usize, requests: usize, mode: AutoMode) 
     let auto = row(crate::learned::auto_label(&auto_settings(&sc)), tailcut_core::PolicyKind::Auto, &run, second.clone(), d);
     let n = second.len();
     let auto_misses = run.lats[second.clone()].iter().filter(|l| **l > d).count();
-    let (frozen, best) = (frozen.expect("a sweep has fixed plans"), best.expect("a sweep has fixed plans"));
+    let best = best.expect("a sweep has fixed plans");
+    let frozen = rows[frozen_i].clone();
     let loss_frozen_run = &runs[frozen_i];
     let frozen_plan = crate::learned::family_plan(&defs[frozen_i].family);
     let played = run.plans.get(second.clone()).unwrap_or_default();
@@ -357,9 +346,9 @@ pub fn evaluate_world(seed: u64, index: usize, requests: usize, mode: AutoMode) 
         world: sc.world().map(|w| w.summary.clone()).unwrap_or_default(),
         deadline_s: d,
         n,
-        dominated: dominates(&frozen.2, &auto),
-        best_dominated: dominates(&frozen.2, &best.1),
-        earlier_frozen_dominated: dominates(&frozen.2, &earlier_row),
+        dominated: dominates(&frozen, &auto),
+        best_dominated: dominates(&frozen, &best.1),
+        earlier_frozen_dominated: dominates(&frozen, &rows[earlier_i]),
         loss_auto: mean_loss(&run, second.clone(), d, cost_ref),
         loss_frozen: mean_loss(loss_frozen_run, second.clone(), d, cost_ref),
         loss_best: best.0,
@@ -367,7 +356,7 @@ pub fn evaluate_world(seed: u64, index: usize, requests: usize, mode: AutoMode) 
         auto_ran_frozen,
         auto_top_plan,
         auto,
-        frozen: frozen.2,
+        frozen,
         best: best.1,
         feasible,
         auto_misses,
